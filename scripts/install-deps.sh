@@ -1,0 +1,24 @@
+#!/usr/bin/env bash
+# Installs the Debian packages revops needs to build, run and test, but only
+# those missing, so `make run` / `make test` stay fast on a prepared machine.
+set -euo pipefail
+pkgs=(build-essential cmake pkg-config python3
+      libmicrohttpd-dev libjansson-dev libsqlite3-dev libssl-dev libcmocka-dev
+      libcurl4-openssl-dev libpq-dev libxml2-dev libxmlsec1-dev
+      xmlsec1 libxml2-utils openssl sqlite3 curl nodejs npm)
+if [ "${1:-}" = "--bench" ]; then pkgs+=(wrk nginx-light); fi
+missing=()
+for p in "${pkgs[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'install ok installed' || missing+=("$p")
+done
+# nodejs/npm may come from outside Debian on a prepared machine: accept any.
+if command -v node >/dev/null && command -v npm >/dev/null; then
+  kept=(); for p in "${missing[@]}"; do case "$p" in nodejs|npm) ;; *) kept+=("$p");; esac; done
+  missing=("${kept[@]}")
+fi
+[ ${#missing[@]} -eq 0 ] && exit 0
+echo "install-deps: installing ${missing[*]}" >&2
+sudo=""; [ "$(id -u)" -ne 0 ] && sudo="sudo"
+export DEBIAN_FRONTEND=noninteractive
+$sudo apt-get update -qq
+$sudo apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null

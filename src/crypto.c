@@ -1,0 +1,189 @@
+#include "crypto.h"
+
+#include <openssl/crypto.h>
+#include <openssl/evp.h>
+#include <openssl/hmac.h>
+#include <openssl/rand.h>
+#include <string.h>
+
+int crypto_random(void *out, size_t n)
+{
+	return RAND_bytes(out, (int)n) == 1 ? 0 : -1;
+}
+
+void crypto_sha256(const void *p, size_t n, unsigned char out[CRYPTO_SHA256_LEN])
+{
+	unsigned int len = CRYPTO_SHA256_LEN;
+
+	EVP_Digest(p, n, out, &len, EVP_sha256(), NULL);
+}
+
+void crypto_hex(const unsigned char *in, size_t n, char *out)
+{
+	static const char hx[] = "0123456789abcdef";
+	size_t i;
+
+	for (i = 0; i < n; i++) {
+		out[2 * i] = hx[in[i] >> 4];
+		out[2 * i + 1] = hx[in[i] & 15];
+	}
+	out[2 * n] = '\0';
+}
+
+void crypto_sha256_hex(const void *p, size_t n, char out[2 * CRYPTO_SHA256_LEN + 1])
+{
+	unsigned char md[CRYPTO_SHA256_LEN];
+
+	crypto_sha256(p, n, md);
+	crypto_hex(md, sizeof md, out);
+}
+
+void crypto_hmac_sha256(const void *key, size_t klen, const void *msg, size_t mlen,
+			unsigned char out[CRYPTO_SHA256_LEN])
+{
+	unsigned int len = CRYPTO_SHA256_LEN;
+
+	HMAC(EVP_sha256(), key, (int)klen, msg, mlen, out, &len);
+}
+
+int crypto_equal(const void *a, const void *b, size_t n)
+{
+	return CRYPTO_memcmp(a, b, n) == 0;
+}
+
+static size_t b64_encode(const unsigned char *in, size_t n, char *out, const char *alpha,
+			 int pad)
+{
+	size_t i, o = 0;
+	unsigned v;
+
+	for (i = 0; i + 2 < n; i += 3) {
+		v = (unsigned)in[i] << 16 | (unsigned)in[i + 1] << 8 | in[i + 2];
+		out[o++] = alpha[v >> 18 & 63];
+		out[o++] = alpha[v >> 12 & 63];
+		out[o++] = alpha[v >> 6 & 63];
+		out[o++] = alpha[v & 63];
+	}
+	if (n - i == 1) {
+		v = (unsigned)in[i] << 16;
+		out[o++] = alpha[v >> 18 & 63];
+		out[o++] = alpha[v >> 12 & 63];
+		if (pad) {
+			out[o++] = '=';
+			out[o++] = '=';
+		}
+	} else if (n - i == 2) {
+		v = (unsigned)in[i] << 16 | (unsigned)in[i + 1] << 8;
+		out[o++] = alpha[v >> 18 & 63];
+		out[o++] = alpha[v >> 12 & 63];
+		out[o++] = alpha[v >> 6 & 63];
+		if (pad)
+			out[o++] = '=';
+	}
+	out[o] = '\0';
+	return o;
+}
+
+static const char B64URL[] =
+	"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_";
+static const char B64STD[] =
+	"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+
+size_t crypto_b64url_encode(const void *in, size_t n, char *out)
+{
+	return b64_encode(in, n, out, B64URL, 0);
+}
+
+size_t crypto_b64_encode(const void *in, size_t n, char *out)
+{
+	return b64_encode(in, n, out, B64STD, 1);
+}
+
+static int b64url_val(char c, int std)
+{
+	if (std && (c == '-' || c == '_'))
+		return -1;
+	if (std && c == '+')
+		return 62;
+	if (std && c == '/')
+		return 63;
+	if (c >= 'A' && c <= 'Z')
+		return c - 'A';
+	if (c >= 'a' && c <= 'z')
+		return c - 'a' + 26;
+	if (c >= '0' && c <= '9')
+		return c - '0' + 52;
+	if (c == '-')
+		return 62;
+	if (c == '_')
+		return 63;
+	return -1;
+}
+
+static int b64_decode(const char *in, size_t n, unsigned char *out, size_t outcap,
+		      size_t *outlen, int std)
+{
+	size_t i, o = 0, need;
+	unsigned acc = 0;
+	int bits = 0, v;
+
+	if (n % 4 == 1)
+		return -1;
+	need = n / 4 * 3 + (n % 4 ? n % 4 - 1 : 0);
+	if (need > outcap)
+		return -1;
+	for (i = 0; i < n; i++) {
+		v = b64url_val(in[i], std);
+		if (v < 0)
+			return -1;
+		acc = (acc << 6 | (unsigned)v) & 0xffffff;
+		bits += 6;
+		if (bits >= 8) {
+			bits -= 8;
+			out[o++] = (unsigned char)(acc >> bits);
+		}
+	}
+	/* Leftover bits must be zero, so each byte string has one encoding. */
+	if (bits && (acc & ((1u << bits) - 1)))
+		return -1;
+	*outlen = o;
+	return 0;
+}
+
+int crypto_b64url_decode(const char *in, size_t n, unsigned char *out, size_t outcap,
+			 size_t *outlen)
+{
+	return b64_decode(in, n, out, outcap, outlen, 0);
+}
+
+int crypto_b64_decode(const char *in, size_t n, unsigned char *out, size_t outcap,
+		      size_t *outlen)
+{
+	if (n % 4)
+		return -1;
+	if (n && in[n - 1] == '=')
+		n--;
+	if (n && in[n - 1] == '=')
+		n--;
+	return b64_decode(in, n, out, outcap, outlen, 1);
+}
+
+void crypto_wipe(void *p, size_t n)
+{
+	OPENSSL_cleanse(p, n);
+}
+
+int crypto_token(const char *prefix, size_t nbytes, char *out, size_t outcap)
+{
+	unsigned char raw[64];
+	size_t plen = strlen(prefix);
+
+	if (nbytes > sizeof raw || plen + (nbytes + 2) / 3 * 4 + 1 > outcap)
+		return -1;
+	if (crypto_random(raw, nbytes) < 0)
+		return -1;
+	memcpy(out, prefix, plen);
+	crypto_b64url_encode(raw, nbytes, out + plen);
+	crypto_wipe(raw, sizeof raw);
+	return 0;
+}

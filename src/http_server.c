@@ -1,0 +1,378 @@
+/* libmicrohttpd glue. Traps in MHD 0.9.75 that shape this file (DESIGN.md):
+ *  - epoll mode stalls with exactly 128 ready connections: poll mode only;
+ *  - a response queued on the first access-handler call forces
+ *    Connection: close, so normal responses wait for a later call;
+ *  - no MHD_PostProcessor: bodies are collected into a capped buffer;
+ *  - duplicate Content-Length and Content-Length with Transfer-Encoding are
+ *    refused here (request smuggling), before any body is read. */
+#include "http_server.h"
+
+#include <arpa/inet.h>
+#include <microhttpd.h>
+#include <netinet/in.h>
+#include <stdarg.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include "clock.h"
+#include "log.h"
+
+struct http_server {
+	struct MHD_Daemon *d;
+	http_handler_fn fn;
+	void *arg;
+	atomic_int in_flight;
+	int port;
+};
+
+struct reqctx {
+	struct request req;
+	int responded;
+};
+
+const char *http_header(const struct request *req, const char *name)
+{
+	return MHD_lookup_connection_value(req->conn, MHD_HEADER_KIND, name);
+}
+
+const char *http_query(const struct request *req, const char *name)
+{
+	const char *v = MHD_lookup_connection_value(req->conn, MHD_GET_ARGUMENT_KIND, name);
+
+	/* MHD reports "?a" (no '=') as present with a NULL value. */
+	if (!v && MHD_lookup_connection_value_n(req->conn, MHD_GET_ARGUMENT_KIND, name,
+						strlen(name), NULL, NULL) == MHD_YES)
+		return "";
+	return v;
+}
+
+struct each_ctx {
+	int (*fn)(void *, const char *, const char *);
+	void *arg;
+	int rc;
+};
+
+static enum MHD_Result each_query(void *cls, enum MHD_ValueKind kind, const char *key,
+				  const char *value)
+{
+	struct each_ctx *e = cls;
+
+	(void)kind;
+	e->rc = e->fn(e->arg, key, value ? value : "");
+	return e->rc ? MHD_NO : MHD_YES;
+}
+
+int http_query_each(const struct request *req,
+		    int (*fn)(void *arg, const char *name, const char *value), void *arg)
+{
+	struct each_ctx e = {fn, arg, 0};
+
+	MHD_get_connection_values(req->conn, MHD_GET_ARGUMENT_KIND, each_query, &e);
+	return e.rc;
+}
+
+void response_init(struct response *res)
+{
+	memset(res, 0, sizeof *res);
+	res->status = 500;
+	buf_init(&res->body, 0);
+}
+
+void response_free(struct response *res)
+{
+	int i;
+
+	for (i = 0; i < res->nheaders; i++) {
+		free(res->hname[i]);
+		free(res->hvalue[i]);
+	}
+	res->nheaders = 0;
+	buf_free(&res->body);
+}
+
+int response_header(struct response *res, const char *name, const char *value)
+{
+	char *v;
+	int i;
+
+	for (i = 0; i < res->nheaders; i++)
+		if (!strcasecmp(res->hname[i], name)) {
+			v = strdup(value);
+			if (!v)
+				return -1;
+			free(res->hvalue[i]);
+			res->hvalue[i] = v;
+			return 0;
+		}
+	if (res->nheaders == HTTP_MAX_HEADERS)
+		return -1;
+	res->hname[res->nheaders] = strdup(name);
+	res->hvalue[res->nheaders] = strdup(value);
+	if (!res->hname[res->nheaders] || !res->hvalue[res->nheaders]) {
+		free(res->hname[res->nheaders]);
+		free(res->hvalue[res->nheaders]);
+		return -1;
+	}
+	res->nheaders++;
+	return 0;
+}
+
+struct framing {
+	int content_length;
+	int transfer_encoding;
+	const char *cl_value;
+};
+
+static enum MHD_Result count_framing(void *cls, enum MHD_ValueKind kind, const char *key,
+				     const char *value)
+{
+	struct framing *f = cls;
+
+	(void)kind;
+	if (!strcasecmp(key, "Content-Length")) {
+		f->content_length++;
+		f->cl_value = value;
+	} else if (!strcasecmp(key, "Transfer-Encoding")) {
+		f->transfer_encoding++;
+	}
+	return MHD_YES;
+}
+
+/* Looks at the framing headers before any body is read. Sets the request's
+ * framing_status when it must be refused. */
+static void check_framing(struct request *req)
+{
+	struct framing f = {0, 0, NULL};
+	char *end;
+	unsigned long long n;
+
+	MHD_get_connection_values(req->conn, MHD_HEADER_KIND, count_framing, &f);
+	if (f.content_length > 1) {
+		req->framing_status = 400;
+		req->framing_msg = "more than one Content-Length header";
+	} else if (f.content_length && f.transfer_encoding) {
+		req->framing_status = 400;
+		req->framing_msg = "Content-Length together with Transfer-Encoding";
+	} else if (f.content_length) {
+		n = strtoull(f.cl_value ? f.cl_value : "", &end, 10);
+		if (!f.cl_value || end == f.cl_value || *end) {
+			req->framing_status = 400;
+			req->framing_msg = "invalid Content-Length";
+		} else if (n > HTTP_BODY_MAX) {
+			req->framing_status = 413;
+			req->framing_msg = "request body larger than 1 MiB";
+		}
+	}
+}
+
+static void client_address(struct MHD_Connection *c, char *out, size_t cap)
+{
+	const union MHD_ConnectionInfo *ci =
+		MHD_get_connection_info(c, MHD_CONNECTION_INFO_CLIENT_ADDRESS);
+	const struct sockaddr *sa = ci ? ci->client_addr : NULL;
+
+	snprintf(out, cap, "unknown");
+	if (!sa)
+		return;
+	if (sa->sa_family == AF_INET)
+		inet_ntop(AF_INET, &((const struct sockaddr_in *)sa)->sin_addr, out, (socklen_t)cap);
+	else if (sa->sa_family == AF_INET6)
+		inet_ntop(AF_INET6, &((const struct sockaddr_in6 *)sa)->sin6_addr, out,
+			  (socklen_t)cap);
+}
+
+static enum MHD_Result send_response(struct http_server *s, struct reqctx *rc,
+				     struct MHD_Connection *c)
+{
+	struct response res;
+	struct MHD_Response *r;
+	size_t len;
+	char *body;
+	enum MHD_Result ret;
+	int i;
+
+	response_init(&res);
+	s->fn(s->arg, &rc->req, &res);
+	len = res.body.len;
+	body = buf_steal(&res.body);
+	r = MHD_create_response_from_buffer(len, body, MHD_RESPMEM_MUST_FREE);
+	if (!r) {
+		free(body);
+		response_free(&res);
+		return MHD_NO;
+	}
+	MHD_add_response_header(r, MHD_HTTP_HEADER_CONTENT_TYPE,
+				res.content_type ? res.content_type : "application/json");
+	for (i = 0; i < res.nheaders; i++)
+		MHD_add_response_header(r, res.hname[i], res.hvalue[i]);
+	if (res.close)
+		MHD_add_response_header(r, MHD_HTTP_HEADER_CONNECTION, "close");
+	ret = MHD_queue_response(c, (unsigned)res.status, r);
+	MHD_destroy_response(r);
+	response_free(&res);
+	rc->responded = 1;
+	return ret;
+}
+
+static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const char *url,
+				  const char *method, const char *version,
+				  const char *upload_data, size_t *upload_data_size,
+				  void **con_cls)
+{
+	struct http_server *s = cls;
+	struct reqctx *rc = *con_cls;
+
+	(void)version;
+	if (!rc) {
+		rc = calloc(1, sizeof *rc);
+		if (!rc)
+			return MHD_NO;
+		rc->req.method = method;
+		rc->req.path = url;
+		rc->req.conn = c;
+		rc->req.start_us = clock_mono_us();
+		buf_init(&rc->req.body, HTTP_BODY_MAX);
+		client_address(c, rc->req.client, sizeof rc->req.client);
+		*con_cls = rc;
+		atomic_fetch_add(&s->in_flight, 1);
+		check_framing(&rc->req);
+		/* Refuse before reading the body; MHD then closes the connection. */
+		if (rc->req.framing_status)
+			return send_response(s, rc, c);
+		return MHD_YES;
+	}
+	if (rc->responded) {
+		*upload_data_size = 0; /* discard what follows a refusal */
+		return MHD_YES;
+	}
+	if (*upload_data_size) {
+		if (buf_append(&rc->req.body, upload_data, *upload_data_size) < 0) {
+			rc->req.framing_status = 413;
+			rc->req.framing_msg = "request body larger than 1 MiB";
+			*upload_data_size = 0;
+			return send_response(s, rc, c);
+		}
+		*upload_data_size = 0;
+		return MHD_YES;
+	}
+	return send_response(s, rc, c);
+}
+
+static void on_completed(void *cls, struct MHD_Connection *c, void **con_cls,
+			 enum MHD_RequestTerminationCode toe)
+{
+	struct http_server *s = cls;
+	struct reqctx *rc = *con_cls;
+
+	(void)c;
+	(void)toe;
+	if (!rc)
+		return;
+	buf_free(&rc->req.body);
+	free(rc);
+	*con_cls = NULL;
+	atomic_fetch_sub(&s->in_flight, 1);
+}
+
+static void mhd_log(void *cls, const char *fmt, va_list ap)
+{
+	char msg[512];
+
+	(void)cls;
+	vsnprintf(msg, sizeof msg, fmt, ap);
+	msg[strcspn(msg, "\n")] = '\0';
+	log_msg(LOG_DEBUG, "http", "%s", msg);
+}
+
+int http_server_start(const struct http_server_opts *o, http_handler_fn fn, void *arg,
+		      struct http_server **out)
+{
+	struct sockaddr_storage ss;
+	struct sockaddr_in *in4 = (struct sockaddr_in *)&ss;
+	struct sockaddr_in6 *in6 = (struct sockaddr_in6 *)&ss;
+	struct http_server *s;
+	const union MHD_DaemonInfo *di;
+	unsigned flags = MHD_USE_POLL_INTERNAL_THREAD | MHD_USE_ITC | MHD_USE_ERROR_LOG;
+	char host[256];
+	size_t hl;
+
+	*out = NULL;
+	memset(&ss, 0, sizeof ss);
+	snprintf(host, sizeof host, "%s", o->host);
+	hl = strlen(host);
+	if (hl > 2 && host[0] == '[' && host[hl - 1] == ']') {
+		memmove(host, host + 1, hl - 2);
+		host[hl - 2] = '\0';
+	}
+	if (!strcmp(host, "localhost"))
+		snprintf(host, sizeof host, "127.0.0.1");
+	if (inet_pton(AF_INET, host, &in4->sin_addr) == 1) {
+		in4->sin_family = AF_INET;
+		in4->sin_port = htons((uint16_t)o->port);
+	} else if (inet_pton(AF_INET6, host, &in6->sin6_addr) == 1) {
+		in6->sin6_family = AF_INET6;
+		in6->sin6_port = htons((uint16_t)o->port);
+		flags |= MHD_USE_IPv6;
+	} else {
+		log_msg(LOG_ERROR, "listen", "not an IP address: %s", o->host);
+		return -1;
+	}
+	s = calloc(1, sizeof *s);
+	if (!s)
+		return -1;
+	s->fn = fn;
+	s->arg = arg;
+	s->d = MHD_start_daemon(
+		flags, (uint16_t)o->port, NULL, NULL, on_request, s,
+		MHD_OPTION_EXTERNAL_LOGGER, mhd_log, NULL,
+		MHD_OPTION_SOCK_ADDR, (struct sockaddr *)&ss,
+		MHD_OPTION_THREAD_POOL_SIZE, (unsigned)o->threads,
+		MHD_OPTION_CONNECTION_LIMIT, (unsigned)o->max_connections,
+		MHD_OPTION_PER_IP_CONNECTION_LIMIT, (unsigned)o->per_ip_connections,
+		MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)o->idle_timeout_s,
+		MHD_OPTION_CONNECTION_MEMORY_LIMIT, (size_t)(64 * 1024),
+		MHD_OPTION_LISTEN_BACKLOG_SIZE, 1024u,
+		MHD_OPTION_LISTENING_ADDRESS_REUSE, 1u,
+		MHD_OPTION_NOTIFY_COMPLETED, on_completed, s,
+		MHD_OPTION_END);
+	if (!s->d) {
+		log_msg(LOG_ERROR, "listen", "cannot listen on %s:%d", o->host, o->port);
+		free(s);
+		return -1;
+	}
+	di = MHD_get_daemon_info(s->d, MHD_DAEMON_INFO_BIND_PORT);
+	s->port = di ? di->port : o->port;
+	*out = s;
+	return 0;
+}
+
+int http_server_port(struct http_server *s)
+{
+	return s->port;
+}
+
+void http_server_quiesce(struct http_server *s)
+{
+	MHD_socket fd = MHD_quiesce_daemon(s->d);
+
+	if (fd != MHD_INVALID_SOCKET)
+		close(fd);
+}
+
+int http_server_in_flight(struct http_server *s)
+{
+	return atomic_load(&s->in_flight);
+}
+
+void http_server_stop(struct http_server *s)
+{
+	if (!s)
+		return;
+	MHD_stop_daemon(s->d);
+	free(s);
+}

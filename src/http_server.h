@@ -1,0 +1,34 @@
+/* http_server: the HTTP/1.1 listener (libmicrohttpd in poll mode with a
+ * thread pool; see DESIGN.md for why not epoll). The only file that
+ * includes microhttpd.h. */
+#ifndef REVOPS_HTTP_SERVER_H
+#define REVOPS_HTTP_SERVER_H
+#include "common.h"
+#include "http.h"
+
+struct http_server;
+
+struct http_server_opts {
+	const char *host;      /* IPv4 or IPv6 literal, or "localhost" */
+	int port;              /* 0 = any free port */
+	int threads;
+	int max_connections;
+	int per_ip_connections;
+	int idle_timeout_s;    /* closes connections idle (or stalled) this long */
+};
+
+/* Called once per complete request, on a server thread. Must fill res. */
+typedef void (*http_handler_fn)(void *arg, struct request *req, struct response *res);
+
+int http_server_start(const struct http_server_opts *o, http_handler_fn fn, void *arg,
+		      struct http_server **out) WUR;
+/* The port actually bound. */
+int http_server_port(struct http_server *s);
+/* Stops accepting new connections; requests in flight go on. */
+void http_server_quiesce(struct http_server *s);
+/* Requests received and not yet completed. */
+int http_server_in_flight(struct http_server *s);
+/* Closes every connection and stops the threads. */
+void http_server_stop(struct http_server *s);
+
+#endif

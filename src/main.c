@@ -1,0 +1,121 @@
+/* revopsd: the API server and its background work.
+ *
+ * Signals are blocked in every thread; the main thread waits for them with
+ * sigtimedwait, doing the once-a-second chores (deprecation registry
+ * refresh, idempotency expiry) between waits. SIGTERM/SIGINT: stop
+ * accepting, let requests in flight finish (up to 10 s), close the database
+ * cleanly, exit 0. */
+#include <errno.h>
+#include <signal.h>
+#include <stdio.h>
+#include <string.h>
+#include <time.h>
+
+#include "admin.h"
+#include "app.h"
+#include "clock.h"
+#include "config.h"
+#include "deprecation.h"
+#include "http_server.h"
+#include "idempotency.h"
+#include "log.h"
+#include "store.h"
+
+#define DRAIN_MS 10000
+
+static void chores(struct app *a, int64_t *last_purge)
+{
+	int64_t now = clock_mono_ms();
+	int n;
+
+	if (deprecation_reload(a->deprecations, a->store) < 0)
+		log_msg(LOG_WARN, "deprecations", "reload failed; keeping the previous registry");
+	if (now - *last_purge >= 60000) {
+		*last_purge = now;
+		n = idempotency_purge(a->store, clock_now_ms());
+		if (n > 0)
+			log_msg(LOG_INFO, "idempotency", "expired %d keys", n);
+	}
+}
+
+int main(int argc, char **argv)
+{
+	struct config cfg;
+	struct store *st = NULL;
+	struct http_server *srv = NULL;
+	struct app app;
+	struct http_server_opts o;
+	struct timespec tick = {1, 0};
+	struct buf err;
+	sigset_t sigs;
+	int rc, sig, app_ok = 0, exit_code = 1;
+	int64_t last_purge = 0, deadline;
+
+	rc = config_load(&cfg, argc, argv);
+	if (rc != 0)
+		return rc > 0 ? 0 : 2;
+	log_init(cfg.log_json);
+	clock_set_time_scale(cfg.time_scale);
+	if (cfg.time_scale > 1.0)
+		log_msg(LOG_WARN, "config", "--time-scale %g: business durations shortened (testing only)",
+			cfg.time_scale);
+	signal(SIGPIPE, SIG_IGN);
+	sigemptyset(&sigs);
+	sigaddset(&sigs, SIGTERM);
+	sigaddset(&sigs, SIGINT);
+	pthread_sigmask(SIG_BLOCK, &sigs, NULL);
+
+	if (store_open(cfg.database, cfg.threads + 4, &st) < 0)
+		goto out;
+	if (app_init(&app, &cfg, st) < 0) {
+		log_msg(LOG_ERROR, "start", "cannot initialise");
+		goto out;
+	}
+	app_ok = 1;
+	if (cfg.demo) {
+		buf_init(&err, 512);
+		rc = admin_demo_seed(st, cfg.public_url, cfg.data_dir, &err);
+		if (rc < 0) {
+			log_msg(LOG_ERROR, "demo", "seeding failed: %s", err.data ? err.data : "?");
+			buf_free(&err);
+			goto out;
+		}
+		buf_free(&err);
+		log_msg(LOG_INFO, "demo", rc ? "seeded; credentials in %s/demo-credentials.json"
+					     : "data exists; credentials in %s/demo-credentials.json",
+			cfg.data_dir);
+	}
+	o = (struct http_server_opts){cfg.listen_host, cfg.listen_port, cfg.threads,
+				      cfg.max_connections, cfg.max_connections, 30};
+	if (http_server_start(&o, app_handle, &app, &srv) < 0)
+		goto out;
+	log_msg(LOG_INFO, "listening", "port=%d url=http://%s:%d", http_server_port(srv),
+		cfg.listen_host, http_server_port(srv));
+
+	for (;;) {
+		sig = sigtimedwait(&sigs, NULL, &tick);
+		if (sig == SIGTERM || sig == SIGINT)
+			break;
+		if (sig < 0 && errno != EAGAIN && errno != EINTR) {
+			log_msg(LOG_ERROR, "signals", "sigtimedwait: %s", strerror(errno));
+			break;
+		}
+		chores(&app, &last_purge);
+	}
+	log_msg(LOG_INFO, "shutdown", "signal received: draining %d requests in flight",
+		http_server_in_flight(srv));
+	app.shutting_down = 1;
+	http_server_quiesce(srv);
+	deadline = clock_mono_ms() + DRAIN_MS;
+	while (http_server_in_flight(srv) > 0 && clock_mono_ms() < deadline)
+		nanosleep(&(struct timespec){0, 10 * 1000 * 1000}, NULL);
+	exit_code = 0;
+out:
+	http_server_stop(srv);
+	if (app_ok)
+		app_free(&app);
+	store_close(st);
+	if (exit_code == 0)
+		log_msg(LOG_INFO, "shutdown", "stopped cleanly");
+	return exit_code;
+}

@@ -1,0 +1,312 @@
+#include "oauth.h"
+
+#include <stdio.h>
+#include <jansson.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+
+#include "app.h"
+#include "clock.h"
+#include "crypto.h"
+#include "form.h"
+#include "respond.h"
+#include "store.h"
+
+#define SECRET_MAX 256
+
+/* An RFC 6749 §5.2 error. invalid_client is 401 with a challenge. */
+static void oauth_error(struct ctx *c, const char *error, const char *desc)
+{
+	int status = strcmp(error, "invalid_client") ? 400 : 401;
+
+	if (status == 401 && response_header(c->res, "WWW-Authenticate", "Basic realm=\"revops\"") < 0)
+		status = 500;
+	c->error_code = error;
+	respond_raw_json(c, status,
+			 json_pack("{s:s, s:s}", "error", error, "error_description", desc));
+}
+
+/* Splits an HTTP Basic header into client id and secret, each
+ * form-urlencoded per RFC 6749 §2.3.1. Returns 0, or -1 if malformed. */
+static int basic_credentials(const char *h, char **id, char **secret)
+{
+	unsigned char raw[600];
+	size_t len;
+	const char *colon;
+
+	*id = *secret = NULL;
+	if (strncasecmp(h, "Basic ", 6) != 0)
+		return -1;
+	h += 6;
+	while (*h == ' ')
+		h++;
+	if (crypto_b64_decode(h, strlen(h), raw, sizeof raw - 1, &len) < 0)
+		return -1;
+	raw[len] = '\0';
+	if (strlen((char *)raw) != len)
+		return -1;
+	colon = strchr((char *)raw, ':');
+	if (!colon)
+		return -1;
+	if (form_decode((char *)raw, (size_t)(colon - (char *)raw), id) < 0 ||
+	    form_decode(colon + 1, len - (size_t)(colon + 1 - (char *)raw), secret) < 0) {
+		free(*id);
+		*id = NULL;
+		crypto_wipe(raw, sizeof raw);
+		return -1;
+	}
+	crypto_wipe(raw, sizeof raw);
+	return 0;
+}
+
+struct client {
+	char portfolio_id[ID_MAX];
+	unsigned scopes;
+	json_t *codes; /* the client's property codes, or NULL for all */
+};
+
+/* Verifies the client secret in constant time, also for unknown clients
+ * (compared against a fixed hash) so timing does not reveal which ids
+ * exist. Returns 1 (authenticated), 0 (refused) or < 0 (error). */
+static int authenticate(struct store_tx *tx, const char *id, const char *secret,
+			struct client *cl)
+{
+	static const char dummy[65] =
+		"0000000000000000000000000000000000000000000000000000000000000000";
+	char given[2 * CRYPTO_SHA256_LEN + 1], stored[65];
+	struct store_rows *r;
+	int rc, found, ok;
+	char *scopes = NULL;
+
+	memset(cl, 0, sizeof *cl);
+	crypto_sha256_hex(secret, strlen(secret), given);
+	rc = store_query(tx,
+			 "SELECT portfolio_id, secret_hash, scopes, property_codes FROM oauth_clients"
+			 " WHERE id = $1 AND revoked_at IS NULL",
+			 (struct store_val[]){sv_text(id)}, 1, &r);
+	if (rc != STORE_OK)
+		return rc;
+	rc = store_next(r);
+	found = rc == 1;
+	snprintf(stored, sizeof stored, "%s", found ? store_text(r, 1) : dummy);
+	ok = crypto_equal(given, stored, 64) && found;
+	if (ok) {
+		snprintf(cl->portfolio_id, sizeof cl->portfolio_id, "%s", store_text(r, 0));
+		scopes = strdup(store_text(r, 2));
+		cl->codes = store_is_null(r, 3) ? NULL : json_loads(store_text(r, 3), 0, NULL);
+	}
+	store_rows_close(r);
+	if (rc < 0) {
+		free(scopes);
+		return rc;
+	}
+	if (scopes) {
+		char *save = NULL, *tok;
+
+		for (tok = strtok_r(scopes, " ", &save); tok; tok = strtok_r(NULL, " ", &save))
+			cl->scopes |= auth_scope_bit(tok);
+		free(scopes);
+	}
+	return ok;
+}
+
+static int code_in(const json_t *codes, const char *code)
+{
+	size_t i;
+	json_t *v;
+
+	json_array_foreach(codes, i, v)
+		if (!strcmp(json_string_value(v), code))
+			return 1;
+	return 0;
+}
+
+/* Issues a token for the authenticated client. Applies the scope rules of
+ * API-CONTRACT §2 and answers the request (success or an OAuth error). */
+static void issue(struct ctx *c, struct store_tx *tx, const char *client_id,
+		  const struct client *cl, const char *scope)
+{
+	char *req = strdup(scope ? scope : ""), *save = NULL, *tok, token[AUTH_TOKEN_MAX];
+	char hash[65], granted[512];
+	json_t *want_codes = json_array(), *ids = json_array(), *codes = json_array();
+	json_t *ids_col;
+	struct store_rows *r = NULL;
+	unsigned want = 0, bit;
+	int rc, narrowed;
+	char *ids_s = NULL, *codes_s = NULL;
+	int64_t now = clock_now_ms();
+
+	for (tok = strtok_r(req, " ", &save); tok; tok = strtok_r(NULL, " ", &save)) {
+		if (!strncmp(tok, "property:", 9) && tok[9]) {
+			if ((cl->codes && !code_in(cl->codes, tok + 9)) || json_array_size(want_codes) >= AUTH_MAX_PROPS)
+				goto bad_scope;
+			if (!code_in(want_codes, tok + 9))
+				json_array_append_new(want_codes, json_string(tok + 9));
+			continue;
+		}
+		bit = auth_scope_bit(tok);
+		if (!bit || !(cl->scopes & bit))
+			goto bad_scope;
+		want |= bit;
+	}
+	if (!want)
+		want = cl->scopes;
+	narrowed = json_array_size(want_codes) > 0 || cl->codes;
+	rc = store_query(tx,
+			 "SELECT id, pms_property_code FROM properties WHERE portfolio_id = $1"
+			 " ORDER BY id",
+			 (struct store_val[]){sv_text(cl->portfolio_id)}, 1, &r);
+	if (rc != STORE_OK)
+		goto fail;
+	while ((rc = store_next(r)) == 1) {
+		const char *code = store_text(r, 1);
+
+		if (json_array_size(want_codes) ? !code_in(want_codes, code)
+						: (cl->codes && !code_in(cl->codes, code)))
+			continue;
+		json_array_append_new(ids, json_string(store_text(r, 0)));
+		json_array_append_new(codes, json_string(code));
+	}
+	store_rows_close(r);
+	r = NULL;
+	if (rc < 0)
+		goto fail;
+	if (json_array_size(codes) < json_array_size(want_codes) ||
+	    (narrowed && json_array_size(ids) > AUTH_MAX_PROPS))
+		goto bad_scope; /* a requested code that is not a property here */
+	if (crypto_token("rvo_at_", 32, token, sizeof token) < 0)
+		goto fail;
+	crypto_sha256_hex(token, strlen(token), hash);
+	auth_scope_string(want, granted, sizeof granted);
+	ids_col = narrowed ? ids : NULL;
+	ids_s = ids_col ? json_dumps(ids_col, JSON_COMPACT) : NULL;
+	codes_s = json_dumps(codes, JSON_COMPACT);
+	if ((ids_col && !ids_s) || !codes_s)
+		goto fail;
+	rc = store_exec(tx,
+			"INSERT INTO access_tokens (token_hash, portfolio_id, client_id, user_id,"
+			" scopes, property_ids, property_codes, expires_at, created_at)"
+			" VALUES ($1, $2, $3, NULL, $4, $5, $6, $7, $8)",
+			(struct store_val[]){sv_text(hash), sv_text(cl->portfolio_id),
+					     sv_text(client_id), sv_text(granted), sv_text(ids_s),
+					     sv_text(codes_s),
+					     sv_int(now + (int64_t)c->app->cfg->token_ttl * 1000),
+					     sv_int(now)}, 8);
+	if (rc < 0 || store_commit(tx) != STORE_OK) {
+		if (rc < 0)
+			store_rollback(tx);
+		tx = NULL;
+		goto fail_no_tx;
+	}
+	tx = NULL;
+	{
+		size_t i, gl = strlen(granted);
+		json_t *v;
+
+		json_array_foreach(want_codes, i, v)
+			if (gl + strlen(json_string_value(v)) + 11 < sizeof granted)
+				gl += (size_t)snprintf(granted + gl, sizeof granted - gl, " property:%s",
+						       json_string_value(v));
+	}
+	response_header(c->res, "Cache-Control", "no-store");
+	response_header(c->res, "Pragma", "no-cache");
+	respond_raw_json(c, 200,
+			 json_pack("{s:s, s:s, s:i, s:s, s:s, s:O}", "access_token", token,
+				   "token_type", "Bearer", "expires_in", c->app->cfg->token_ttl,
+				   "scope", granted, "portfolio_id", cl->portfolio_id,
+				   "property_codes", codes));
+	crypto_wipe(token, sizeof token);
+	goto out;
+bad_scope:
+	store_rollback(tx);
+	oauth_error(c, "invalid_scope",
+		    "a requested scope or property is not available to this client");
+	goto out;
+fail:
+	store_rows_close(r);
+	store_rollback(tx);
+fail_no_tx:
+	respond_error(c, ERR_INTERNAL, NULL, "internal error");
+out:
+	free(req);
+	free(ids_s);
+	free(codes_s);
+	json_decref(want_codes);
+	json_decref(ids);
+	json_decref(codes);
+}
+
+void oauth_h_token(struct ctx *c)
+{
+	const char *ct = http_header(c->req, "Content-Type"), *why = NULL, *grant, *auth;
+	char *basic_id = NULL, *basic_secret = NULL;
+	const char *id, *secret;
+	struct form f = {0};
+	struct client cl = {0};
+	struct store_tx *tx = NULL;
+	int rc;
+
+	if (!ct || strncasecmp(ct, "application/x-www-form-urlencoded", 33) != 0 ||
+	    (ct[33] && ct[33] != ';' && ct[33] != ' ')) {
+		oauth_error(c, "invalid_request",
+			    "Content-Type must be application/x-www-form-urlencoded");
+		return;
+	}
+	if (form_parse(c->req->body.data ? c->req->body.data : "", c->req->body.len, &f, &why) < 0) {
+		oauth_error(c, "invalid_request", why);
+		return;
+	}
+	grant = form_get(&f, "grant_type");
+	if (!grant) {
+		oauth_error(c, "invalid_request", "grant_type is required");
+		goto out;
+	}
+	auth = http_header(c->req, "Authorization");
+	if (auth && basic_credentials(auth, &basic_id, &basic_secret) < 0) {
+		oauth_error(c, "invalid_client", "malformed Basic credentials");
+		goto out;
+	}
+	if (basic_id && (form_get(&f, "client_id") || form_get(&f, "client_secret"))) {
+		oauth_error(c, "invalid_request",
+			    "use one client authentication method, not Basic and body both");
+		goto out;
+	}
+	id = basic_id ? basic_id : form_get(&f, "client_id");
+	secret = basic_id ? basic_secret : form_get(&f, "client_secret");
+	if (!id || !secret || strlen(secret) > SECRET_MAX) {
+		oauth_error(c, "invalid_client", "client authentication failed");
+		goto out;
+	}
+	if (store_begin(c->app->store, 1, &tx) != STORE_OK) {
+		respond_error(c, ERR_UNAVAILABLE, NULL, "database unavailable");
+		goto out;
+	}
+	rc = authenticate(tx, id, secret, &cl);
+	if (rc <= 0) {
+		store_rollback(tx);
+		if (rc < 0)
+			respond_error(c, ERR_INTERNAL, NULL, "internal error");
+		else
+			oauth_error(c, "invalid_client", "client authentication failed");
+		goto out;
+	}
+	if (strcmp(grant, "client_credentials") != 0) {
+		store_rollback(tx);
+		oauth_error(c, "unsupported_grant_type",
+			    "grant_type must be client_credentials");
+		goto out;
+	}
+	snprintf(c->p.client_id, sizeof c->p.client_id, "%s", id);
+	issue(c, tx, id, &cl, form_get(&f, "scope"));
+out:
+	json_decref(cl.codes);
+	if (basic_secret)
+		crypto_wipe(basic_secret, strlen(basic_secret));
+	free(basic_id);
+	free(basic_secret);
+	for (int i = 0; i < f.n; i++)
+		if (!strcmp(f.name[i], "client_secret"))
+			crypto_wipe(f.value[i], strlen(f.value[i]));
+	form_free(&f);
+}

@@ -1,0 +1,698 @@
+"""Shared helpers for the revops black-box API suites (Python 3 stdlib only).
+
+A `Server` owns one temporary data directory and one `revopsd` process on a
+free loopback port.  Suites talk to it only over HTTP (`request`, `client`,
+`RawConn`) and set data up with `revopsctl` (`ctl`, `seed_portfolio`).
+
+Binaries come from $REVOPS_BIN_DIR (default /work/main/build).  Set
+REVOPS_KEEP_DATA=1 to keep data directories (and their logs) after a run.
+"""
+
+import base64
+import calendar
+import datetime
+import http.client
+import json
+import os
+import re
+import select
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+import urllib.parse
+
+BIN_DIR = os.environ.get("REVOPS_BIN_DIR", "/work/main/build")
+REVOPSD = os.path.join(BIN_DIR, "revopsd")
+REVOPSCTL = os.path.join(BIN_DIR, "revopsctl")
+
+REQUEST_ID_RE = re.compile(r"^req_[0-9A-HJKMNP-TV-Z]{26}$")
+DATETIME_RE = re.compile(r"^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z$")
+DATE_RE = re.compile(r"^\d{4}-\d\d-\d\d$")
+NONNEG_INT_RE = re.compile(r"^[0-9]+$")
+
+ALL_SCOPES = frozenset([
+    "portfolios:read", "rates:read", "rates:write", "webhooks:manage",
+    "guest-threads:read", "alerts:read", "tasks:read", "tasks:write",
+    "fiscal:write", "audit:read", "feeds:write",
+])
+
+SLA_TIER = {"enterprise": "platinum", "group": "gold", "chain_starter": "standard"}
+MAX_PAGE = {"enterprise": 500, "group": 200, "chain_starter": 100}
+
+START_DEADLINE = 10.0
+STOP_DEADLINE = 10.0
+CTL_TIMEOUT = 30.0
+
+
+# --------------------------------------------------------------------------
+# small utilities
+
+def wait_until(predicate, timeout, interval=0.02, what="condition"):
+    """Polls predicate() until it returns a truthy value; returns that value.
+
+    Raises AssertionError naming `what` when `timeout` seconds pass first.
+    """
+    deadline = time.monotonic() + timeout
+    last = None
+    while True:
+        last = predicate()
+        if last:
+            return last
+        if time.monotonic() >= deadline:
+            raise AssertionError("timed out after %.1fs waiting for %s (last value %r)"
+                                 % (timeout, what, last))
+        time.sleep(interval)
+
+
+class CIDict(dict):
+    """Response headers, looked up case-insensitively.
+
+    Keys are stored lower-case; repeated headers are joined with ", " (and
+    every value is kept in `all`)."""
+
+    def __init__(self, pairs=()):
+        super().__init__()
+        self.all = {}
+        for k, v in pairs:
+            lk = k.lower()
+            self.all.setdefault(lk, []).append(v)
+            dict.__setitem__(self, lk, ", ".join(self.all[lk]))
+
+    def __getitem__(self, k):
+        return dict.__getitem__(self, k.lower())
+
+    def __contains__(self, k):
+        return dict.__contains__(self, k.lower())
+
+    def get(self, k, default=None):
+        return dict.get(self, k.lower(), default)
+
+    def get_all(self, k):
+        return list(self.all.get(k.lower(), []))
+
+
+class Response(tuple):
+    """(status, headers, body) with names: body is parsed JSON when the
+    response says it is JSON (and parses), else raw bytes."""
+
+    def __new__(cls, status, headers, body, raw):
+        self = tuple.__new__(cls, (status, headers, body))
+        self.raw = raw
+        return self
+
+    status = property(lambda self: self[0])
+    headers = property(lambda self: self[1])
+    body = property(lambda self: self[2])
+
+    def __repr__(self):
+        raw = self.raw if len(self.raw) < 2000 else self.raw[:2000] + b"..."
+        return "<Response %d %r %r>" % (self.status, dict(self.headers), raw)
+
+
+def _decode_body(headers, raw):
+    ctype = headers.get("content-type", "") or ""
+    if "json" in ctype.lower():
+        try:
+            return json.loads(raw.decode("utf-8"))
+        except (ValueError, UnicodeDecodeError):
+            return raw
+    return raw
+
+
+def _encode_body(body, headers):
+    if body is None:
+        return None
+    if isinstance(body, (dict, list)):
+        if not any(k.lower() == "content-type" for k in headers):
+            headers["Content-Type"] = "application/json"
+        return json.dumps(body).encode("utf-8")
+    if isinstance(body, str):
+        return body.encode("utf-8")
+    return body
+
+
+def _build_headers(headers, token, portfolio, property):
+    h = dict(headers or {})
+    if token is not None:
+        h["Authorization"] = "Bearer " + token
+    if portfolio is not None:
+        h["X-Service-Portfolio"] = portfolio
+    if property is not None:
+        h["X-Service-Property"] = property
+    return h
+
+
+def basic_auth(client_id, secret):
+    """RFC 6749 §2.3.1: form-encode each part, then HTTP Basic."""
+    pair = "%s:%s" % (urllib.parse.quote(client_id, safe=""),
+                      urllib.parse.quote(secret, safe=""))
+    return "Basic " + base64.b64encode(pair.encode()).decode()
+
+
+def add_months(dt, months):
+    """dt + months calendar months (day clamped to the month's length)."""
+    m = dt.month - 1 + months
+    year, month = dt.year + m // 12, m % 12 + 1
+    day = min(dt.day, calendar.monthrange(year, month)[1])
+    return dt.replace(year=year, month=month, day=day)
+
+
+def imf_fixdate(dt):
+    """RFC 9110 IMF-fixdate of a UTC datetime, e.g. 'Tue, 01 Dec 2027 00:00:00 GMT'."""
+    days = ["Mon", "Tue", "Wed", "Thu", "Fri", "Sat", "Sun"]
+    months = ["Jan", "Feb", "Mar", "Apr", "May", "Jun", "Jul", "Aug", "Sep", "Oct",
+              "Nov", "Dec"]
+    return "%s, %02d %s %04d %02d:%02d:%02d GMT" % (
+        days[dt.weekday()], dt.day, months[dt.month - 1], dt.year, dt.hour, dt.minute,
+        dt.second)
+
+
+def parse_rfc3339(s):
+    return datetime.datetime.strptime(s.replace("Z", "+0000"), "%Y-%m-%dT%H:%M:%S%z")
+
+
+# --------------------------------------------------------------------------
+# assertions shared by the suites
+
+def assert_common_headers(tc, resp):
+    """X-Request-Id and the two rate-limit headers on every response."""
+    h = resp.headers
+    rid = h.get("X-Request-Id")
+    tc.assertIsNotNone(rid, "X-Request-Id missing: %r" % (resp,))
+    tc.assertRegex(rid, REQUEST_ID_RE)
+    for name in ("X-Service-Ratelimit-Remaining", "X-Service-Ratelimit-Reset"):
+        v = h.get(name)
+        tc.assertIsNotNone(v, "%s missing: %r" % (name, resp))
+        tc.assertRegex(v.strip(), NONNEG_INT_RE, "%s not a non-negative integer" % name)
+    return rid
+
+
+def assert_success(tc, resp, status=200, v2=True):
+    """Success envelope: {"data", "meta": {"request_id" == header, ...}};
+    v2 responses also carry meta.portfolio_id.  Returns (data, meta)."""
+    tc.assertEqual(resp.status, status, resp)
+    rid = assert_common_headers(tc, resp)
+    body = resp.body
+    tc.assertIsInstance(body, dict, resp)
+    tc.assertEqual(set(body), {"data", "meta"}, resp)
+    meta = body["meta"]
+    tc.assertIsInstance(meta, dict, resp)
+    tc.assertEqual(meta.get("request_id"), rid, resp)
+    if v2:
+        tc.assertIn("portfolio_id", meta, resp)
+    return body["data"], meta
+
+
+def assert_error(tc, resp, status, code=None):
+    """Error envelope: exactly {"error": {code, message, request_id[, details]}}
+    with request_id equal to the header.  Returns the inner error object."""
+    tc.assertEqual(resp.status, status, resp)
+    rid = assert_common_headers(tc, resp)
+    body = resp.body
+    tc.assertIsInstance(body, dict, resp)
+    tc.assertEqual(list(body), ["error"], resp)
+    err = body["error"]
+    tc.assertIsInstance(err, dict, resp)
+    tc.assertTrue({"code", "message", "request_id"} <= set(err), resp)
+    tc.assertTrue(set(err) <= {"code", "message", "request_id", "details"}, resp)
+    tc.assertIsInstance(err["message"], str, resp)
+    tc.assertTrue(err["message"], resp)
+    tc.assertEqual(err["request_id"], rid, resp)
+    if "details" in err:
+        tc.assertIsInstance(err["details"], list, resp)
+    if code is not None:
+        tc.assertEqual(err["code"], code, resp)
+    return err
+
+
+def assert_oauth_error(tc, resp, status, error):
+    """RFC 6749 §5.2 error body {"error": "<code>", ...} plus our headers."""
+    tc.assertEqual(resp.status, status, resp)
+    assert_common_headers(tc, resp)
+    tc.assertIsInstance(resp.body, dict, resp)
+    tc.assertEqual(resp.body.get("error"), error, resp)
+
+
+# --------------------------------------------------------------------------
+# HTTP over http.client
+
+class Client:
+    """One persistent (keep-alive) HTTP/1.1 connection to the server."""
+
+    def __init__(self, port, timeout=10.0):
+        self.port = port
+        self.conn = http.client.HTTPConnection("127.0.0.1", port, timeout=timeout)
+
+    def request(self, method, path, headers=None, body=None, token=None, portfolio=None,
+                property=None):
+        h = _build_headers(headers, token, portfolio, property)
+        data = _encode_body(body, h)
+        self.conn.request(method, path, body=data, headers=h)
+        r = self.conn.getresponse()
+        raw = r.read()
+        hdrs = CIDict(r.getheaders())
+        return Response(r.status, hdrs, _decode_body(hdrs, raw), raw)
+
+    def close(self):
+        self.conn.close()
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+
+
+def http_request(port, method, path, headers=None, body=None, token=None, portfolio=None,
+                 property=None, timeout=10.0):
+    c = Client(port, timeout)
+    try:
+        return c.request(method, path, headers, body, token, portfolio, property)
+    finally:
+        c.close()
+
+
+# --------------------------------------------------------------------------
+# raw sockets, for malformed HTTP
+
+class ConnectionClosed(Exception):
+    pass
+
+
+def parse_response(buf):
+    """Parses one HTTP/1.1 response at the start of buf.
+
+    Returns (status, CIDict headers, body, rest of buf), or None while buf
+    holds less than a complete response.  Bodies are delimited by
+    Content-Length or chunked encoding (no read-until-close bodies)."""
+    if b"\r\n\r\n" not in buf:
+        return None
+    head, rest = buf.split(b"\r\n\r\n", 1)
+    lines = head.decode("latin-1").split("\r\n")
+    parts = lines[0].split(" ", 2)
+    if len(parts) < 2 or not parts[0].startswith("HTTP/") or not parts[1].isdigit():
+        raise ValueError("not an HTTP status line: %r" % lines[0])
+    status = int(parts[1])
+    hdrs = CIDict(tuple(p.strip() for p in l.split(":", 1)) for l in lines[1:] if ":" in l)
+    if "chunked" in hdrs.get("transfer-encoding", "").lower():
+        body = b""
+        while True:
+            if b"\r\n" not in rest:
+                return None
+            size_line, after = rest.split(b"\r\n", 1)
+            size = int(size_line.split(b";")[0], 16)
+            if len(after) < size + 2:
+                return None
+            body += after[:size]
+            rest = after[size + 2:]
+            if size == 0:
+                return status, hdrs, body, rest
+    n = int(hdrs.get("content-length", "0"))
+    if len(rest) < n:
+        return None
+    return status, hdrs, rest[:n], rest[n:]
+
+
+class RawConn:
+    """A plain TCP connection with a minimal HTTP/1.1 response reader."""
+
+    def __init__(self, port, timeout=5.0):
+        self.sock = socket.create_connection(("127.0.0.1", port), timeout=timeout)
+        self.sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        self.buf = b""
+
+    def send(self, data):
+        """Sends all of data; returns False if the server closed/reset first."""
+        try:
+            self.sock.sendall(data)
+            return True
+        except (BrokenPipeError, ConnectionResetError):
+            return False
+
+    def send_watching(self, data, chunk=65536):
+        """Sends data in pieces, stopping early when the server answers (or
+        closes, or stops reading for the socket timeout).  Returns True if
+        everything was sent.  Lets a test send a big body without losing an
+        early 413 to a connection reset."""
+        view = memoryview(data)
+        while view:
+            r, _, _ = select.select([self.sock], [], [], 0)
+            if r:
+                return False
+            try:
+                n = self.sock.send(view[:chunk])
+            except (BrokenPipeError, ConnectionResetError, socket.timeout):
+                return False
+            view = view[n:]
+        return True
+
+    def readable(self, timeout):
+        if self.buf:
+            return True
+        r, _, _ = select.select([self.sock], [], [], timeout)
+        return bool(r)
+
+    def _fill(self):
+        try:
+            chunk = self.sock.recv(65536)
+        except ConnectionResetError:
+            chunk = b""
+        if not chunk:
+            raise ConnectionClosed()
+        self.buf += chunk
+
+    def read_response(self):
+        """Reads one response: (status, CIDict headers, body bytes).
+
+        Raises ConnectionClosed if the server closes before a complete
+        response arrives, socket.timeout if nothing comes in time."""
+        while True:
+            parsed = parse_response(self.buf)
+            if parsed is not None:
+                status, hdrs, body, self.buf = parsed
+                return status, hdrs, body
+            self._fill()
+
+    def is_closed(self, timeout=5.0):
+        """True if the server closes the connection within timeout (any
+        bytes it sends meanwhile are discarded)."""
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            r, _, _ = select.select([self.sock], [], [], deadline - time.monotonic())
+            if not r:
+                break
+            try:
+                if not self.sock.recv(65536):
+                    return True
+            except ConnectionResetError:
+                return True
+        return False
+
+    def close(self):
+        try:
+            self.sock.close()
+        except OSError:
+            pass
+
+
+# --------------------------------------------------------------------------
+# the server under test
+
+class Server:
+    """A revopsd on 127.0.0.1:<free port> with its own data directory.
+
+    Use as a context manager or call start()/stop().  start=False lets a
+    suite prepare the database with ctl() before the first start.
+    """
+
+    _seq = 0
+
+    def __init__(self, extra_args=(), start=True, data_dir=None):
+        self.extra_args = list(extra_args)
+        self.own_dir = data_dir is None
+        self.data_dir = data_dir or tempfile.mkdtemp(prefix="revops-api-")
+        self.proc = None
+        self.port = None
+        self.log_path = None
+        self.log_file = None
+        self.starts = 0
+        self._code_seq = 0
+        if start:
+            self.start()
+
+    # lifecycle -------------------------------------------------------------
+
+    def start(self, extra_args=None):
+        """Starts revopsd and waits for its 'listening' event (10 s)."""
+        if self.proc is not None:
+            raise RuntimeError("already running")
+        if extra_args is not None:
+            self.extra_args = list(extra_args)
+        if not os.access(REVOPSD, os.X_OK):
+            raise RuntimeError("no revopsd at %s (set REVOPS_BIN_DIR)" % REVOPSD)
+        self.starts += 1
+        self.log_path = os.path.join(self.data_dir, "revopsd-%d.log" % self.starts)
+        self.log_file = open(self.log_path, "wb")
+        argv = [REVOPSD, "--listen", "127.0.0.1:0", "--data-dir", self.data_dir,
+                "--log-format", "json"] + self.extra_args
+        self.proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL,
+                                     stdout=subprocess.DEVNULL, stderr=self.log_file,
+                                     env=_child_env())
+        self.port = None
+        deadline = time.monotonic() + START_DEADLINE
+        while time.monotonic() < deadline:
+            ev = self._find_event("listening")
+            if ev is not None:
+                m = re.search(r"port=(\d+)", ev.get("msg", ""))
+                if not m:
+                    self._abort("'listening' event without port=: %r" % (ev,))
+                self.port = int(m.group(1))
+                return self
+            if self.proc.poll() is not None:
+                self._abort("revopsd exited with %s before listening" % self.proc.returncode)
+            time.sleep(0.01)
+        self._abort("revopsd did not log 'listening' within %.0fs" % START_DEADLINE)
+
+    def _abort(self, why):
+        if self.proc is not None and self.proc.poll() is None:
+            self.proc.kill()
+            self.proc.wait()
+        self.proc = None
+        self._close_log()
+        raise RuntimeError("%s\n--- revopsd log (%s) ---\n%s" % (why, self.log_path,
+                                                                 self.log_text()))
+
+    def _close_log(self):
+        if self.log_file is not None:
+            self.log_file.close()
+            self.log_file = None
+
+    def signal(self, sig):
+        self.proc.send_signal(sig)
+
+    def wait_exit(self, timeout):
+        """Waits for the process; returns its exit code or None on timeout."""
+        try:
+            return self.proc.wait(timeout)
+        except subprocess.TimeoutExpired:
+            return None
+
+    def stop(self, timeout=STOP_DEADLINE):
+        """SIGTERM, wait, and require exit code 0 (killing it otherwise)."""
+        if self.proc is None:
+            return
+        proc = self.proc
+        if proc.poll() is None:
+            proc.send_signal(signal.SIGTERM)
+        try:
+            rc = proc.wait(timeout)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+            self.proc = None
+            self._close_log()
+            log = self.log_text()
+            sys.stderr.write("--- revopsd log (killed) ---\n%s\n" % log)
+            raise AssertionError("revopsd did not exit within %.0fs of SIGTERM" % timeout)
+        self.proc = None
+        self._close_log()
+        if rc != 0:
+            log = self.log_text()
+            sys.stderr.write("--- revopsd log (exit %s) ---\n%s\n" % (rc, log))
+            raise AssertionError("revopsd exited with %s after SIGTERM" % rc)
+
+    def restart(self, extra_args=None):
+        self.stop()
+        return self.start(extra_args)
+
+    def cleanup(self):
+        """Stops (without asserting) and removes the data directory."""
+        if self.proc is not None and self.proc.poll() is None:
+            self.proc.kill()
+            self.proc.wait()
+        self.proc = None
+        self._close_log()
+        if self.own_dir and not os.environ.get("REVOPS_KEEP_DATA"):
+            shutil.rmtree(self.data_dir, ignore_errors=True)
+
+    def close(self):
+        """stop() (asserting a clean exit), then cleanup()."""
+        try:
+            self.stop()
+        finally:
+            self.cleanup()
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+
+    # logs ------------------------------------------------------------------
+
+    def log_text(self, path=None):
+        try:
+            with open(path or self.log_path, "rb") as f:
+                return f.read().decode("utf-8", "replace")
+        except (OSError, TypeError):
+            return ""
+
+    def log_events(self, path=None):
+        out = []
+        for line in self.log_text(path).splitlines():
+            line = line.strip()
+            if not line.startswith("{"):
+                continue
+            try:
+                out.append(json.loads(line))
+            except ValueError:
+                pass
+        return out
+
+    def _find_event(self, name):
+        for ev in self.log_events():
+            if isinstance(ev, dict) and ev.get("event") == name:
+                return ev
+        return None
+
+    # HTTP ------------------------------------------------------------------
+
+    @property
+    def base_url(self):
+        return "http://127.0.0.1:%d" % self.port
+
+    def request(self, method, path, headers=None, body=None, token=None, portfolio=None,
+                property=None, timeout=10.0):
+        """One request on a fresh connection → Response(status, headers, body)."""
+        return http_request(self.port, method, path, headers, body, token, portfolio,
+                            property, timeout)
+
+    def client(self, timeout=10.0):
+        """A keep-alive Client (same request() signature)."""
+        return Client(self.port, timeout)
+
+    def raw(self, timeout=5.0):
+        return RawConn(self.port, timeout)
+
+    def token(self, client_id, secret, scope=None, basic=True, extra=None, grant_type=
+              "client_credentials"):
+        """POST /oauth/token (form-encoded) → Response."""
+        form = []
+        if grant_type is not None:
+            form.append(("grant_type", grant_type))
+        headers = {"Content-Type": "application/x-www-form-urlencoded"}
+        if basic:
+            headers["Authorization"] = basic_auth(client_id, secret)
+        else:
+            form += [("client_id", client_id), ("client_secret", secret)]
+        if scope is not None:
+            form.append(("scope", scope))
+        form += list(extra or [])
+        return self.request("POST", "/oauth/token", headers=headers,
+                            body=urllib.parse.urlencode(form))
+
+    def access_token(self, client_id, secret, scope=None):
+        """A bearer token string (raises if the token call is not 200)."""
+        r = self.token(client_id, secret, scope)
+        if r.status != 200 or not isinstance(r.body, dict) or "access_token" not in r.body:
+            raise AssertionError("token request failed: %r" % (r,))
+        return r.body["access_token"]
+
+    # revopsctl -------------------------------------------------------------
+
+    def ctl_raw(self, *args):
+        return subprocess.run([REVOPSCTL, "--data-dir", self.data_dir] + [str(a) for a in args],
+                              stdin=subprocess.DEVNULL, capture_output=True,
+                              timeout=CTL_TIMEOUT, env=_child_env())
+
+    def ctl(self, *args):
+        """Runs revopsctl; returns its stdout JSON (raises on failure)."""
+        p = self.ctl_raw(*args)
+        if p.returncode != 0:
+            raise AssertionError("revopsctl %s failed (%d): %s %s" % (
+                " ".join(map(str, args)), p.returncode, p.stderr.decode(errors="replace"),
+                p.stdout.decode(errors="replace")))
+        try:
+            return json.loads(p.stdout.decode())
+        except ValueError:
+            raise AssertionError("revopsctl %s printed no JSON: %r" % (
+                " ".join(map(str, args)), p.stdout))
+
+    def next_code(self):
+        """A PMS property code unique within this server: WAW01, KRK02, ..."""
+        cities = ["WAW", "KRK", "GDN", "WRO", "POZ", "LDZ", "KAT", "LUB", "SZZ", "BYD",
+                  "RZE", "OLS", "TOR", "KIE", "OPO"]
+        self._code_seq += 1
+        n = self._code_seq
+        return "%s%02d" % (cities[(n - 1) % len(cities)], n) if n < 100 else "X%04d" % n
+
+    def add_property(self, portfolio_id, brand="Aurora", code=None, nip=None):
+        code = code or self.next_code()
+        args = ["property", "add", "--portfolio", portfolio_id, "--name", "Hotel " + code,
+                "--brand", brand, "--code", code, "--billing-id", "BILL-" + code,
+                "--timezone", "Europe/Warsaw", "--currency", "PLN"]
+        if nip:
+            args += ["--nip", nip]
+        return self.ctl(*args)
+
+    def seed_portfolio(self, plan="enterprise", nprops=5, name=None, brand="Aurora"):
+        """A portfolio with nprops properties, one brand ceiling (PLN 1200.00,
+        all room types, open-ended) and a client with all scopes.
+
+        Returns a Seed with id, plan, portfolio (ctl JSON), properties (ctl
+        JSON, in creation order), codes, ceiling, client_id, client_secret."""
+        Server._seq += 1
+        pf = self.ctl("portfolio", "create", "--name", name or "Portfolio %d" % Server._seq,
+                      "--plan", plan)
+        props = []
+        for i in range(nprops):
+            props.append(self.add_property(pf["id"], brand=brand,
+                                           nip="5260250995" if i == 0 else None))
+        ceiling = self.ctl("ceiling", "add", "--portfolio", pf["id"], "--brand", brand,
+                           "--currency", "PLN", "--max", "120000",
+                           "--valid-from", "2026-01-01")
+        cli = self.ctl("client", "create", "--portfolio", pf["id"], "--name", "all-scopes")
+        return Seed(self, pf, props, ceiling, cli)
+
+
+class Seed:
+    def __init__(self, server, pf, props, ceiling, cli):
+        self.server = server
+        self.id = pf["id"]
+        self.plan = pf["plan"]
+        self.portfolio = pf
+        self.properties = props
+        self.codes = [p["pms_property_code"] for p in props]
+        self.ceiling = ceiling
+        self.client_id = cli["client_id"]
+        self.client_secret = cli["client_secret"]
+        self._token = None
+
+    @property
+    def token(self):
+        """A cached all-scope, all-property token for this portfolio."""
+        if self._token is None:
+            self._token = self.server.access_token(self.client_id, self.client_secret)
+        return self._token
+
+    def get(self, path, **kw):
+        """GET with this portfolio's token and X-Service-Portfolio."""
+        kw.setdefault("token", self.token)
+        kw.setdefault("portfolio", self.id)
+        return self.server.request("GET", path, **kw)
+
+
+def _child_env():
+    # REVOPS_* variables of the calling shell would silently reconfigure the
+    # server under test; the suites pass everything on the command line.
+    return {k: v for k, v in os.environ.items() if not k.startswith("REVOPS_")}
+
+
+def run_main():
+    import unittest
+    unittest.main(verbosity=2)

@@ -1,0 +1,180 @@
+/* revopsctl: operator CLI on the same database as revopsd. Prints one JSON
+ * document on stdout; errors as {"error": "..."} on stderr with exit 2. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "admin.h"
+#include "config.h"
+#include "log.h"
+#include "store.h"
+
+struct args {
+	int n;
+	const char *name[32];
+	const char *value[32];
+};
+
+static const char *arg(const struct args *a, const char *name)
+{
+	int i;
+
+	for (i = 0; i < a->n; i++)
+		if (!strcmp(a->name[i], name))
+			return a->value[i];
+	return NULL;
+}
+
+static int64_t arg_int(const struct args *a, const char *name, int64_t dflt, int *bad)
+{
+	const char *v = arg(a, name);
+	char *end;
+	long long n;
+
+	if (!v)
+		return dflt;
+	n = strtoll(v, &end, 10);
+	if (end == v || *end)
+		*bad = 1;
+	return n;
+}
+
+static void usage(void)
+{
+	fputs("usage: revopsctl [--data-dir DIR | --database URL] NOUN VERB [--option value]...\n"
+	      "  portfolio create --name N --plan chain_starter|group|enterprise\n"
+	      "  portfolio show --portfolio ID\n"
+	      "  portfolio set-rate-limit --portfolio ID --per-minute N   (0 = plan figure)\n"
+	      "  property add --portfolio ID --name N --brand B --code C --billing-id X\n"
+	      "               --timezone TZ --currency CUR [--nip NNNNNNNNNN]\n"
+	      "  ceiling add --portfolio ID --brand B --currency CUR --max MINOR_UNITS\n"
+	      "              --valid-from YYYY-MM-DD [--valid-to YYYY-MM-DD] [--room-types A,B]\n"
+	      "  client create --portfolio ID [--name N] [--scopes \"s1 s2\"] [--properties C1,C2]\n"
+	      "  scim-token create --portfolio ID\n"
+	      "  user create --portfolio ID --user-name U [--display-name D] [--roles r1,r2]\n"
+	      "  user list --portfolio ID\n"
+	      "  deprecation add --method M --route /v2/... --announced 2026-06-01T00:00:00Z [--note T]\n",
+	      stderr);
+}
+
+static int run(struct store *st, const char *noun, const char *verb, const struct args *a,
+	       json_t **out, struct buf *err)
+{
+	int bad = 0;
+	int64_t n;
+
+#define IS(x, y) (!strcmp(noun, x) && !strcmp(verb, y))
+	if (IS("portfolio", "create"))
+		return admin_portfolio_create(st, arg(a, "name"), arg(a, "plan"), out, err);
+	if (IS("portfolio", "show"))
+		return admin_portfolio_show(st, arg(a, "portfolio"), out, err);
+	if (IS("portfolio", "set-rate-limit")) {
+		n = arg_int(a, "per-minute", -1, &bad);
+		if (bad || n < 0) {
+			if (buf_puts(err, "--per-minute must be a whole number (0 = plan figure)"))
+				return -1;
+			return -1;
+		}
+		return admin_set_rate_limit(st, arg(a, "portfolio"), n, out, err);
+	}
+	if (IS("property", "add")) {
+		struct admin_property p = {arg(a, "portfolio"), arg(a, "name"), arg(a, "brand"),
+					   arg(a, "code"), arg(a, "billing-id"), arg(a, "timezone"),
+					   arg(a, "currency"), arg(a, "nip")};
+		return admin_property_add(st, &p, out, err);
+	}
+	if (IS("ceiling", "add")) {
+		struct admin_ceiling c = {arg(a, "portfolio"), arg(a, "brand"), arg(a, "currency"),
+					  arg(a, "valid-from"), arg(a, "valid-to"),
+					  arg_int(a, "max", 0, &bad), arg(a, "room-types")};
+		if (bad)
+			c.max_minor_units = 0;
+		return admin_ceiling_add(st, &c, out, err);
+	}
+	if (IS("client", "create"))
+		return admin_client_create(st, arg(a, "portfolio"), arg(a, "name"), arg(a, "scopes"),
+					   arg(a, "properties"), out, err);
+	if (IS("scim-token", "create"))
+		return admin_scim_token_create(st, arg(a, "portfolio"), out, err);
+	if (IS("user", "create"))
+		return admin_user_create(st, arg(a, "portfolio"), arg(a, "user-name"),
+					 arg(a, "display-name"), arg(a, "roles"), out, err);
+	if (IS("user", "list"))
+		return admin_user_list(st, arg(a, "portfolio"), out, err);
+	if (IS("deprecation", "add"))
+		return admin_deprecation_add(st, arg(a, "method"), arg(a, "route"),
+					     arg(a, "announced"), arg(a, "note"), out, err);
+#undef IS
+	if (buf_printf(err, "unknown command: %s %s", noun, verb))
+		return -1;
+	return -1;
+}
+
+static int die(const char *msg)
+{
+	json_t *e = json_pack("{s:s}", "error", msg);
+
+	json_dumpf(e, stderr, JSON_COMPACT);
+	fputc('\n', stderr);
+	json_decref(e);
+	return 2;
+}
+
+int main(int argc, char **argv)
+{
+	char data_dir[1024] = "./var", database[1100] = "";
+	const char *noun = NULL, *verb = NULL;
+	struct args a = {0};
+	struct store *st = NULL;
+	struct buf err;
+	json_t *out = NULL;
+	int i, rc;
+
+	log_init(1);
+	for (i = 1; i < argc; i++) {
+		if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) {
+			usage();
+			return 0;
+		}
+		if (!strncmp(argv[i], "--", 2)) {
+			if (i + 1 >= argc)
+				return die("an option is missing its value");
+			if (!strcmp(argv[i], "--data-dir"))
+				snprintf(data_dir, sizeof data_dir, "%s", argv[i + 1]);
+			else if (!strcmp(argv[i], "--database"))
+				snprintf(database, sizeof database, "%s", argv[i + 1]);
+			else if (a.n < 32) {
+				a.name[a.n] = argv[i] + 2;
+				a.value[a.n++] = argv[i + 1];
+			}
+			i++;
+		} else if (!noun) {
+			noun = argv[i];
+		} else if (!verb) {
+			verb = argv[i];
+		} else {
+			return die("unexpected argument (see --help)");
+		}
+	}
+	if (!noun || !verb) {
+		usage();
+		return 2;
+	}
+	if (!database[0])
+		snprintf(database, sizeof database, "sqlite:%s/revops.db", data_dir);
+	if (store_open(database, 1, &st) < 0)
+		return die("cannot open the database");
+	buf_init(&err, 1024);
+	rc = run(st, noun, verb, &a, &out, &err);
+	store_close(st);
+	if (rc < 0) {
+		rc = die(err.data ? err.data : "failed");
+		buf_free(&err);
+		return rc;
+	}
+	buf_free(&err);
+	json_dumpf(out, stdout, JSON_INDENT(2) | JSON_PRESERVE_ORDER);
+	fputc('\n', stdout);
+	json_decref(out);
+	return 0;
+}
