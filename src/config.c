@@ -34,6 +34,8 @@ static const struct opt opts[] = {
 	O("log-format", OPT_LOGFMT, log_json, "json|text (text on a TTY, else json)"),
 	O("threads", OPT_INT, threads, "HTTP worker threads (number of cores)"),
 	O("max-connections", OPT_INT, max_connections, "concurrent connections (4096)"),
+	O("idle-timeout", OPT_INT, idle_timeout,
+	  "seconds before an idle or stalled connection is closed (30)"),
 	O("anon-rate-limit", OPT_INT, anon_per_minute,
 	  "unauthenticated calls per minute per client address (600)"),
 };
@@ -139,6 +141,7 @@ int config_load(struct config *cfg, int argc, char **argv)
 	cfg->threads = cores > 0 ? (int)cores : 2;
 	cfg->max_connections = 4096;
 	cfg->anon_per_minute = 600;
+	cfg->idle_timeout = 30;
 
 	for (i = 0; i < ARRAY_LEN(opts); i++) {
 		snprintf(env, sizeof env, "REVOPS_");
@@ -182,6 +185,8 @@ int config_load(struct config *cfg, int argc, char **argv)
 	}
 	if (cfg->threads < 1)
 		cfg->threads = 1;
+	if (cfg->idle_timeout < 1)
+		cfg->idle_timeout = 1;
 	if (!cfg->database[0])
 		snprintf(cfg->database, sizeof cfg->database, "sqlite:%s/revops.db", cfg->data_dir);
 	if (!cfg->public_url[0])

@@ -20,6 +20,7 @@ struct config {
 	int threads;            /* HTTP worker threads; default = cores */
 	int max_connections;
 	int anon_per_minute;    /* unauthenticated calls per client address */
+	int idle_timeout;       /* seconds before an idle or stalled connection is closed */
 };
 
 /* Fills cfg from defaults, then the environment, then argv. On a bad option

@@ -30,9 +30,13 @@ struct http_server {
 	int port;
 };
 
+/* How much of an oversized body is read (and discarded) to answer 413. */
+#define DISCARD_MAX (4 * 1024 * 1024)
+
 struct reqctx {
 	struct request req;
 	int responded;
+	size_t received;
 };
 
 const char *http_header(const struct request *req, const char *name)
@@ -125,8 +129,21 @@ int response_header(struct response *res, const char *name, const char *value)
 struct framing {
 	int content_length;
 	int transfer_encoding;
+	int bad_name;
 	const char *cl_value;
 };
+
+/* RFC 9110 token characters: what a header field name may contain. */
+static int is_token(const char *s)
+{
+	if (!*s)
+		return 0;
+	for (; *s; s++)
+		if (!((*s >= 'a' && *s <= 'z') || (*s >= 'A' && *s <= 'Z') ||
+		      (*s >= '0' && *s <= '9') || strchr("!#$%&'*+-.^_`|~", *s)))
+			return 0;
+	return 1;
+}
 
 static enum MHD_Result count_framing(void *cls, enum MHD_ValueKind kind, const char *key,
 				     const char *value)
@@ -134,6 +151,8 @@ static enum MHD_Result count_framing(void *cls, enum MHD_ValueKind kind, const c
 	struct framing *f = cls;
 
 	(void)kind;
+	if (!is_token(key))
+		f->bad_name = 1;
 	if (!strcasecmp(key, "Content-Length")) {
 		f->content_length++;
 		f->cl_value = value;
@@ -147,12 +166,15 @@ static enum MHD_Result count_framing(void *cls, enum MHD_ValueKind kind, const c
  * framing_status when it must be refused. */
 static void check_framing(struct request *req)
 {
-	struct framing f = {0, 0, NULL};
+	struct framing f = {0, 0, 0, NULL};
 	char *end;
 	unsigned long long n;
 
 	MHD_get_connection_values(req->conn, MHD_HEADER_KIND, count_framing, &f);
-	if (f.content_length > 1) {
+	if (f.bad_name) {
+		req->framing_status = 400;
+		req->framing_msg = "a header field name is empty or not a token";
+	} else if (f.content_length > 1) {
 		req->framing_status = 400;
 		req->framing_msg = "more than one Content-Length header";
 	} else if (f.content_length && f.transfer_encoding) {
@@ -251,14 +273,18 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
 		return MHD_YES;
 	}
 	if (*upload_data_size) {
-		if (buf_append(&rc->req.body, upload_data, *upload_data_size) < 0) {
+		/* MHD 0.9.75 cannot queue a response mid-upload (it drops the
+		 * connection), so an oversized chunked body is read and
+		 * discarded, then answered 413; past DISCARD_MAX we hang up. */
+		rc->received += *upload_data_size;
+		if (!rc->req.framing_status &&
+		    buf_append(&rc->req.body, upload_data, *upload_data_size) < 0) {
 			rc->req.framing_status = 413;
 			rc->req.framing_msg = "request body larger than 1 MiB";
-			*upload_data_size = 0;
-			return send_response(s, rc, c);
+			buf_free(&rc->req.body);
 		}
 		*upload_data_size = 0;
-		return MHD_YES;
+		return rc->received > DISCARD_MAX ? MHD_NO : MHD_YES;
 	}
 	return send_response(s, rc, c);
 }
@@ -337,6 +363,7 @@ int http_server_start(const struct http_server_opts *o, http_handler_fn fn, void
 		MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)o->idle_timeout_s,
 		MHD_OPTION_CONNECTION_MEMORY_LIMIT, (size_t)(64 * 1024),
 		MHD_OPTION_LISTEN_BACKLOG_SIZE, 1024u,
+		MHD_OPTION_STRICT_FOR_CLIENT, (int)1,
 		MHD_OPTION_LISTENING_ADDRESS_REUSE, 1u,
 		MHD_OPTION_NOTIFY_COMPLETED, on_completed, s,
 		MHD_OPTION_END);

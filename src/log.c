@@ -2,6 +2,7 @@
 
 #include <jansson.h>
 #include <stdarg.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -64,7 +65,7 @@ void log_access(const struct log_access *a)
 	o = json_pack("{s:s, s:s, s:s, s:s?, s:s, s:s, s:s, s:i, s:f, s:s?, s:s?, s:s?, s:s?, s:I}",
 		      "ts", ts, "level", "info", "event", "access", "request_id", a->request_id,
 		      "method", a->method, "path", a->path, "route", a->route ? a->route : "-",
-		      "status", a->status, "duration_ms", a->duration_ms, "client", a->client,
+		      "status", a->status, "duration_ms", (double)(int64_t)(a->duration_ms * 1000) / 1000, "client", a->client,
 		      "portfolio_id", a->portfolio, "principal", a->principal, "error_code",
 		      a->error_code, "bytes", (json_int_t)a->bytes);
 	if (o)

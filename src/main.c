@@ -86,7 +86,7 @@ int main(int argc, char **argv)
 			cfg.data_dir);
 	}
 	o = (struct http_server_opts){cfg.listen_host, cfg.listen_port, cfg.threads,
-				      cfg.max_connections, cfg.max_connections, 30};
+				      cfg.max_connections, cfg.max_connections, cfg.idle_timeout};
 	if (http_server_start(&o, app_handle, &app, &srv) < 0)
 		goto out;
 	log_msg(LOG_INFO, "listening", "port=%d url=http://%s:%d", http_server_port(srv),

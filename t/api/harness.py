@@ -476,11 +476,15 @@ class Server:
         self.proc.send_signal(sig)
 
     def wait_exit(self, timeout):
-        """Waits for the process; returns its exit code or None on timeout."""
+        """Waits for the process; returns its exit code or None on timeout
+        (the process is then still running and still owned by this Server)."""
         try:
-            return self.proc.wait(timeout)
+            rc = self.proc.wait(timeout)
         except subprocess.TimeoutExpired:
             return None
+        self.proc = None
+        self._close_log()
+        return rc
 
     def stop(self, timeout=STOP_DEADLINE):
         """SIGTERM, wait, and require exit code 0 (killing it otherwise)."""

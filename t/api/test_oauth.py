@@ -113,6 +113,7 @@ class OAuthTokenTest(unittest.TestCase):
 
     def test_client_limited_to_scopes(self):
         c = self.rates_only
+        self.assertIn("scopes", c, "revopsctl client create must print a scopes list: %r" % c)
         self.assertEqual(c["scopes"], ["rates:read"])
         r = self.srv.token(c["client_id"], c["client_secret"])
         self.check_token_response(r, {"rates:read"}, self.a.codes, self.a.id)
