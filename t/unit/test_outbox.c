@@ -1,0 +1,126 @@
+/* outbox_append writes inside the caller's transaction: a rollback leaves
+ * no event, a commit leaves exactly one with every field as given. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <cmocka.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "id.h"
+#include "outbox.h"
+#include "store.h"
+
+static char dir[64];
+static struct store *st;
+
+static int setup(void **state)
+{
+	char url[128];
+
+	(void)state;
+	snprintf(dir, sizeof dir, "/tmp/revops-outbox-XXXXXX");
+	if (!mkdtemp(dir))
+		return -1;
+	snprintf(url, sizeof url, "sqlite:%s/revops.db", dir);
+	return store_open(url, 2, &st);
+}
+
+static int teardown(void **state)
+{
+	char cmd[128];
+
+	(void)state;
+	store_close(st);
+	snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
+	return system(cmd) == 0 ? 0 : -1;
+}
+
+static int64_t count_events(void)
+{
+	struct store_tx *tx;
+	int64_t n = -1;
+
+	assert_int_equal(store_begin(st, 0, &tx), STORE_OK);
+	assert_int_equal(store_query_int(tx, "SELECT COUNT(*) FROM events", NULL, 0, &n), 1);
+	store_rollback(tx);
+	return n;
+}
+
+static void rollback_leaves_nothing(void **state)
+{
+	struct store_tx *tx;
+	json_t *props = json_pack("[s]", "prop_x"), *data = json_pack("{s:i}", "a", 1);
+
+	(void)state;
+	assert_int_equal(store_begin(st, 1, &tx), STORE_OK);
+	assert_int_equal(outbox_append(tx, "v2", "t.x", "pf_x", props, data, NULL, 0), 0);
+	store_rollback(tx);
+	assert_int_equal(count_events(), 0);
+	json_decref(props);
+	json_decref(data);
+}
+
+static void commit_keeps_event(void **state)
+{
+	struct store_tx *tx;
+	struct store_rows *r;
+	char id[ID_MAX];
+	json_t *props = json_pack("[s,s]", "prop_a", "prop_b");
+	json_t *data = json_pack("{s:s, s:i}", "decision_id", "rd_1", "n", 7);
+
+	(void)state;
+	assert_int_equal(store_begin(st, 1, &tx), STORE_OK);
+	assert_int_equal(outbox_append(tx, "v1", "rate.suggested", "pf_1", props, data, id,
+				       sizeof id), 0);
+	assert_int_equal(store_commit(tx), STORE_OK);
+	assert_true(id_valid("evt_", id));
+	assert_int_equal(count_events(), 1);
+	assert_int_equal(store_begin(st, 0, &tx), STORE_OK);
+	assert_int_equal(store_query(tx,
+				     "SELECT surface, type, portfolio_id, property_ids, data, created_at"
+				     " FROM events WHERE id = $1",
+				     (struct store_val[]){sv_text(id)}, 1, &r),
+			 STORE_OK);
+	assert_int_equal(store_next(r), 1);
+	assert_string_equal(store_text(r, 0), "v1");
+	assert_string_equal(store_text(r, 1), "rate.suggested");
+	assert_string_equal(store_text(r, 2), "pf_1");
+	assert_string_equal(store_text(r, 3), "[\"prop_a\",\"prop_b\"]");
+	assert_string_equal(store_text(r, 4), "{\"decision_id\":\"rd_1\",\"n\":7}");
+	assert_true(store_int(r, 5) > 1700000000000LL);
+	store_rows_close(r);
+	store_rollback(tx);
+	json_decref(props);
+	json_decref(data);
+}
+
+static void bad_input_refused(void **state)
+{
+	struct store_tx *tx;
+	json_t *props = json_array(), *data = json_object(), *notarr = json_object();
+
+	(void)state;
+	assert_int_equal(store_begin(st, 1, &tx), STORE_OK);
+	assert_true(outbox_append(tx, "v3", "t", "pf", props, data, NULL, 0) < 0);
+	assert_true(outbox_append(tx, "v2", "t", "pf", notarr, data, NULL, 0) < 0);
+	assert_true(outbox_append(tx, "v2", "t", "pf", props, props, NULL, 0) < 0);
+	store_rollback(tx);
+	json_decref(props);
+	json_decref(data);
+	json_decref(notarr);
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(rollback_leaves_nothing),
+		cmocka_unit_test(commit_keeps_event),
+		cmocka_unit_test(bad_input_refused),
+	};
+
+	return cmocka_run_group_tests(tests, setup, teardown);
+}
