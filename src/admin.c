@@ -370,9 +370,15 @@ int admin_client_create(struct store *st, const char *portfolio_id, const char *
 	}
 	if (commit(tx, err) < 0)
 		goto out;
-	*out = json_pack("{s:s, s:s, s:s, s:s, s:o}", "client_id", id, "client_secret", secret,
-			 "portfolio_id", portfolio_id, "scope", scope_s, "property_codes",
+	*out = json_pack("{s:s, s:s, s:s, s:[], s:o}", "client_id", id, "client_secret", secret,
+			 "portfolio_id", portfolio_id, "scopes", "property_codes",
 			 code_list ? json_incref(code_list) : json_null());
+	{
+		char *save = NULL, *tok;
+
+		for (tok = strtok_r(scope_s, " ", &save); tok; tok = strtok_r(NULL, " ", &save))
+			json_array_append_new(json_object_get(*out, "scopes"), json_string(tok));
+	}
 	rc = 0;
 out:
 	crypto_wipe(secret, sizeof secret);
@@ -420,8 +426,8 @@ int admin_user_create(struct store *st, const char *portfolio_id, const char *us
 		      struct buf *err)
 {
 	struct store_tx *tx;
-	json_t *role_list;
-	char id[ID_MAX], *lower, *roles_s;
+	json_t *role_list, *doc, *v;
+	char id[ID_MAX], *lower, *roles_s, *doc_s;
 	int64_t now = clock_now_ms();
 	size_t i;
 	int rc;
@@ -436,18 +442,25 @@ int admin_user_create(struct store *st, const char *portfolio_id, const char *us
 	for (i = 0; lower[i]; i++)
 		lower[i] = (char)tolower((unsigned char)lower[i]);
 	roles_s = json_dumps(role_list, JSON_COMPACT);
+	doc = json_pack("{s:[s], s:s, s:s?, s:b, s:[]}", "schemas",
+			"urn:ietf:params:scim:schemas:core:2.0:User", "userName", user_name,
+			"displayName", display_name, "active", 1, "roles");
+	json_array_foreach(role_list, i, v)
+		json_array_append_new(json_object_get(doc, "roles"), json_pack("{s:O}", "value", v));
+	doc_s = json_dumps(doc, JSON_COMPACT | JSON_PRESERVE_ORDER);
+	json_decref(doc);
 	rc = id_new("usr_", id, sizeof id);
 	if (rc == 0)
 		rc = begin(st, &tx, err);
 	if (rc == 0) {
 		rc = store_exec(tx,
 				"INSERT INTO users (id, portfolio_id, user_name, user_name_lower,"
-				" display_name, active, roles, created_at, updated_at)"
-				" VALUES ($1, $2, $3, $4, $5, 1, $6, $7, $7)",
+				" display_name, active, roles, scim, created_at, updated_at)"
+				" VALUES ($1, $2, $3, $4, $5, 1, $6, $8, $7, $7)",
 				(struct store_val[]){sv_text(id), sv_text(portfolio_id),
 						     sv_text(user_name), sv_text(lower),
 						     sv_text(display_name), sv_text(roles_s),
-						     sv_int(now)}, 7);
+						     sv_int(now), sv_text(doc_s)}, 8);
 		if (rc < 0) {
 			store_rollback(tx);
 			fail(err, rc == STORE_CONSTRAINT ? "that user exists, or no such portfolio"
@@ -463,6 +476,7 @@ int admin_user_create(struct store *st, const char *portfolio_id, const char *us
 				 role_list);
 	free(lower);
 	free(roles_s);
+	free(doc_s);
 	json_decref(role_list);
 	return rc < 0 ? -1 : 0;
 }

@@ -34,6 +34,8 @@ static void h_readyz(struct ctx *c)
 {
 	if (c->app->shutting_down)
 		respond_error(c, ERR_UNAVAILABLE, NULL, "shutting down");
+	else if (!c->app->ready)
+		respond_error(c, ERR_UNAVAILABLE, NULL, "starting");
 	else if (store_ping(c->app->store) < 0)
 		respond_error(c, ERR_UNAVAILABLE, NULL, "database unavailable");
 	else
@@ -385,6 +387,12 @@ void app_handle(void *arg, struct request *req, struct response *res)
 							    : ERR_REQUEST_MALFORMED,
 			      NULL, "%s", req->framing_msg);
 		res->close = 1;
+		goto finish;
+	}
+	if (http_query_malformed(req)) {
+		respond_error(c, ERR_REQUEST_MALFORMED, NULL,
+			      "the query string has a malformed %%-escape, an encoded NUL, or more "
+			      "than 31 parameters");
 		goto finish;
 	}
 	if (m == 404) {

@@ -24,6 +24,7 @@ struct app {
 	struct deprecation *deprecations;
 	unsigned char cursor_key[32];
 	volatile int shutting_down;
+	volatile int ready;           /* start-up (demo seeding) finished */
 };
 
 struct ctx {

@@ -197,3 +197,46 @@ int auth_property_allowed(const struct principal *p, const char *property_id)
 			return 1;
 	return 0;
 }
+
+int auth_lookup_scim_token(struct store *st, const char *token, struct principal *p)
+{
+	char hash[2 * CRYPTO_SHA256_LEN + 1];
+	struct store_tx *tx = NULL;
+	struct store_rows *r = NULL;
+	int rc, result = AUTH_ERROR;
+
+	memset(p, 0, sizeof *p);
+	crypto_sha256_hex(token, strlen(token), hash);
+	if (store_begin(st, 0, &tx) != STORE_OK)
+		return AUTH_ERROR;
+	if (store_query(tx,
+			"SELECT s.portfolio_id, p.plan, p.rate_limit_per_minute FROM scim_tokens s"
+			" JOIN portfolios p ON p.id = s.portfolio_id"
+			" WHERE s.token_hash = $1 AND s.revoked_at IS NULL",
+			(struct store_val[]){sv_text(hash)}, 1, &r) != STORE_OK)
+		goto out;
+	rc = store_next(r);
+	if (rc < 0)
+		goto out;
+	result = AUTH_INVALID;
+	if (rc == 0)
+		goto out;
+	snprintf(p->portfolio_id, sizeof p->portfolio_id, "%s", store_text(r, 0));
+	snprintf(p->plan, sizeof p->plan, "%s", store_text(r, 1));
+	p->rate_limit = store_is_null(r, 2) ? auth_plan_rate_limit(p->plan) : store_int(r, 2);
+	snprintf(p->client_id, sizeof p->client_id, "scim");
+	p->all_properties = 1;
+	result = AUTH_OK;
+out:
+	store_rows_close(r);
+	store_rollback(tx);
+	return result;
+}
+
+int auth_revoke_user_tokens(struct store_tx *tx, const char *user_id, int64_t now_ms)
+{
+	return store_exec(tx,
+			  "UPDATE access_tokens SET revoked_at = $2 WHERE user_id = $1"
+			  " AND revoked_at IS NULL AND expires_at > $2",
+			  (struct store_val[]){sv_text(user_id), sv_int(now_ms)}, 2);
+}

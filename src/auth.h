@@ -58,6 +58,12 @@ int auth_bearer(const char *header, char *out, size_t cap);
  * active) fills p and returns AUTH_OK; unknown/expired/revoked AUTH_INVALID. */
 int auth_lookup_token(struct store *st, const char *token, int64_t now_ms,
 		      struct principal *p) WUR;
+/* Looks up a SCIM bearer token; fills portfolio_id, plan and rate_limit of
+ * p (client_id "scim"). Returns AUTH_OK, AUTH_INVALID or AUTH_ERROR. */
+int auth_lookup_scim_token(struct store *st, const char *token, struct principal *p) WUR;
+/* Revokes every live token of user_id inside tx. Returns how many, or a
+ * negative store status. */
+int auth_revoke_user_tokens(struct store_tx *tx, const char *user_id, int64_t now_ms) WUR;
 /* 1 when the principal may touch property_id (a prop_ id), else 0. */
 int auth_property_allowed(const struct principal *p, const char *property_id);
 

@@ -189,6 +189,7 @@ int config_load(struct config *cfg, int argc, char **argv)
 		cfg->idle_timeout = 1;
 	if (!cfg->database[0])
 		snprintf(cfg->database, sizeof cfg->database, "sqlite:%s/revops.db", cfg->data_dir);
+	cfg->public_url_default = !cfg->public_url[0];
 	if (!cfg->public_url[0])
 		snprintf(cfg->public_url, sizeof cfg->public_url, "http://%s:%d", cfg->listen_host,
 			 cfg->listen_port);

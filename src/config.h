@@ -8,6 +8,7 @@ struct config {
 	char listen_host[256];
 	int listen_port;
 	char public_url[512];
+	int public_url_default;  /* 1 when derived from --listen */
 	char data_dir[1024];
 	char database[1100];
 	int demo;

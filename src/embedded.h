@@ -13,5 +13,7 @@ struct embedded_migration {
 extern const struct embedded_migration embedded_migrations_sqlite[];
 extern const char *const embedded_openapi;
 extern const size_t embedded_openapi_len;
+/* src/scim_meta.json: ServiceProviderConfig, ResourceTypes and Schemas. */
+extern const char *const embedded_scim_meta;
 
 #endif

@@ -35,6 +35,9 @@ struct response {
 const char *http_header(const struct request *req, const char *name);
 /* A query parameter's decoded value or NULL; present-but-empty gives "". */
 const char *http_query(const struct request *req, const char *name);
+/* 1 when the query string had a pair that does not decode (a bad %XX escape
+ * or an encoded NUL); such a request is refused with 400. */
+int http_query_malformed(const struct request *req);
 /* Calls fn for every query parameter; stops early when fn returns nonzero,
  * and returns that value. */
 int http_query_each(const struct request *req,

@@ -20,6 +20,7 @@
 #include <unistd.h>
 
 #include "clock.h"
+#include "form.h"
 #include "log.h"
 
 struct http_server {
@@ -33,10 +34,18 @@ struct http_server {
 /* How much of an oversized body is read (and discarded) to answer 413. */
 #define DISCARD_MAX (4 * 1024 * 1024)
 
+#define QUERY_MAX_PARAMS 32
+
 struct reqctx {
 	struct request req;
 	int responded;
 	size_t received;
+	char *raw_query;        /* the query string as sent, or NULL */
+	int query_parsed;
+	int query_malformed;
+	int nquery;
+	char *qname[QUERY_MAX_PARAMS];
+	char *qvalue[QUERY_MAX_PARAMS];
 };
 
 const char *http_header(const struct request *req, const char *name)
@@ -44,40 +53,75 @@ const char *http_header(const struct request *req, const char *name)
 	return MHD_lookup_connection_value(req->conn, MHD_HEADER_KIND, name);
 }
 
-const char *http_query(const struct request *req, const char *name)
+/* Decodes the raw query string once ('+' is a space, then %XX), so a '+'
+ * sent as %2B survives; MHD's own argument parsing cannot tell them apart.
+ * An undecodable pair, or more than QUERY_MAX_PARAMS - 1 pairs, marks the
+ * query malformed (the pipeline answers 400). */
+static void parse_query(struct reqctx *rc)
 {
-	const char *v = MHD_lookup_connection_value(req->conn, MHD_GET_ARGUMENT_KIND, name);
+	const char *p = rc->raw_query, *amp, *eq;
+	char *name, *value;
 
-	/* MHD reports "?a" (no '=') as present with a NULL value. */
-	if (!v && MHD_lookup_connection_value_n(req->conn, MHD_GET_ARGUMENT_KIND, name,
-						strlen(name), NULL, NULL) == MHD_YES)
-		return "";
-	return v;
+	rc->query_parsed = 1;
+	while (p && *p && rc->nquery < QUERY_MAX_PARAMS) {
+		amp = strchr(p, '&');
+		if (!amp)
+			amp = p + strlen(p);
+		eq = memchr(p, '=', (size_t)(amp - p));
+		if (amp > p && form_decode(p, (size_t)((eq ? eq : amp) - p), &name) == 0) {
+			if (form_decode(eq ? eq + 1 : amp, eq ? (size_t)(amp - eq - 1) : 0, &value) == 0) {
+				rc->qname[rc->nquery] = name;
+				rc->qvalue[rc->nquery++] = value;
+			} else {
+				free(name);
+				rc->query_malformed = 1;
+			}
+		} else if (amp > p) {
+			rc->query_malformed = 1;
+		}
+		p = *amp ? amp + 1 : amp;
+	}
 }
 
-struct each_ctx {
-	int (*fn)(void *, const char *, const char *);
-	void *arg;
-	int rc;
-};
-
-static enum MHD_Result each_query(void *cls, enum MHD_ValueKind kind, const char *key,
-				  const char *value)
+static struct reqctx *ctx_of(const struct request *req)
 {
-	struct each_ctx *e = cls;
+	return (struct reqctx *)req; /* req is the first member of reqctx */
+}
 
-	(void)kind;
-	e->rc = e->fn(e->arg, key, value ? value : "");
-	return e->rc ? MHD_NO : MHD_YES;
+int http_query_malformed(const struct request *req)
+{
+	struct reqctx *rc = ctx_of(req);
+
+	if (!rc->query_parsed)
+		parse_query(rc);
+	return rc->query_malformed || rc->nquery == QUERY_MAX_PARAMS;
+}
+
+const char *http_query(const struct request *req, const char *name)
+{
+	struct reqctx *rc = ctx_of(req);
+	int i;
+
+	if (!rc->query_parsed)
+		parse_query(rc);
+	for (i = 0; i < rc->nquery; i++)
+		if (!strcmp(rc->qname[i], name))
+			return rc->qvalue[i];
+	return NULL;
 }
 
 int http_query_each(const struct request *req,
 		    int (*fn)(void *arg, const char *name, const char *value), void *arg)
 {
-	struct each_ctx e = {fn, arg, 0};
+	struct reqctx *rc = ctx_of(req);
+	int i, r;
 
-	MHD_get_connection_values(req->conn, MHD_GET_ARGUMENT_KIND, each_query, &e);
-	return e.rc;
+	if (!rc->query_parsed)
+		parse_query(rc);
+	for (i = 0; i < rc->nquery; i++)
+		if ((r = fn(arg, rc->qname[i], rc->qvalue[i])) != 0)
+			return r;
+	return 0;
 }
 
 void response_init(struct response *res)
@@ -241,6 +285,20 @@ static enum MHD_Result send_response(struct http_server *s, struct reqctx *rc,
 	return ret;
 }
 
+/* MHD's URI log hook runs when the request line has been read and gives
+ * the URI exactly as sent; its return value becomes the request's context. */
+static void *on_uri(void *cls, const char *uri, struct MHD_Connection *c)
+{
+	struct reqctx *rc = calloc(1, sizeof *rc);
+	const char *q = uri ? strchr(uri, '?') : NULL;
+
+	(void)cls;
+	(void)c;
+	if (rc && q)
+		rc->raw_query = strdup(q + 1);
+	return rc;
+}
+
 static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const char *url,
 				  const char *method, const char *version,
 				  const char *upload_data, size_t *upload_data_size,
@@ -250,10 +308,9 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
 	struct reqctx *rc = *con_cls;
 
 	(void)version;
-	if (!rc) {
-		rc = calloc(1, sizeof *rc);
-		if (!rc)
-			return MHD_NO;
+	if (!rc)
+		return MHD_NO; /* on_uri could not allocate */
+	if (!rc->req.method) {
 		rc->req.method = method;
 		rc->req.path = url;
 		rc->req.conn = c;
@@ -299,10 +356,16 @@ static void on_completed(void *cls, struct MHD_Connection *c, void **con_cls,
 	(void)toe;
 	if (!rc)
 		return;
+	if (rc->req.method)
+		atomic_fetch_sub(&s->in_flight, 1);
 	buf_free(&rc->req.body);
+	for (int i = 0; i < rc->nquery; i++) {
+		free(rc->qname[i]);
+		free(rc->qvalue[i]);
+	}
+	free(rc->raw_query);
 	free(rc);
 	*con_cls = NULL;
-	atomic_fetch_sub(&s->in_flight, 1);
 }
 
 static void mhd_log(void *cls, const char *fmt, va_list ap)
@@ -366,6 +429,7 @@ int http_server_start(const struct http_server_opts *o, http_handler_fn fn, void
 		MHD_OPTION_STRICT_FOR_CLIENT, (int)1,
 		MHD_OPTION_LISTENING_ADDRESS_REUSE, 1u,
 		MHD_OPTION_NOTIFY_COMPLETED, on_completed, s,
+		MHD_OPTION_URI_LOG_CALLBACK, on_uri, NULL,
 		MHD_OPTION_END);
 	if (!s->d) {
 		log_msg(LOG_ERROR, "listen", "cannot listen on %s:%d", o->host, o->port);

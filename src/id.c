@@ -37,13 +37,16 @@ int id_new(const char *prefix, char *out, size_t outcap)
 		if (incr80(last_rand))
 			ms = ++last_ms; /* 2^80 ids in one ms: move on a ms */
 	}
-	if (ms != last_ms && crypto_random(last_rand, sizeof last_rand) < 0) {
-		pthread_mutex_unlock(&id_lock);
-		return -1;
+	if (ms != last_ms) {
+		if (crypto_random(last_rand, sizeof last_rand) < 0) {
+			pthread_mutex_unlock(&id_lock);
+			return -1;
+		}
+		/* A fresh draw keeps its top bit clear, leaving 2^79 increments
+		 * of room within one ms before the carry moves to the next ms. */
+		last_rand[0] &= 0x7f;
 	}
 	last_ms = ms;
-	/* Keep the top bit clear so increments within a ms rarely overflow. */
-	last_rand[0] &= 0x7f;
 	memcpy(raw + 6, last_rand, 10);
 	pthread_mutex_unlock(&id_lock);
 	for (i = 0; i < 6; i++)

@@ -72,6 +72,13 @@ int main(int argc, char **argv)
 		goto out;
 	}
 	app_ok = 1;
+	o = (struct http_server_opts){cfg.listen_host, cfg.listen_port, cfg.threads,
+				      cfg.max_connections, cfg.max_connections, cfg.idle_timeout};
+	if (http_server_start(&o, app_handle, &app, &srv) < 0)
+		goto out;
+	if (cfg.public_url_default && cfg.listen_port == 0)
+		snprintf(cfg.public_url, sizeof cfg.public_url, "http://%s:%d", cfg.listen_host,
+			 http_server_port(srv));
 	if (cfg.demo) {
 		buf_init(&err, 512);
 		rc = admin_demo_seed(st, cfg.public_url, cfg.data_dir, &err);
@@ -85,12 +92,8 @@ int main(int argc, char **argv)
 					     : "data exists; credentials in %s/demo-credentials.json",
 			cfg.data_dir);
 	}
-	o = (struct http_server_opts){cfg.listen_host, cfg.listen_port, cfg.threads,
-				      cfg.max_connections, cfg.max_connections, cfg.idle_timeout};
-	if (http_server_start(&o, app_handle, &app, &srv) < 0)
-		goto out;
-	log_msg(LOG_INFO, "listening", "port=%d url=http://%s:%d", http_server_port(srv),
-		cfg.listen_host, http_server_port(srv));
+	app.ready = 1;
+	log_msg(LOG_INFO, "listening", "port=%d url=%s", http_server_port(srv), cfg.public_url);
 
 	for (;;) {
 		sig = sigtimedwait(&sigs, NULL, &tick);

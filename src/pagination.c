@@ -32,15 +32,12 @@ int pagination_limit(const char *s, int max, int *out)
 static void cursor_mac(const unsigned char key[32], const char *scope, const char *id,
 		       size_t idlen, unsigned char mac[CRYPTO_SHA256_LEN])
 {
-	unsigned char msg[512 + ID_LEN_MAX];
-	size_t sl = strlen(scope);
+	unsigned char msg[CRYPTO_SHA256_LEN + ID_LEN_MAX];
 
-	if (sl > 511)
-		sl = 511;
-	memcpy(msg, scope, sl);
-	msg[sl] = 0;
-	memcpy(msg + sl + 1, id, idlen);
-	crypto_hmac_sha256(key, 32, msg, sl + 1 + idlen, mac);
+	/* SHA-256 of the scope binds all of it, however long. */
+	crypto_sha256(scope, strlen(scope), msg);
+	memcpy(msg + CRYPTO_SHA256_LEN, id, idlen);
+	crypto_hmac_sha256(key, 32, msg, CRYPTO_SHA256_LEN + idlen, mac);
 }
 
 int pagination_cursor_encode(const unsigned char key[32], const char *scope,

@@ -4,6 +4,7 @@
 
 #include <errno.h>
 #include <pthread.h>
+#include <stdint.h>
 #include <sqlite3.h>
 #include <stdlib.h>
 #include <string.h>
@@ -17,7 +18,7 @@
 #define BUSY_TIMEOUT_MS 10000
 
 struct cached_stmt {
-	const char *sql;      /* the caller's string; compared by content */
+	char *sql;            /* a copy of the statement text; compared by content */
 	sqlite3_stmt *stmt;
 	int nparams;
 	int map[32];          /* SQL parameter index -> $N number */
@@ -93,9 +94,11 @@ static void conn_close(struct conn *c)
 {
 	int i;
 
-	for (i = 0; i < STMT_CACHE; i++)
+	for (i = 0; i < STMT_CACHE; i++) {
 		if (c->cache[i].stmt)
 			sqlite3_finalize(c->cache[i].stmt);
+		free(c->cache[i].sql);
+	}
 	if (c->db)
 		sqlite3_close(c->db);
 	c->db = NULL;
@@ -127,11 +130,14 @@ static int prepare(struct conn *c, const char *sql, int persistent, sqlite3_stmt
 	return STORE_OK;
 }
 
+/* FNV-1a over the statement text picks the cache slot. */
 static struct cached_stmt *cache_slot(struct conn *c, const char *sql)
 {
-	size_t h = (size_t)sql;
+	uint32_t h = 2166136261u;
 
-	return &c->cache[(h >> 4) % STMT_CACHE];
+	for (; *sql; sql++)
+		h = (h ^ (unsigned char)*sql) * 16777619u;
+	return &c->cache[h % STMT_CACHE];
 }
 
 /* Gets a reset statement for sql: the cached one when free, else a one-off
@@ -145,7 +151,7 @@ static int get_stmt(struct store_tx *tx, const char *sql, struct cached_stmt **c
 
 	*own = NULL;
 	*cs_out = NULL;
-	if (cs->stmt && !cs->in_use && (cs->sql == sql || !strcmp(cs->sql, sql))) {
+	if (cs->stmt && !cs->in_use && !strcmp(cs->sql, sql)) {
 		cs->in_use = 1;
 		*cs_out = cs;
 		*nparams = cs->nparams;
@@ -156,10 +162,13 @@ static int get_stmt(struct store_tx *tx, const char *sql, struct cached_stmt **c
 		if (cs->stmt)
 			sqlite3_finalize(cs->stmt);
 		cs->stmt = NULL;
+		free(cs->sql);
+		cs->sql = strdup(sql);
+		if (!cs->sql)
+			return STORE_ERR;
 		rc = prepare(tx->c, sql, 1, &cs->stmt, &cs->nparams, cs->map);
 		if (rc != STORE_OK)
 			return rc;
-		cs->sql = sql;
 		cs->in_use = 1;
 		*cs_out = cs;
 		*nparams = cs->nparams;
@@ -291,6 +300,7 @@ int store_exec(struct store_tx *tx, const char *sql, const struct store_val *par
 {
 	struct store_rows *r;
 	int rc;
+	int64_t before = sqlite3_total_changes64(tx->c->db);
 
 	rc = store_query(tx, sql, params, nparams, &r);
 	if (rc != STORE_OK)
@@ -301,7 +311,8 @@ int store_exec(struct store_tx *tx, const char *sql, const struct store_val *par
 	store_rows_close(r);
 	if (rc < 0)
 		return rc;
-	return sqlite3_changes(tx->c->db);
+	/* total_changes counts only this statement's rows (DDL adds none). */
+	return (int)(sqlite3_total_changes64(tx->c->db) - before);
 }
 
 int store_query_int(struct store_tx *tx, const char *sql, const struct store_val *params,

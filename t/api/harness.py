@@ -22,7 +22,6 @@ import socket
 import subprocess
 import sys
 import tempfile
-import threading
 import time
 import urllib.parse
 
@@ -351,12 +350,6 @@ class RawConn:
             view = view[n:]
         return True
 
-    def readable(self, timeout):
-        if self.buf:
-            return True
-        r, _, _ = select.select([self.sock], [], [], timeout)
-        return bool(r)
-
     def _fill(self):
         try:
             chunk = self.sock.recv(65536)
@@ -377,21 +370,6 @@ class RawConn:
                 status, hdrs, body, self.buf = parsed
                 return status, hdrs, body
             self._fill()
-
-    def is_closed(self, timeout=5.0):
-        """True if the server closes the connection within timeout (any
-        bytes it sends meanwhile are discarded)."""
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            r, _, _ = select.select([self.sock], [], [], deadline - time.monotonic())
-            if not r:
-                break
-            try:
-                if not self.sock.recv(65536):
-                    return True
-            except ConnectionResetError:
-                return True
-        return False
 
     def close(self):
         try:
@@ -423,7 +401,11 @@ class Server:
         self.starts = 0
         self._code_seq = 0
         if start:
-            self.start()
+            try:
+                self.start()
+            except BaseException:
+                self.cleanup()  # the exception already carries the log
+                raise
 
     # lifecycle -------------------------------------------------------------
 

@@ -229,8 +229,18 @@ class PortfolioTest(unittest.TestCase):
             bad = flip_char(cursor, i)
             self.assertNotEqual(bad, cursor)
             self.assert_bad_query(self.a, "?limit=2&cursor=" + bad)
-        for bad in ("garbage", "x", "%00", cursor[:-2], cursor + "A"):
+        for bad in ("garbage", "x", "", cursor[:-2], cursor + "A"):
             self.assert_bad_query(self.a, "?limit=2&cursor=" + bad)
+
+    def test_nul_bytes_in_query_parameters(self):
+        # a percent-encoded NUL must not make a parameter vanish (which would
+        # turn a bad cursor into "first page" and a bad limit into the default)
+        _, meta = self.list_props(self.a, "?limit=2")
+        for q in ("?limit=%00", "?limit=2%00junk", "?limit=2&cursor=%00",
+                  "?limit=2&cursor=%00" + meta["next_cursor"],
+                  "?limit=2&cursor=" + meta["next_cursor"] + "%00"):
+            with self.subTest(query=q):
+                self.assert_bad_query(self.a, q)
 
     def test_cursor_from_other_portfolio(self):
         _, meta = self.list_props(self.a, "?limit=2")

@@ -634,6 +634,11 @@ static void test_form_rejects(void **state)
 		assert_non_null(why);
 		assert_int_equal(f.n, 0);
 	}
+	/* an escape cut off by len, although the bytes after it would complete it */
+	assert_int_equal(form_parse("a=%41", 4, &f, &why), -1);
+	assert_int_equal(form_parse("a=%41", 5, &f, &why), 0);
+	assert_string_equal(form_get(&f, "a"), "A");
+	form_free(&f);
 	/* a raw NUL byte in the body */
 	assert_int_equal(form_parse("a=1\0b", 5, &f, &why), -1);
 	/* 16 fields fit, 17 do not */

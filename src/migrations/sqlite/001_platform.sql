@@ -57,8 +57,12 @@ CREATE TABLE users (
   user_name TEXT NOT NULL,
   user_name_lower TEXT NOT NULL,
   display_name TEXT,
+  external_id TEXT,
   active INTEGER NOT NULL DEFAULT 1,
   roles TEXT NOT NULL DEFAULT '[]',
+  scim TEXT NOT NULL DEFAULT '{}',
+  version INTEGER NOT NULL DEFAULT 1,
+  via TEXT NOT NULL DEFAULT 'admin',
   created_at INTEGER NOT NULL,
   updated_at INTEGER NOT NULL,
   UNIQUE (portfolio_id, user_name_lower)

@@ -1,0 +1,634 @@
+/* Unit tests for the SQLite store: migrations, placeholders, value round
+ * trips, constraint mapping, transactions and snapshots, the statement
+ * cache, and the connection pool under two writing threads. Each test gets
+ * a fresh database file in its own temporary directory. */
+#include <stdarg.h>
+#include <stddef.h>
+#include <setjmp.h>
+#include <stdint.h>
+#include <cmocka.h>
+
+#include <pthread.h>
+#include <sqlite3.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "store.h"
+
+struct fixture {
+	char dir[64];
+	char db[128];
+	char url[160];
+	struct store *st;
+};
+
+static void remove_db(const char *db)
+{
+	char p[160];
+
+	unlink(db);
+	snprintf(p, sizeof p, "%s-wal", db);
+	unlink(p);
+	snprintf(p, sizeof p, "%s-shm", db);
+	unlink(p);
+}
+
+static int setup(void **state)
+{
+	struct fixture *f = calloc(1, sizeof *f);
+
+	if (!f)
+		return -1;
+	strcpy(f->dir, "/tmp/revops-store-XXXXXX");
+	if (!mkdtemp(f->dir)) {
+		free(f);
+		return -1;
+	}
+	snprintf(f->db, sizeof f->db, "%s/revops.db", f->dir);
+	snprintf(f->url, sizeof f->url, "sqlite:%s", f->db);
+	if (store_open(f->url, 2, &f->st) != 0) {
+		rmdir(f->dir);
+		free(f);
+		return -1;
+	}
+	*state = f;
+	return 0;
+}
+
+static int teardown(void **state)
+{
+	struct fixture *f = *state;
+	int rc;
+
+	store_close(f->st);
+	remove_db(f->db);
+	rc = rmdir(f->dir); /* fails if anything else was left behind */
+	free(f);
+	return rc;
+}
+
+/* DDL is checked for success only (>= 0): store_exec reports
+ * sqlite3_changes(), which a statement other than INSERT/UPDATE/DELETE
+ * leaves at the previous DML statement's count. */
+static void make_table(struct store *st)
+{
+	struct store_tx *tx;
+
+	assert_int_equal(store_begin(st, 1, &tx), STORE_OK);
+	assert_true(store_exec(tx,
+			       "CREATE TABLE t (a INTEGER, b TEXT, c BLOB,"
+			       " k TEXT UNIQUE, n INTEGER CHECK (n IS NULL OR n >= 0))",
+			       NULL, 0) >= 0);
+	assert_int_equal(store_commit(tx), STORE_OK);
+}
+
+static int64_t count(struct store *st, const char *table_sql)
+{
+	struct store_tx *tx;
+	int64_t n = -1;
+
+	assert_int_equal(store_begin(st, 0, &tx), STORE_OK);
+	assert_int_equal(store_query_int(tx, table_sql, NULL, 0, &n), 1);
+	store_rollback(tx);
+	return n;
+}
+
+static void test_open_and_migrations(void **state)
+{
+	struct fixture *f = *state;
+	struct store_tx *tx;
+	int version = store_schema_version(f->st);
+	int64_t n = -1;
+
+	assert_true(version >= 1);
+	assert_int_equal(store_ping(f->st), 0);
+	assert_int_equal(count(f->st, "SELECT COUNT(*) FROM schema_migrations"), version);
+	assert_int_equal(store_begin(f->st, 1, &tx), STORE_OK);
+	assert_int_equal(store_exec(tx,
+				    "INSERT INTO server_keys (name, secret, created_at)"
+				    " VALUES ('keep', x'00ff', 1)",
+				    NULL, 0),
+			 1);
+	assert_int_equal(store_commit(tx), STORE_OK);
+	/* reopening applies nothing twice and keeps the data */
+	store_close(f->st);
+	f->st = NULL;
+	assert_int_equal(store_open(f->url, 1, &f->st), 0);
+	assert_non_null(f->st);
+	assert_int_equal(store_schema_version(f->st), version);
+	assert_int_equal(count(f->st, "SELECT COUNT(*) FROM schema_migrations"), version);
+	assert_int_equal(store_begin(f->st, 0, &tx), STORE_OK);
+	assert_int_equal(store_query_int(tx,
+					 "SELECT length(secret) FROM server_keys WHERE name = $1",
+					 (struct store_val[]){sv_text("keep")}, 1, &n),
+			 1);
+	assert_int_equal(n, 2);
+	store_rollback(tx);
+	store_close(f->st);
+	f->st = NULL;
+	assert_int_equal(store_open(f->url, 3, &f->st), 0);
+	assert_int_equal(store_schema_version(f->st), version);
+	assert_int_equal(store_ping(f->st), 0);
+}
+
+/* A database written by a newer build is refused, not guessed at. */
+static void test_newer_schema_refused(void **state)
+{
+	struct fixture *f = *state;
+	struct store_tx *tx;
+	struct store *st2 = (struct store *)&st2;
+
+	assert_int_equal(store_begin(f->st, 1, &tx), STORE_OK);
+	assert_int_equal(store_exec(tx,
+				    "INSERT INTO schema_migrations (version, name, applied_at)"
+				    " VALUES (99999, 'future.sql', 0)",
+				    NULL, 0),
+			 1);
+	assert_int_equal(store_commit(tx), STORE_OK);
+	assert_int_equal(store_open(f->url, 1, &st2), -1);
+	assert_null(st2);
+	/* the open store is unaffected */
+	assert_int_equal(store_ping(f->st), 0);
+}
+
+static void test_bad_urls(void **state)
+{
+	struct fixture *f = *state;
+	struct store *st = (struct store *)&st;
+	char url[200];
+
+	assert_int_equal(store_open("postgres://x", 1, &st), -1);
+	assert_null(st);
+	st = (struct store *)&st;
+	assert_int_equal(store_open("", 1, &st), -1);
+	assert_null(st);
+	assert_int_equal(store_open("sqlite", 1, &st), -1);
+	assert_int_equal(store_open("SQLITE:/tmp/x.db", 1, &st), -1);
+	/* only one missing directory level is created */
+	snprintf(url, sizeof url, "sqlite:%s/a/b/revops.db", f->dir);
+	assert_int_equal(store_open(url, 1, &st), -1);
+	assert_null(st);
+}
+
+static void test_creates_data_dir(void **state)
+{
+	struct fixture *f = *state;
+	struct store *st = NULL;
+	char sub[96], db[128], url[160];
+	struct stat sb;
+
+	snprintf(sub, sizeof sub, "%s/data", f->dir);
+	snprintf(db, sizeof db, "%s/revops.db", sub);
+	snprintf(url, sizeof url, "sqlite:%s", db);
+	assert_int_equal(store_open(url, 1, &st), 0);
+	assert_int_equal(store_ping(st), 0);
+	assert_int_equal(stat(db, &sb), 0);
+	store_close(st);
+	remove_db(db);
+	assert_int_equal(rmdir(sub), 0);
+}
+
+static void test_placeholders(void **state)
+{
+	struct fixture *f = *state;
+	struct store_tx *tx;
+	int64_t v = -1;
+
+	make_table(f->st);
+	assert_int_equal(store_begin(f->st, 1, &tx), STORE_OK);
+	/* $2 before $1 in the text */
+	assert_int_equal(store_exec(tx, "INSERT INTO t (b, a) VALUES ($2, $1)",
+				    (struct store_val[]){sv_int(7), sv_text("seven")}, 2),
+			 1);
+	assert_int_equal(store_exec(tx, "INSERT INTO t (b, a) VALUES ($2, $1)",
+				    (struct store_val[]){sv_int(8), sv_text("eight")}, 2),
+			 1);
+	assert_int_equal(store_query_int(tx, "SELECT COUNT(*) FROM t WHERE b = $2 AND a = $1",
+					 (struct store_val[]){sv_int(7), sv_text("seven")}, 2, &v),
+			 1);
+	assert_int_equal(v, 1);
+	assert_int_equal(store_query_int(tx, "SELECT COUNT(*) FROM t WHERE b = $2 AND a = $1",
+					 (struct store_val[]){sv_int(8), sv_text("seven")}, 2, &v),
+			 1);
+	assert_int_equal(v, 0);
+	/* one placeholder used twice, with another in between */
+	assert_int_equal(store_query_int(tx, "SELECT $1 + $2 * 10 + $1 * 100",
+					 (struct store_val[]){sv_int(3), sv_int(5)}, 2, &v),
+			 1);
+	assert_int_equal(v, 353);
+	assert_int_equal(store_query_int(tx, "SELECT COUNT(*) FROM t WHERE a = $1 OR a = $1 + 1",
+					 (struct store_val[]){sv_int(7)}, 1, &v),
+			 1);
+	assert_int_equal(v, 2);
+	/* more values than placeholders is fine; a placeholder without one is not */
+	assert_int_equal(store_query_int(tx, "SELECT $1",
+					 (struct store_val[]){sv_int(4), sv_int(5)}, 2, &v),
+			 1);
+	assert_int_equal(v, 4);
+	assert_int_equal(store_query_int(tx, "SELECT $1 + $3",
+					 (struct store_val[]){sv_int(4), sv_int(5)}, 2, &v),
+			 STORE_ERR);
+	/* a syntax error */
+	assert_int_equal(store_exec(tx, "SELEKT 1", NULL, 0), STORE_ERR);
+	/* rows changed */
+	assert_int_equal(store_exec(tx, "UPDATE t SET n = $1", (struct store_val[]){sv_int(1)}, 1),
+			 2);
+	assert_int_equal(store_exec(tx, "UPDATE t SET n = 2 WHERE a = $1",
+				    (struct store_val[]){sv_int(99)}, 1),
+			 0);
+	assert_int_equal(store_commit(tx), STORE_OK);
+}
+
+static void test_value_round_trip(void **state)
+{
+	static const char utf8[] = "\xc5\x81\xc3\xb3" "d\xc5\xba \xe2\x80\x93 "
+				   "za\xc5\xbc\xc3\xb3\xc5\x82\xc4\x87 \xf0\x9f\x8f\xa8";
+	static const unsigned char blob[] = {0, 1, 0, 0xff, 0, 'x', 0};
+	struct fixture *f = *state;
+	struct store_tx *tx;
+	struct store_rows *r;
+	const struct {
+		int64_t a;
+		const char *b;
+	} ints[] = {{INT64_MIN, "min"}, {INT64_MAX, "max"}, {0, "zero"}, {-1, "minus one"}};
+	size_t i;
+
+	make_table(f->st);
+	assert_int_equal(store_begin(f->st, 1, &tx), STORE_OK);
+	for (i = 0; i < ARRAY_LEN(ints); i++)
+		assert_int_equal(store_exec(tx, "INSERT INTO t (a, b) VALUES ($1, $2)",
+					    (struct store_val[]){sv_int(ints[i].a),
+								 sv_text(ints[i].b)},
+					    2),
+				 1);
+	assert_int_equal(store_exec(tx, "INSERT INTO t (a, b, c, n) VALUES ($1, $2, $3, $4)",
+				    (struct store_val[]){sv_int(100), sv_text(utf8),
+							 sv_blob(blob, sizeof blob), sv_null()},
+				    4),
+			 1);
+	assert_int_equal(store_exec(tx, "INSERT INTO t (a, b, c) VALUES ($1, $2, $3)",
+				    (struct store_val[]){sv_int(101), sv_text(NULL), sv_text("")},
+				    3),
+			 1);
+	assert_int_equal(store_commit(tx), STORE_OK);
+
+	assert_int_equal(store_begin(f->st, 0, &tx), STORE_OK);
+	for (i = 0; i < ARRAY_LEN(ints); i++) {
+		assert_int_equal(store_query(tx, "SELECT a, b FROM t WHERE b = $1",
+					     (struct store_val[]){sv_text(ints[i].b)}, 1, &r),
+				 STORE_OK);
+		assert_int_equal(store_next(r), 1);
+		assert_int_equal(store_int(r, 0), ints[i].a);
+		assert_true(store_int(r, 0) == ints[i].a);
+		assert_string_equal(store_text(r, 1), ints[i].b);
+		assert_int_equal(store_next(r), 0);
+		store_rows_close(r);
+	}
+	assert_int_equal(store_query(tx, "SELECT b, c, n, length(b), typeof(c) FROM t WHERE a = $1",
+				     (struct store_val[]){sv_int(100)}, 1, &r),
+			 STORE_OK);
+	assert_int_equal(store_next(r), 1);
+	assert_string_equal(store_text(r, 0), utf8);
+	assert_int_equal(store_len(r, 0), strlen(utf8));
+	assert_int_equal(store_int(r, 3), 15); /* characters, not bytes */
+	assert_string_equal(store_text(r, 4), "blob");
+	assert_int_equal(store_len(r, 1), sizeof blob);
+	assert_memory_equal(store_text(r, 1), blob, sizeof blob);
+	assert_int_equal(store_is_null(r, 2), 1);
+	assert_null(store_text(r, 2));
+	assert_int_equal(store_is_null(r, 0), 0);
+	assert_int_equal(store_next(r), 0);
+	store_rows_close(r);
+	/* NULL text binds SQL NULL; "" is an empty string, not NULL */
+	assert_int_equal(store_query(tx, "SELECT b, c FROM t WHERE a = $1",
+				     (struct store_val[]){sv_int(101)}, 1, &r),
+			 STORE_OK);
+	assert_int_equal(store_next(r), 1);
+	assert_int_equal(store_is_null(r, 0), 1);
+	assert_int_equal(store_is_null(r, 1), 0);
+	assert_string_equal(store_text(r, 1), "");
+	assert_int_equal(store_len(r, 1), 0);
+	store_rows_close(r);
+	store_rollback(tx);
+}
+
+static void test_query_int(void **state)
+{
+	struct fixture *f = *state;
+	struct store_tx *tx;
+	int64_t v = 12345;
+
+	make_table(f->st);
+	assert_int_equal(store_begin(f->st, 0, &tx), STORE_OK);
+	assert_int_equal(store_query_int(tx, "SELECT a FROM t WHERE a = $1",
+					 (struct store_val[]){sv_int(1)}, 1, &v),
+			 0);
+	assert_int_equal(v, 12345); /* untouched without a row */
+	assert_int_equal(store_query_int(tx, "SELECT 42", NULL, 0, &v), 1);
+	assert_int_equal(v, 42);
+	assert_int_equal(store_query_int(tx, "SELECT -9223372036854775807 - 1", NULL, 0, &v), 1);
+	assert_true(v == INT64_MIN);
+	assert_int_equal(store_query_int(tx, "SELECT x FROM nowhere", NULL, 0, &v), STORE_ERR);
+	store_rollback(tx);
+}
+
+static void test_constraints(void **state)
+{
+	struct fixture *f = *state;
+	struct store_tx *tx;
+	struct store_rows *r;
+
+	make_table(f->st);
+	assert_int_equal(store_begin(f->st, 1, &tx), STORE_OK);
+	assert_int_equal(store_exec(tx, "INSERT INTO t (k) VALUES ($1)",
+				    (struct store_val[]){sv_text("dup")}, 1),
+			 1);
+	assert_int_equal(store_exec(tx, "INSERT INTO t (k) VALUES ($1)",
+				    (struct store_val[]){sv_text("dup")}, 1),
+			 STORE_CONSTRAINT);
+	assert_int_equal(store_exec(tx, "INSERT INTO t (k, n) VALUES ($1, $2)",
+				    (struct store_val[]){sv_text("neg"), sv_int(-1)}, 2),
+			 STORE_CONSTRAINT);
+	/* a constraint error through store_query/store_next */
+	assert_int_equal(store_query(tx, "INSERT INTO t (k) VALUES ($1) RETURNING k",
+				     (struct store_val[]){sv_text("dup")}, 1, &r),
+			 STORE_OK);
+	assert_int_equal(store_next(r), STORE_CONSTRAINT);
+	store_rows_close(r);
+	/* the refused statements are undone, the transaction goes on */
+	assert_int_equal(store_exec(tx, "INSERT INTO t (k) VALUES ($1)",
+				    (struct store_val[]){sv_text("other")}, 1),
+			 1);
+	assert_int_equal(store_commit(tx), STORE_OK);
+	assert_int_equal(count(f->st, "SELECT COUNT(*) FROM t"), 2);
+	/* foreign keys are enforced */
+	assert_int_equal(store_begin(f->st, 1, &tx), STORE_OK);
+	assert_true(store_exec(tx, "CREATE TABLE parent (id TEXT PRIMARY KEY)", NULL, 0) >= 0);
+	assert_true(store_exec(tx, "CREATE TABLE child (id TEXT, pid TEXT REFERENCES parent (id))",
+			       NULL, 0) >= 0);
+	assert_int_equal(store_exec(tx, "INSERT INTO child VALUES ('c', 'missing')", NULL, 0),
+			 STORE_CONSTRAINT);
+	store_rollback(tx);
+}
+
+static void test_rollback_discards(void **state)
+{
+	struct fixture *f = *state;
+	struct store_tx *tx;
+
+	make_table(f->st);
+	assert_int_equal(store_begin(f->st, 1, &tx), STORE_OK);
+	assert_int_equal(store_exec(tx, "INSERT INTO t (a) VALUES (1), (2), (3)", NULL, 0), 3);
+	store_rollback(tx);
+	assert_int_equal(count(f->st, "SELECT COUNT(*) FROM t"), 0);
+	store_rollback(NULL); /* ignored */
+	/* RETURNING and ON CONFLICT are part of the portable dialect */
+	assert_int_equal(store_begin(f->st, 1, &tx), STORE_OK);
+	assert_int_equal(store_exec(tx, "INSERT INTO t (k, a) VALUES ('x', 1)", NULL, 0), 1);
+	assert_int_equal(store_exec(tx,
+				    "INSERT INTO t (k, a) VALUES ('x', 5)"
+				    " ON CONFLICT (k) DO UPDATE SET a = a + 10",
+				    NULL, 0),
+			 1);
+	assert_int_equal(store_commit(tx), STORE_OK);
+	{
+		struct store_tx *rt;
+		int64_t a = 0;
+
+		assert_int_equal(store_begin(f->st, 0, &rt), STORE_OK);
+		assert_int_equal(store_query_int(rt, "SELECT a FROM t WHERE k = 'x'", NULL, 0, &a), 1);
+		assert_int_equal(a, 11);
+		store_rollback(rt);
+	}
+}
+
+/* A read transaction keeps seeing what it saw first while another
+ * connection commits. */
+static void test_read_snapshot(void **state)
+{
+	struct fixture *f = *state;
+	struct store_tx *rt, *wt;
+	int64_t n = -1;
+
+	make_table(f->st);
+	assert_int_equal(store_begin(f->st, 1, &wt), STORE_OK);
+	assert_int_equal(store_exec(wt, "INSERT INTO t (a) VALUES (1)", NULL, 0), 1);
+	assert_int_equal(store_commit(wt), STORE_OK);
+
+	assert_int_equal(store_begin(f->st, 0, &rt), STORE_OK);
+	assert_int_equal(store_query_int(rt, "SELECT COUNT(*) FROM t", NULL, 0, &n), 1);
+	assert_int_equal(n, 1);
+	/* the pool's other connection writes meanwhile */
+	assert_int_equal(store_begin(f->st, 1, &wt), STORE_OK);
+	assert_int_equal(store_exec(wt, "INSERT INTO t (a) VALUES (2), (3)", NULL, 0), 2);
+	assert_int_equal(store_commit(wt), STORE_OK);
+	assert_int_equal(store_query_int(rt, "SELECT COUNT(*) FROM t", NULL, 0, &n), 1);
+	assert_int_equal(n, 1);
+	assert_int_equal(store_query_int(rt, "SELECT COALESCE(MAX(a), 0) FROM t", NULL, 0, &n), 1);
+	assert_int_equal(n, 1);
+	store_rollback(rt);
+	assert_int_equal(count(f->st, "SELECT COUNT(*) FROM t"), 3);
+}
+
+/* write = 1 holds the database's write lock from store_begin on (so two
+ * writers never deadlock on upgrade); write = 0 does not block writers. An
+ * outside connection that never waits shows who holds the lock. */
+static void test_write_tx_locks_at_once(void **state)
+{
+	struct fixture *f = *state;
+	struct store_tx *tx;
+	sqlite3 *db = NULL;
+	int64_t v;
+
+	assert_int_equal(sqlite3_open_v2(f->db, &db, SQLITE_OPEN_READWRITE, NULL), SQLITE_OK);
+	sqlite3_busy_timeout(db, 0);
+	assert_int_equal(store_begin(f->st, 1, &tx), STORE_OK);
+	assert_int_equal(sqlite3_exec(db, "BEGIN IMMEDIATE", NULL, NULL, NULL) & 0xff, SQLITE_BUSY);
+	store_rollback(tx);
+	assert_int_equal(sqlite3_exec(db, "BEGIN IMMEDIATE", NULL, NULL, NULL), SQLITE_OK);
+	assert_int_equal(sqlite3_exec(db, "ROLLBACK", NULL, NULL, NULL), SQLITE_OK);
+	/* a reader, even one that has read, leaves the write lock free */
+	assert_int_equal(store_begin(f->st, 0, &tx), STORE_OK);
+	assert_int_equal(store_query_int(tx, "SELECT COUNT(*) FROM schema_migrations", NULL, 0, &v),
+			 1);
+	assert_int_equal(sqlite3_exec(db, "BEGIN IMMEDIATE", NULL, NULL, NULL), SQLITE_OK);
+	assert_int_equal(sqlite3_exec(db, "ROLLBACK", NULL, NULL, NULL), SQLITE_OK);
+	store_rollback(tx);
+	assert_int_equal(sqlite3_close(db), SQLITE_OK);
+}
+
+/* The same SQL string queried again while its first rows are still open:
+ * the cached statement is busy, so a one-off statement serves the inner
+ * query and both iterate correctly. */
+static void test_nested_same_sql(void **state)
+{
+	static const char *sql = "SELECT a FROM t WHERE a >= $1 ORDER BY a";
+	struct fixture *f = *state;
+	struct store_tx *tx;
+	struct store_rows *outer, *inner, *third;
+	char copy[64];
+	int64_t i, j, seen_inner;
+
+	make_table(f->st);
+	assert_int_equal(store_begin(f->st, 1, &tx), STORE_OK);
+	assert_int_equal(store_exec(tx, "INSERT INTO t (a) VALUES (1), (2), (3), (4), (5)", NULL, 0),
+			 5);
+	assert_int_equal(store_query(tx, sql, (struct store_val[]){sv_int(1)}, 1, &outer), STORE_OK);
+	for (i = 1; i <= 5; i++) {
+		assert_int_equal(store_next(outer), 1);
+		assert_int_equal(store_int(outer, 0), i);
+		/* same pointer, different binding, while outer is mid-way */
+		assert_int_equal(store_query(tx, sql, (struct store_val[]){sv_int(i)}, 1, &inner),
+				 STORE_OK);
+		/* and the same text at another address */
+		strcpy(copy, sql);
+		assert_int_equal(store_query(tx, copy, (struct store_val[]){sv_int(5)}, 1, &third),
+				 STORE_OK);
+		seen_inner = 0;
+		for (j = i; j <= 5; j++) {
+			assert_int_equal(store_next(inner), 1);
+			assert_int_equal(store_int(inner, 0), j);
+			seen_inner++;
+		}
+		assert_int_equal(store_next(inner), 0);
+		assert_int_equal(seen_inner, 6 - i);
+		assert_int_equal(store_next(third), 1);
+		assert_int_equal(store_int(third, 0), 5);
+		assert_int_equal(store_next(third), 0);
+		store_rows_close(third);
+		store_rows_close(inner);
+	}
+	assert_int_equal(store_next(outer), 0);
+	store_rows_close(outer);
+	/* the cached statement is usable again and starts from the top */
+	assert_int_equal(store_query(tx, sql, (struct store_val[]){sv_int(4)}, 1, &outer), STORE_OK);
+	assert_int_equal(store_next(outer), 1);
+	assert_int_equal(store_int(outer, 0), 4);
+	store_rows_close(outer); /* closed before the end */
+	assert_int_equal(store_query(tx, sql, (struct store_val[]){sv_int(2)}, 1, &outer), STORE_OK);
+	assert_int_equal(store_next(outer), 1);
+	assert_int_equal(store_int(outer, 0), 2);
+	store_rows_close(outer);
+	assert_int_equal(store_commit(tx), STORE_OK);
+}
+
+/* More distinct statements than cache slots, all kept alive: evictions and
+ * slot collisions still give each query its own results. */
+static void test_statement_cache_churn(void **state)
+{
+	enum { NSQL = 300 };
+	struct fixture *f = *state;
+	struct store_tx *tx;
+	char *sql[NSQL];
+	int64_t v;
+	int i, round;
+
+	for (i = 0; i < NSQL; i++) {
+		sql[i] = malloc(64);
+		assert_non_null(sql[i]);
+		snprintf(sql[i], 64, "SELECT %d + $1", i * 1000);
+	}
+	assert_int_equal(store_begin(f->st, 0, &tx), STORE_OK);
+	for (round = 0; round < 3; round++)
+		for (i = 0; i < NSQL; i++) {
+			v = -1;
+			assert_int_equal(store_query_int(tx, sql[i], (struct store_val[]){sv_int(round)},
+							 1, &v),
+					 1);
+			assert_int_equal(v, i * 1000 + round);
+		}
+	store_rollback(tx);
+	for (i = 0; i < NSQL; i++)
+		free(sql[i]);
+}
+
+#define WRITERS 2
+#define ROWS_EACH 500
+
+struct writer {
+	struct store *st;
+	pthread_barrier_t *go;
+	int id;
+	int failures;
+};
+
+static void *write_rows(void *arg)
+{
+	struct writer *w = arg;
+	struct store_tx *tx;
+	int i;
+
+	pthread_barrier_wait(w->go);
+	for (i = 0; i < ROWS_EACH; i++) {
+		if (store_begin(w->st, 1, &tx) != STORE_OK) {
+			w->failures++;
+			continue;
+		}
+		if (store_exec(tx, "INSERT INTO t (a, b) VALUES ($1, $2)",
+			       (struct store_val[]){sv_int(i), sv_text(w->id ? "w1" : "w0")},
+			       2) != 1) {
+			w->failures++;
+			store_rollback(tx);
+			continue;
+		}
+		if (store_commit(tx) != STORE_OK)
+			w->failures++;
+	}
+	return NULL;
+}
+
+static void test_two_writers(void **state)
+{
+	struct fixture *f = *state;
+	struct writer w[WRITERS];
+	pthread_t th[WRITERS];
+	pthread_barrier_t go;
+	struct store_tx *tx;
+	int64_t n = -1;
+	int i;
+
+	make_table(f->st);
+	assert_int_equal(pthread_barrier_init(&go, NULL, WRITERS), 0);
+	for (i = 0; i < WRITERS; i++) {
+		w[i] = (struct writer){.st = f->st, .go = &go, .id = i};
+		assert_int_equal(pthread_create(&th[i], NULL, write_rows, &w[i]), 0);
+	}
+	for (i = 0; i < WRITERS; i++)
+		assert_int_equal(pthread_join(th[i], NULL), 0);
+	pthread_barrier_destroy(&go);
+	for (i = 0; i < WRITERS; i++)
+		assert_int_equal(w[i].failures, 0);
+	assert_int_equal(count(f->st, "SELECT COUNT(*) FROM t"), WRITERS * ROWS_EACH);
+	assert_int_equal(store_begin(f->st, 0, &tx), STORE_OK);
+	assert_int_equal(store_query_int(tx, "SELECT COUNT(DISTINCT a) FROM t WHERE b = $1",
+					 (struct store_val[]){sv_text("w1")}, 1, &n),
+			 1);
+	assert_int_equal(n, ROWS_EACH);
+	store_rollback(tx);
+	assert_int_equal(store_ping(f->st), 0);
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test_setup_teardown(test_open_and_migrations, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_newer_schema_refused, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_bad_urls, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_creates_data_dir, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_placeholders, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_value_round_trip, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_query_int, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_constraints, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_rollback_discards, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_read_snapshot, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_write_tx_locks_at_once, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_nested_same_sql, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_statement_cache_churn, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_two_writers, setup, teardown),
+	};
+
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}
