@@ -519,6 +519,45 @@ int admin_user_list(struct store *st, const char *portfolio_id, json_t **out, st
 	return 0;
 }
 
+int admin_idp_set(struct store *st, const char *portfolio_id, const char *entity_id,
+		  const char *cert_pem, const char *roles_attribute, json_t **out,
+		  struct buf *err)
+{
+	struct store_tx *tx;
+	int64_t now = clock_now_ms();
+
+	*out = NULL;
+	if (!portfolio_id || !is_text(entity_id, 1024))
+		return fail(err, "--portfolio and --entity-id are required");
+	if (!cert_pem || strlen(cert_pem) > 64 * 1024 || !crypto_cert_pem_valid(cert_pem))
+		return fail(err, "--cert must be a file holding one PEM X.509 certificate");
+	if (roles_attribute && !is_text(roles_attribute, 256))
+		return fail(err, "--roles-attribute must be 1-256 characters");
+	if (begin(st, &tx, err) < 0)
+		return -1;
+	if (portfolio_exists(tx, portfolio_id) != 1) {
+		store_rollback(tx);
+		return fail(err, "no such portfolio");
+	}
+	if (store_exec(tx,
+		       "INSERT INTO identity_providers (portfolio_id, entity_id, cert_pem,"
+		       " roles_attribute, created_at, updated_at) VALUES ($1, $2, $3, $4, $5, $5)"
+		       " ON CONFLICT (portfolio_id) DO UPDATE SET entity_id = $2, cert_pem = $3,"
+		       " roles_attribute = $4, updated_at = $5",
+		       (struct store_val[]){sv_text(portfolio_id), sv_text(entity_id),
+					    sv_text(cert_pem),
+					    sv_text(roles_attribute ? roles_attribute : "roles"),
+					    sv_int(now)}, 5) < 0) {
+		store_rollback(tx);
+		return fail(err, "could not store the identity provider");
+	}
+	if (commit(tx, err) < 0)
+		return -1;
+	*out = json_pack("{s:s, s:s, s:s}", "portfolio_id", portfolio_id, "entity_id", entity_id,
+			 "roles_attribute", roles_attribute ? roles_attribute : "roles");
+	return 0;
+}
+
 int admin_parse_time(const char *s, int64_t *ms)
 {
 	char date[11];

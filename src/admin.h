@@ -43,6 +43,11 @@ int admin_user_create(struct store *st, const char *portfolio_id, const char *us
 		      struct buf *err) WUR;
 int admin_user_list(struct store *st, const char *portfolio_id, json_t **out,
 		    struct buf *err) WUR;
+/* Trusts an IdP for the SAML bearer grant of a portfolio (one per
+ * portfolio; replaces the previous one). cert_pem: the signing certificate. */
+int admin_idp_set(struct store *st, const char *portfolio_id, const char *entity_id,
+		  const char *cert_pem, const char *roles_attribute, json_t **out,
+		  struct buf *err) WUR;
 /* announced: RFC 3339 UTC ("2026-06-01T00:00:00Z", optional .mmm). */
 int admin_deprecation_add(struct store *st, const char *method, const char *route,
 			  const char *announced, const char *note, json_t **out,

@@ -22,6 +22,7 @@
 #include "portfolio.h"
 #include "ratelimit.h"
 #include "respond.h"
+#include "scim.h"
 #include "store.h"
 #include "validate.h"
 
@@ -64,22 +65,42 @@ static void h_openapi(struct ctx *c)
 	c->res->content_type = "application/json";
 }
 
-#define PUB(m, p, f) {m, p, f, ROUTE_PUBLIC, 0, 0, BODY_NONE, NULL}
-#define V2(m, p, f, s) {m, p, f, ROUTE_BEARER, s, 1, BODY_NONE, NULL}
+#define PUB(m, p, f) {m, p, f, ROUTE_PUBLIC, 0, 0, BODY_NONE, NULL, 0}
+#define V2(m, p, f, s) {m, p, f, ROUTE_BEARER, s, 1, BODY_NONE, NULL, 0}
 const struct route app_routes[] = {
 	PUB("GET", "/healthz", h_healthz),
 	PUB("GET", "/readyz", h_readyz),
 	PUB("GET", "/metrics", h_metrics),
 	PUB("GET", "/v2/openapi.json", h_openapi),
-	{"POST", "/oauth/token", oauth_h_token, ROUTE_PUBLIC, 0, 0, BODY_FORM, NULL},
+	{"POST", "/oauth/token", oauth_h_token, ROUTE_PUBLIC, 0, 0, BODY_FORM, NULL, 0},
 	V2("GET", "/v2/portfolios", portfolio_h_list, AUTH_SCOPE_PORTFOLIOS_READ),
 	V2("GET", "/v2/portfolios/{id}", portfolio_h_get, AUTH_SCOPE_PORTFOLIOS_READ),
 	V2("GET", "/v2/portfolios/{id}/properties", portfolio_h_properties,
 	   AUTH_SCOPE_PORTFOLIOS_READ),
+#define SCIM(m, p, f, b) {m, p, f, ROUTE_SCIM, 0, 0, b, NULL, 1}
+	SCIM("GET", "/scim/v2/ServiceProviderConfig", scim_h_service_provider_config, BODY_NONE),
+	SCIM("GET", "/scim/v2/serviceConfiguration", scim_h_service_provider_config, BODY_NONE),
+	SCIM("GET", "/scim/v2/ResourceTypes", scim_h_resource_types, BODY_NONE),
+	SCIM("GET", "/scim/v2/ResourceTypes/{id}", scim_h_resource_type, BODY_NONE),
+	SCIM("GET", "/scim/v2/Schemas", scim_h_schemas, BODY_NONE),
+	SCIM("GET", "/scim/v2/Schemas/{id}", scim_h_schema, BODY_NONE),
+	SCIM("GET", "/scim/v2/Users", scim_h_users_list, BODY_NONE),
+	SCIM("POST", "/scim/v2/Users", scim_h_users_create, BODY_SCIM),
+	SCIM("GET", "/scim/v2/Users/{id}", scim_h_user_get, BODY_NONE),
+	SCIM("PUT", "/scim/v2/Users/{id}", scim_h_user_put, BODY_SCIM),
+	SCIM("PATCH", "/scim/v2/Users/{id}", scim_h_user_patch, BODY_SCIM),
+	SCIM("DELETE", "/scim/v2/Users/{id}", scim_h_user_delete, BODY_NONE),
+	SCIM("GET", "/scim/v2/Groups", scim_h_groups_list, BODY_NONE),
+	SCIM("POST", "/scim/v2/Groups", scim_h_groups_create, BODY_SCIM),
+	SCIM("GET", "/scim/v2/Groups/{id}", scim_h_group_get, BODY_NONE),
+	SCIM("PUT", "/scim/v2/Groups/{id}", scim_h_group_put, BODY_SCIM),
+	SCIM("PATCH", "/scim/v2/Groups/{id}", scim_h_group_patch, BODY_SCIM),
+	SCIM("DELETE", "/scim/v2/Groups/{id}", scim_h_group_delete, BODY_NONE),
 };
 const size_t app_nroutes = ARRAY_LEN(app_routes);
 #undef PUB
 #undef V2
+#undef SCIM
 
 /* Loads (or creates, once) the server's cursor-signing key. */
 static int load_cursor_key(struct app *a)
@@ -241,6 +262,31 @@ static int check_json_body(struct ctx *c)
 	return 0;
 }
 
+/* For BODY_SCIM routes: SCIM or plain JSON media type, a JSON object within
+ * the depth and duplicate-key limits; attributes are checked by scim.c,
+ * which tolerates what identity providers really send. */
+static int check_scim_body(struct ctx *c)
+{
+	const char *ct = http_header(c->req, "Content-Type");
+	struct buf err;
+	int rc;
+
+	if (!ct || !((!strncasecmp(ct, "application/scim+json", 21) &&
+		      (!ct[21] || ct[21] == ';' || ct[21] == ' ')) ||
+		     (!strncasecmp(ct, "application/json", 16) &&
+		      (!ct[16] || ct[16] == ';' || ct[16] == ' ')))) {
+		scim_error(c, 415, NULL, "Content-Type must be application/scim+json");
+		return -1;
+	}
+	buf_init(&err, 512);
+	rc = validate_parse_body(c->req->body.data, c->req->body.len, &c->body, &err);
+	if (rc < 0)
+		scim_error(c, rc == -1 ? 400 : 500, rc == -1 ? "invalidSyntax" : NULL, "%s",
+			   rc == -1 && err.data ? err.data : "internal error");
+	buf_free(&err);
+	return rc < 0 ? -1 : 0;
+}
+
 static json_t *handler_headers(const struct response *res)
 {
 	json_t *h = json_object();
@@ -344,7 +390,7 @@ void app_handle(void *arg, struct request *req, struct response *res)
 	struct ctx *c = calloc(1, sizeof *c);
 	struct buf allow;
 	struct rl_result rl;
-	char token[AUTH_TOKEN_MAX];
+	char token[AUTH_TOKEN_MAX], rl_key[ID_MAX + 8];
 	int m, tok = AUTH_NONE, lookup = AUTH_NONE;
 	const struct route *rt;
 	struct log_access la;
@@ -361,16 +407,24 @@ void app_handle(void *arg, struct request *req, struct response *res)
 		snprintf(c->request_id, sizeof c->request_id, "req_unavailable");
 	m = router_match(app_routes, app_nroutes, req->method, req->path, &c->match, &allow);
 	rt = m == 200 ? c->match.route : NULL;
-	if (!rt || rt->auth == ROUTE_BEARER) {
+	if (!rt || rt->auth != ROUTE_PUBLIC) {
 		tok = auth_bearer(http_header(req, "Authorization"), token, sizeof token);
 		if (tok == AUTH_OK) {
-			lookup = auth_lookup_token(a->store, token, clock_now_ms(), &c->p);
+			lookup = rt && rt->auth == ROUTE_SCIM
+					 ? auth_lookup_scim_token(a->store, token, &c->p)
+					 : auth_lookup_token(a->store, token, clock_now_ms(), &c->p);
 			c->authenticated = lookup == AUTH_OK;
 			crypto_wipe(token, sizeof token);
 		}
 	}
 	/* On out-of-memory the limiter fails open (rl says allowed). */
-	if ((c->authenticated ? ratelimit_take(a->rl_portfolio, c->p.portfolio_id,
+	/* SCIM calls get a bucket of their own: an identity provider's bulk
+	 * provisioning must not starve the portfolio's API calls. */
+	if (c->authenticated && rt && rt->auth == ROUTE_SCIM)
+		snprintf(rl_key, sizeof rl_key, "scim:%s", c->p.portfolio_id);
+	else if (c->authenticated)
+		snprintf(rl_key, sizeof rl_key, "%s", c->p.portfolio_id);
+	if ((c->authenticated ? ratelimit_take(a->rl_portfolio, rl_key,
 					       c->p.rate_limit, clock_mono_ms(), &rl)
 			      : ratelimit_take(a->rl_anon, req->client, a->cfg->anon_per_minute,
 					       clock_mono_ms(), &rl)) < 0)
@@ -409,6 +463,11 @@ void app_handle(void *arg, struct request *req, struct response *res)
 		respond_error(c, ERR_UNAVAILABLE, NULL, "database unavailable");
 		goto finish;
 	}
+	if (rt->auth == ROUTE_SCIM && !c->authenticated) {
+		(void)response_header(res, "WWW-Authenticate", "Bearer realm=\"revops-scim\"");
+		scim_error(c, 401, NULL, "a valid SCIM bearer token is required");
+		goto finish;
+	}
 	if (rt->auth == ROUTE_BEARER) {
 		if (!c->authenticated) {
 			(void)response_header(res, "WWW-Authenticate",
@@ -424,6 +483,8 @@ void app_handle(void *arg, struct request *req, struct response *res)
 			goto finish;
 	}
 	if (rt->body == BODY_JSON && check_json_body(c) < 0)
+		goto finish;
+	if (rt->body == BODY_SCIM && check_scim_body(c) < 0)
 		goto finish;
 	run_handler(c);
 finish:

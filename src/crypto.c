@@ -3,7 +3,9 @@
 #include <openssl/crypto.h>
 #include <openssl/evp.h>
 #include <openssl/hmac.h>
+#include <openssl/pem.h>
 #include <openssl/rand.h>
+#include <openssl/x509.h>
 #include <string.h>
 
 int crypto_random(void *out, size_t n)
@@ -186,4 +188,23 @@ int crypto_token(const char *prefix, size_t nbytes, char *out, size_t outcap)
 	crypto_b64url_encode(raw, nbytes, out + plen);
 	crypto_wipe(raw, sizeof raw);
 	return 0;
+}
+
+int crypto_cert_pem_valid(const char *pem)
+{
+	BIO *bio = BIO_new_mem_buf(pem, -1);
+	X509 *cert = NULL, *extra = NULL;
+	int ok = 0;
+
+	if (!bio)
+		return 0;
+	cert = PEM_read_bio_X509(bio, NULL, NULL, NULL);
+	if (cert) {
+		extra = PEM_read_bio_X509(bio, NULL, NULL, NULL);
+		ok = extra == NULL;
+	}
+	X509_free(cert);
+	X509_free(extra);
+	BIO_free(bio);
+	return ok;
 }

@@ -30,6 +30,8 @@ int crypto_b64_decode(const char *in, size_t n, unsigned char *out, size_t outca
 		      size_t *outlen) WUR;
 /* Standard base64 with padding; out needs 4*ceil(n/3)+1 bytes. */
 size_t crypto_b64_encode(const void *in, size_t n, char *out);
+/* 1 when pem holds exactly one parseable X.509 certificate, else 0. */
+int crypto_cert_pem_valid(const char *pem);
 /* Overwrites n bytes in a way the compiler may not elide. */
 void crypto_wipe(void *p, size_t n);
 /* A random token: prefix followed by base64url of nbytes random bytes.

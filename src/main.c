@@ -19,6 +19,8 @@
 #include "http_server.h"
 #include "idempotency.h"
 #include "log.h"
+#include "oauth.h"
+#include "saml.h"
 #include "store.h"
 
 #define DRAIN_MS 10000
@@ -35,6 +37,9 @@ static void chores(struct app *a, int64_t *last_purge)
 		n = idempotency_purge(a->store, clock_now_ms());
 		if (n > 0)
 			log_msg(LOG_INFO, "idempotency", "expired %d keys", n);
+		n = oauth_purge(a->store, clock_now_ms());
+		if (n > 0)
+			log_msg(LOG_INFO, "oauth", "purged %d expired tokens and assertion ids", n);
 	}
 }
 
@@ -65,6 +70,10 @@ int main(int argc, char **argv)
 	sigaddset(&sigs, SIGINT);
 	pthread_sigmask(SIG_BLOCK, &sigs, NULL);
 
+	if (saml_global_init() < 0) {
+		log_msg(LOG_ERROR, "start", "cannot initialise xmlsec");
+		return 1;
+	}
 	if (store_open(cfg.database, cfg.threads + 4, &st) < 0)
 		goto out;
 	if (app_init(&app, &cfg, st) < 0) {
@@ -118,6 +127,7 @@ out:
 	if (app_ok)
 		app_free(&app);
 	store_close(st);
+	saml_global_cleanup();
 	if (exit_code == 0)
 		log_msg(LOG_INFO, "shutdown", "stopped cleanly");
 	return exit_code;

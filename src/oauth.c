@@ -1,6 +1,7 @@
 #include "oauth.h"
 
 #include <stdio.h>
+#include <ctype.h>
 #include <jansson.h>
 #include <stdlib.h>
 #include <string.h>
@@ -11,6 +12,8 @@
 #include "crypto.h"
 #include "form.h"
 #include "respond.h"
+#include "saml.h"
+#include "scim.h"
 #include "store.h"
 
 #define SECRET_MAX 256
@@ -60,17 +63,22 @@ static int basic_credentials(const char *h, char **id, char **secret)
 	return 0;
 }
 
-struct client {
+/* What a token may be issued for: the portfolio, the most it may carry
+ * (scopes, property codes; NULL codes = all of the portfolio's), and the
+ * principal (client and/or user). */
+struct grant {
 	char portfolio_id[ID_MAX];
 	unsigned scopes;
-	json_t *codes; /* the client's property codes, or NULL for all */
+	json_t *codes;
+	const char *client_id; /* NULL for an assertion without client auth */
+	const char *user_id;   /* NULL for client credentials */
 };
 
 /* Verifies the client secret in constant time, also for unknown clients
  * (compared against a fixed hash) so timing does not reveal which ids
  * exist. Returns 1 (authenticated), 0 (refused) or < 0 (error). */
 static int authenticate(struct store_tx *tx, const char *id, const char *secret,
-			struct client *cl)
+			struct grant *cl)
 {
 	static const char dummy[65] =
 		"0000000000000000000000000000000000000000000000000000000000000000";
@@ -122,10 +130,10 @@ static int code_in(const json_t *codes, const char *code)
 	return 0;
 }
 
-/* Issues a token for the authenticated client. Applies the scope rules of
- * API-CONTRACT §2 and answers the request (success or an OAuth error). */
-static void issue(struct ctx *c, struct store_tx *tx, const char *client_id,
-		  const struct client *cl, const char *scope)
+/* Issues a token for the grant inside tx (committing it). Applies the
+ * scope rules of API-CONTRACT §2 and answers the request (success or an
+ * OAuth error); tx is finished either way. */
+static void issue(struct ctx *c, struct store_tx *tx, const struct grant *cl, const char *scope)
 {
 	char *req = strdup(scope ? scope : ""), *save = NULL, *tok, token[AUTH_TOKEN_MAX];
 	char hash[65], granted[512];
@@ -187,12 +195,12 @@ static void issue(struct ctx *c, struct store_tx *tx, const char *client_id,
 	rc = store_exec(tx,
 			"INSERT INTO access_tokens (token_hash, portfolio_id, client_id, user_id,"
 			" scopes, property_ids, property_codes, expires_at, created_at)"
-			" VALUES ($1, $2, $3, NULL, $4, $5, $6, $7, $8)",
+			" VALUES ($1, $2, $3, $9, $4, $5, $6, $7, $8)",
 			(struct store_val[]){sv_text(hash), sv_text(cl->portfolio_id),
-					     sv_text(client_id), sv_text(granted), sv_text(ids_s),
+					     sv_text(cl->client_id), sv_text(granted), sv_text(ids_s),
 					     sv_text(codes_s),
 					     sv_int(now + (int64_t)c->app->cfg->token_ttl * 1000),
-					     sv_int(now)}, 8);
+					     sv_int(now), sv_text(cl->user_id)}, 9);
 	if (rc < 0 || store_commit(tx) != STORE_OK) {
 		if (rc < 0)
 			store_rollback(tx);
@@ -237,15 +245,185 @@ out:
 	json_decref(codes);
 }
 
+#define SAML_GRANT "urn:ietf:params:oauth:grant-type:saml2-bearer"
+#define SAML_SKEW_MS (120 * 1000)
+
+/* Finds the portfolio whose trusted IdP issued the assertion: the client's
+ * when the client authenticated, else the only portfolio trusting that
+ * issuer. Fills the IdP settings. Returns 1, 0 (refused: *why set) or < 0. */
+static int find_idp(struct store_tx *tx, const char *portfolio_id, const char *issuer,
+		    char *pf_out, char **cert, char *roles_attr, size_t ra_cap, const char **why)
+{
+	struct store_rows *r;
+	int rc, n = 0;
+
+	rc = store_query(tx,
+			 "SELECT portfolio_id, cert_pem, roles_attribute FROM identity_providers"
+			 " WHERE entity_id = $1 AND ($2 = '' OR portfolio_id = $2)",
+			 (struct store_val[]){sv_text(issuer), sv_text(portfolio_id ? portfolio_id : "")},
+			 2, &r);
+	if (rc != STORE_OK)
+		return rc;
+	while ((rc = store_next(r)) == 1) {
+		if (n++)
+			break;
+		snprintf(pf_out, ID_MAX, "%s", store_text(r, 0));
+		*cert = strdup(store_text(r, 1));
+		snprintf(roles_attr, ra_cap, "%s", store_text(r, 2));
+	}
+	store_rows_close(r);
+	if (rc < 0)
+		return rc;
+	if (n == 0) {
+		*why = portfolio_id ? "the assertion's issuer is not this client's trusted identity provider"
+				    : "the assertion's issuer is not a trusted identity provider";
+		return 0;
+	}
+	if (n > 1) {
+		*why = "ambiguous issuer: several portfolios trust it; authenticate the client";
+		return 0;
+	}
+	return *cert ? 1 : STORE_ERR;
+}
+
+/* Finds or provisions (just in time) the user named by the assertion. A
+ * JIT user's roles follow each assertion; a SCIM user's roles stay SCIM's.
+ * Returns 1 with user_id, 0 (refused: *why) or < 0. */
+static int saml_user(struct store_tx *tx, const char *pf, const struct saml_assertion *a,
+		     char *user_id, const char **why)
+{
+	struct store_rows *r;
+	char lower[1024];
+	int rc, active = 0, jit = 0;
+	size_t i;
+
+	for (i = 0; a->name_id[i] && i + 1 < sizeof lower; i++)
+		lower[i] = (char)tolower((unsigned char)a->name_id[i]);
+	lower[i] = '\0';
+	rc = store_query(tx,
+			 "SELECT id, active, via FROM users WHERE portfolio_id = $1"
+			 " AND user_name_lower = $2",
+			 (struct store_val[]){sv_text(pf), sv_text(lower)}, 2, &r);
+	if (rc != STORE_OK)
+		return rc;
+	rc = store_next(r);
+	if (rc == 1) {
+		snprintf(user_id, ID_MAX, "%s", store_text(r, 0));
+		active = store_int(r, 1) == 1;
+		jit = !strcmp(store_text(r, 2), "saml_jit");
+	}
+	store_rows_close(r);
+	if (rc < 0)
+		return rc;
+	if (rc == 0) {
+		rc = scim_user_provision_jit(tx, pf, a->name_id, a->display_name, a->roles, user_id,
+					     ID_MAX);
+		return rc < 0 ? rc : 1;
+	}
+	if (!active) {
+		*why = "the user is deactivated";
+		return 0;
+	}
+	if (jit && (rc = scim_user_set_roles(tx, pf, user_id, a->roles)) < 0)
+		return rc;
+	return 1;
+}
+
+/* The RFC 7522 grant: verify the assertion, enforce one-time use, find or
+ * provision the user, issue a user token. cl holds the authenticated
+ * client (client_id NULL when there was none). Consumes tx. */
+static void saml_grant(struct ctx *c, struct store_tx *tx, struct grant *cl,
+		       const char *assertion, const char *scope)
+{
+	unsigned char *xml = NULL;
+	char issuer[512], pf[ID_MAX], roles_attr[128], audience[600], recipient[600], err[256];
+	char user_id[ID_MAX];
+	char *cert = NULL;
+	const char *why = NULL;
+	struct saml_assertion a;
+	size_t n = strlen(assertion), len;
+	int rc;
+
+	memset(&a, 0, sizeof a);
+	while (n && assertion[n - 1] == '=')
+		n--;
+	xml = malloc(n / 4 * 3 + 3);
+	if (!xml || n > SAML_MAX_XML * 4 / 3 + 4 ||
+	    crypto_b64url_decode(assertion, n, xml, n / 4 * 3 + 3, &len) < 0) {
+		why = "assertion must be base64url-encoded XML";
+		goto refuse;
+	}
+	if (saml_peek_issuer((const char *)xml, len, issuer, sizeof issuer) < 0) {
+		why = "assertion is not a SAML 2.0 Assertion with an Issuer";
+		goto refuse;
+	}
+	rc = find_idp(tx, cl->client_id ? cl->portfolio_id : NULL, issuer, pf, &cert, roles_attr,
+		      sizeof roles_attr, &why);
+	if (rc < 0)
+		goto fail;
+	if (rc == 0)
+		goto refuse;
+	snprintf(audience, sizeof audience, "%s/saml/sp", c->app->cfg->public_url);
+	snprintf(recipient, sizeof recipient, "%s/oauth/token", c->app->cfg->public_url);
+	{
+		struct saml_expect e = {issuer, cert, audience, recipient, clock_now_ms(),
+					SAML_SKEW_MS, roles_attr};
+
+		if (saml_verify((const char *)xml, len, &e, &a, err, sizeof err) < 0) {
+			why = err;
+			goto refuse;
+		}
+	}
+	rc = store_exec(tx,
+			"INSERT INTO saml_assertions_used (portfolio_id, assertion_id, expires_at)"
+			" VALUES ($1, $2, $3)",
+			(struct store_val[]){sv_text(pf), sv_text(a.id),
+					     sv_int(a.not_on_or_after_ms + SAML_SKEW_MS)}, 3);
+	if (rc == STORE_CONSTRAINT) {
+		why = "the assertion was already used";
+		goto refuse;
+	}
+	if (rc < 0)
+		goto fail;
+	rc = saml_user(tx, pf, &a, user_id, &why);
+	if (rc < 0)
+		goto fail;
+	if (rc == 0)
+		goto refuse;
+	snprintf(cl->portfolio_id, sizeof cl->portfolio_id, "%s", pf);
+	if (!cl->client_id)
+		cl->scopes = AUTH_SCOPE_ALL;
+	cl->user_id = user_id;
+	snprintf(c->p.user_id, sizeof c->p.user_id, "%s", user_id);
+	issue(c, tx, cl, scope);
+	tx = NULL;
+	goto out;
+refuse:
+	store_rollback(tx);
+	tx = NULL;
+	oauth_error(c, "invalid_grant", why);
+	goto out;
+fail:
+	store_rollback(tx);
+	tx = NULL;
+	respond_error(c, ERR_INTERNAL, NULL, "internal error");
+out:
+	saml_assertion_free(&a);
+	free(cert);
+	if (xml)
+		crypto_wipe(xml, n / 4 * 3 + 3);
+	free(xml);
+}
+
 void oauth_h_token(struct ctx *c)
 {
 	const char *ct = http_header(c->req, "Content-Type"), *why = NULL, *grant, *auth;
 	char *basic_id = NULL, *basic_secret = NULL;
 	const char *id, *secret;
 	struct form f = {0};
-	struct client cl = {0};
+	struct grant cl = {0};
 	struct store_tx *tx = NULL;
-	int rc;
+	int rc, saml;
 
 	if (!ct || strncasecmp(ct, "application/x-www-form-urlencoded", 33) != 0 ||
 	    (ct[33] && ct[33] != ';' && ct[33] != ' ')) {
@@ -262,6 +440,16 @@ void oauth_h_token(struct ctx *c)
 		oauth_error(c, "invalid_request", "grant_type is required");
 		goto out;
 	}
+	saml = !strcmp(grant, SAML_GRANT);
+	if (!saml && strcmp(grant, "client_credentials") != 0) {
+		oauth_error(c, "unsupported_grant_type",
+			    "grant_type must be client_credentials or " SAML_GRANT);
+		goto out;
+	}
+	if (saml && !form_get(&f, "assertion")) {
+		oauth_error(c, "invalid_request", "assertion is required");
+		goto out;
+	}
 	auth = http_header(c->req, "Authorization");
 	if (auth && basic_credentials(auth, &basic_id, &basic_secret) < 0) {
 		oauth_error(c, "invalid_client", "malformed Basic credentials");
@@ -274,7 +462,7 @@ void oauth_h_token(struct ctx *c)
 	}
 	id = basic_id ? basic_id : form_get(&f, "client_id");
 	secret = basic_id ? basic_secret : form_get(&f, "client_secret");
-	if (!id || !secret || strlen(secret) > SECRET_MAX) {
+	if ((!saml || id || secret) && (!id || !secret || strlen(secret) > SECRET_MAX)) {
 		oauth_error(c, "invalid_client", "client authentication failed");
 		goto out;
 	}
@@ -282,23 +470,23 @@ void oauth_h_token(struct ctx *c)
 		respond_error(c, ERR_UNAVAILABLE, NULL, "database unavailable");
 		goto out;
 	}
-	rc = authenticate(tx, id, secret, &cl);
-	if (rc <= 0) {
-		store_rollback(tx);
-		if (rc < 0)
-			respond_error(c, ERR_INTERNAL, NULL, "internal error");
-		else
-			oauth_error(c, "invalid_client", "client authentication failed");
-		goto out;
+	if (id) {
+		rc = authenticate(tx, id, secret, &cl);
+		if (rc <= 0) {
+			store_rollback(tx);
+			if (rc < 0)
+				respond_error(c, ERR_INTERNAL, NULL, "internal error");
+			else
+				oauth_error(c, "invalid_client", "client authentication failed");
+			goto out;
+		}
+		cl.client_id = id;
+		snprintf(c->p.client_id, sizeof c->p.client_id, "%s", id);
 	}
-	if (strcmp(grant, "client_credentials") != 0) {
-		store_rollback(tx);
-		oauth_error(c, "unsupported_grant_type",
-			    "grant_type must be client_credentials");
-		goto out;
-	}
-	snprintf(c->p.client_id, sizeof c->p.client_id, "%s", id);
-	issue(c, tx, id, &cl, form_get(&f, "scope"));
+	if (saml)
+		saml_grant(c, tx, &cl, form_get(&f, "assertion"), form_get(&f, "scope"));
+	else
+		issue(c, tx, &cl, form_get(&f, "scope"));
 out:
 	json_decref(cl.codes);
 	if (basic_secret)
@@ -306,7 +494,27 @@ out:
 	free(basic_id);
 	free(basic_secret);
 	for (int i = 0; i < f.n; i++)
-		if (!strcmp(f.name[i], "client_secret"))
+		if (!strcmp(f.name[i], "client_secret") || !strcmp(f.name[i], "assertion"))
 			crypto_wipe(f.value[i], strlen(f.value[i]));
 	form_free(&f);
+}
+
+int oauth_purge(struct store *st, int64_t now_ms)
+{
+	struct store_tx *tx;
+	int a, b;
+
+	if (store_begin(st, 1, &tx) != STORE_OK)
+		return -1;
+	a = store_exec(tx, "DELETE FROM saml_assertions_used WHERE expires_at <= $1",
+		       (struct store_val[]){sv_int(now_ms)}, 1);
+	/* Expired tokens are kept a day so a caller still sees 401, not a
+	 * different error, and operators can trace recent use. */
+	b = store_exec(tx, "DELETE FROM access_tokens WHERE expires_at <= $1",
+		       (struct store_val[]){sv_int(now_ms - 86400000)}, 1);
+	if (a < 0 || b < 0) {
+		store_rollback(tx);
+		return -1;
+	}
+	return store_commit(tx) == STORE_OK ? a + b : -1;
 }

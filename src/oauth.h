@@ -5,6 +5,13 @@
 
 struct ctx;
 
+#include <stdint.h>
+
+struct store;
+
 void oauth_h_token(struct ctx *c);
+/* Deletes expired access tokens and used-assertion records. Returns the
+ * number of rows removed, or -1. */
+int oauth_purge(struct store *st, int64_t now_ms);
 
 #endif

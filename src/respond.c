@@ -2,9 +2,11 @@
 
 #include <stdarg.h>
 #include <stdio.h>
+#include <string.h>
 
 #include "app.h"
 #include "log.h"
+#include "scim.h"
 
 static const struct {
 	const char *code;
@@ -107,6 +109,16 @@ void respond_error(struct ctx *c, enum err e, json_t *details, const char *fmt, 
 	va_start(ap, fmt);
 	vsnprintf(msg, sizeof msg, fmt, ap);
 	va_end(ap);
+	if (!strncmp(c->req->path, "/scim/", 6)) {
+		/* SCIM clients parse RFC 7644 §3.12 error bodies, also for the
+		 * pipeline's own refusals (404, 405, 413, 429, ...). */
+		json_decref(details);
+		scim_error(c, err_status(e),
+			   e == ERR_REQUEST_MALFORMED ? "invalidSyntax"
+			   : e == ERR_VALIDATION_FAILED ? "invalidValue" : NULL, "%s", msg);
+		c->error_code = err_code(e);
+		return;
+	}
 	err = json_pack("{s:s, s:s, s:s}", "code", err_code(e), "message", msg, "request_id",
 			c->request_id);
 	if (details && json_array_size(details))

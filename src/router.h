@@ -20,6 +20,7 @@ enum route_body {
 	BODY_NONE,     /* any body is ignored */
 	BODY_JSON,     /* application/json object, validated against spec */
 	BODY_FORM,     /* application/x-www-form-urlencoded */
+	BODY_SCIM,     /* application/scim+json or application/json object, lenient */
 };
 
 struct vfield;
@@ -33,6 +34,7 @@ struct route {
 	int v2;                     /* needs X-Service-Portfolio */
 	enum route_body body;
 	const struct vfield *spec;  /* BODY_JSON: fields allowed */
+	int ci;                     /* static segments match case-insensitively (SCIM) */
 };
 
 struct route_match {
@@ -41,7 +43,8 @@ struct route_match {
 	char params[ROUTER_MAX_PARAMS][ROUTER_PARAM_MAX];
 };
 
-/* Finds the route for method and path in table[0..n). Returns 200 with *m
+/* Finds the route for method and path in table[0..n); one trailing slash
+ * on the path is ignored ("/v2/portfolios/" is "/v2/portfolios"). Returns 200 with *m
  * filled, 404 when no pattern matches the path, or 405 when patterns match
  * but none for this method (allow then lists the methods, comma-separated). */
 int router_match(const struct route *table, size_t n, const char *method, const char *path,

@@ -39,6 +39,26 @@ static int64_t arg_int(const struct args *a, const char *name, int64_t dflt, int
 	return n;
 }
 
+/* Reads a whole (small) file; NULL when missing, unreadable or over max. */
+static char *read_file(const char *path, size_t max)
+{
+	FILE *f = path ? fopen(path, "rb") : NULL;
+	char *data;
+	size_t n;
+
+	if (!f)
+		return NULL;
+	data = malloc(max + 1);
+	n = data ? fread(data, 1, max + 1, f) : 0;
+	fclose(f);
+	if (!data || n > max) {
+		free(data);
+		return NULL;
+	}
+	data[n] = '\0';
+	return data;
+}
+
 static void usage(void)
 {
 	fputs("usage: revopsctl [--data-dir DIR | --database URL] NOUN VERB [--option value]...\n"
@@ -53,6 +73,7 @@ static void usage(void)
 	      "  scim-token create --portfolio ID\n"
 	      "  user create --portfolio ID --user-name U [--display-name D] [--roles r1,r2]\n"
 	      "  user list --portfolio ID\n"
+	      "  idp set --portfolio ID --entity-id ENTITY --cert PEMFILE [--roles-attribute roles]\n"
 	      "  deprecation add --method M --route /v2/... --announced 2026-06-01T00:00:00Z [--note T]\n",
 	      stderr);
 }
@@ -101,6 +122,15 @@ static int run(struct store *st, const char *noun, const char *verb, const struc
 					 arg(a, "display-name"), arg(a, "roles"), out, err);
 	if (IS("user", "list"))
 		return admin_user_list(st, arg(a, "portfolio"), out, err);
+	if (IS("idp", "set")) {
+		char *pem = read_file(arg(a, "cert"), 64 * 1024);
+		int rc;
+
+		rc = admin_idp_set(st, arg(a, "portfolio"), arg(a, "entity-id"), pem,
+				   arg(a, "roles-attribute"), out, err);
+		free(pem);
+		return rc;
+	}
 	if (IS("deprecation", "add"))
 		return admin_deprecation_add(st, arg(a, "method"), arg(a, "route"),
 					     arg(a, "announced"), arg(a, "note"), out, err);

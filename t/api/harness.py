@@ -682,3 +682,139 @@ def _child_env():
 def run_main():
     import unittest
     unittest.main(verbosity=2)
+
+
+# --------------------------------------------------------------------------
+# SCIM 2.0 and SAML helpers (identity suites; appended, used by test_scim_*.py
+# and test_saml.py)
+
+SCIM_CT = "application/scim+json"
+SCIM_USER_URN = "urn:ietf:params:scim:schemas:core:2.0:User"
+SCIM_GROUP_URN = "urn:ietf:params:scim:schemas:core:2.0:Group"
+SCIM_ENTERPRISE_URN = "urn:ietf:params:scim:schemas:extension:enterprise:2.0:User"
+SCIM_PATCH_URN = "urn:ietf:params:scim:api:messages:2.0:PatchOp"
+SCIM_LIST_URN = "urn:ietf:params:scim:api:messages:2.0:ListResponse"
+SCIM_ERROR_URN = "urn:ietf:params:scim:api:messages:2.0:Error"
+SAML_GRANT = "urn:ietf:params:oauth:grant-type:saml2-bearer"
+
+
+def scim_token_for(srv, portfolio_id):
+    """A SCIM bearer token for a portfolio (revopsctl scim-token create)."""
+    out = srv.ctl("scim-token", "create", "--portfolio", portfolio_id)
+    if not isinstance(out, dict) or not isinstance(out.get("scim_token"), str):
+        raise AssertionError("scim-token create printed %r" % (out,))
+    return out["scim_token"]
+
+
+def scim_query(params, plus=False):
+    """'?k=v&...' with spaces as %20 (or '+' when plus); params is a dict or
+    (key, value) pairs."""
+    items = params.items() if isinstance(params, dict) else params
+    quote = urllib.parse.quote_plus if plus else urllib.parse.quote
+    return "?" + "&".join("%s=%s" % (k, quote(str(v), safe="")) for k, v in items)
+
+
+def scim_request(srv, method, path, token, body=None, headers=None, ctype=SCIM_CT,
+                 query=None):
+    """A SCIM call: path is relative to /scim/v2 unless it starts with /scim;
+    dict/list bodies are sent as JSON with Content-Type ctype."""
+    if not path.startswith("/scim"):
+        path = "/scim/v2" + path
+    if query is not None:
+        path += scim_query(query)
+    h = dict(headers or {})
+    if token is not None:
+        h.setdefault("Authorization", "Bearer " + token)
+    if body is not None and ctype is not None:
+        h.setdefault("Content-Type", ctype)
+    return srv.request(method, path, headers=h, body=body)
+
+
+def assert_scim_ctype(tc, resp):
+    ct = (resp.headers.get("Content-Type") or "").split(";")[0].strip().lower()
+    tc.assertEqual(ct, SCIM_CT, "SCIM response Content-Type: %r" % (resp,))
+
+
+def assert_scim_ok(tc, resp, status=200):
+    """Status, application/scim+json, a JSON object body; returns the body."""
+    tc.assertEqual(resp.status, status, resp)
+    assert_scim_ctype(tc, resp)
+    tc.assertIsInstance(resp.body, dict, resp)
+    return resp.body
+
+
+def assert_scim_error(tc, resp, status, scim_type=None):
+    """RFC 7644 §3.12 error: schemas [Error], status as a string, detail."""
+    tc.assertEqual(resp.status, status, resp)
+    assert_scim_ctype(tc, resp)
+    body = resp.body
+    tc.assertIsInstance(body, dict, resp)
+    tc.assertEqual(body.get("schemas"), [SCIM_ERROR_URN], resp)
+    tc.assertEqual(body.get("status"), str(status), resp)
+    tc.assertIsInstance(body.get("detail"), str, resp)
+    if scim_type is not None:
+        tc.assertEqual(body.get("scimType"), scim_type, resp)
+    return body
+
+
+def assert_scim_list(tc, resp):
+    """A ListResponse; returns its Resources (a list)."""
+    body = assert_scim_ok(tc, resp, 200)
+    tc.assertEqual(body.get("schemas"), [SCIM_LIST_URN], resp)
+    for k in ("totalResults", "itemsPerPage", "startIndex"):
+        tc.assertIs(type(body.get(k)), int, "%s not an integer: %r" % (k, resp))
+    res = body.get("Resources", [])
+    tc.assertIsInstance(res, list, resp)
+    tc.assertEqual(body["itemsPerPage"], len(res), resp)
+    return res
+
+
+def scim_patch_body(*operations):
+    return {"schemas": [SCIM_PATCH_URN], "Operations": list(operations)}
+
+
+def scim_create_user(tc, srv, token, user_name, **attrs):
+    """POST /Users (201 asserted); returns the created resource."""
+    body = {"schemas": [SCIM_USER_URN], "userName": user_name}
+    body.update(attrs)
+    r = scim_request(srv, "POST", "/Users", token, body)
+    return assert_scim_ok(tc, r, 201)
+
+
+def scim_create_group(tc, srv, token, display_name, members=()):
+    body = {"schemas": [SCIM_GROUP_URN], "displayName": display_name,
+            "members": list(members)}
+    r = scim_request(srv, "POST", "/Groups", token, body)
+    return assert_scim_ok(tc, r, 201)
+
+
+def idp_set(srv, portfolio_id, entity_id, cert_path, roles_attribute=None):
+    """revopsctl idp set (trust an IdP for a portfolio); returns its JSON."""
+    args = ["idp", "set", "--portfolio", portfolio_id, "--entity-id", entity_id,
+            "--cert", cert_path]
+    if roles_attribute is not None:
+        args += ["--roles-attribute", roles_attribute]
+    return srv.ctl(*args)
+
+
+def saml_grant(srv, assertion, scope=None, client=None, basic=True, pad=False,
+               raw_assertion=None):
+    """POST /oauth/token with the SAML 2.0 bearer grant.  assertion is the
+    XML (bytes/str), base64url-encoded here (pad: keep '=' padding);
+    raw_assertion sends that string as is.  client = (id, secret) adds
+    client authentication (Basic unless basic=False)."""
+    if raw_assertion is None:
+        data = assertion.encode("utf-8") if isinstance(assertion, str) else assertion
+        enc = base64.urlsafe_b64encode(data).decode("ascii")
+        raw_assertion = enc if pad else enc.rstrip("=")
+    form = [("grant_type", SAML_GRANT), ("assertion", raw_assertion)]
+    if scope is not None:
+        form.append(("scope", scope))
+    headers = {"Content-Type": "application/x-www-form-urlencoded"}
+    if client is not None:
+        if basic:
+            headers["Authorization"] = basic_auth(client[0], client[1])
+        else:
+            form += [("client_id", client[0]), ("client_secret", client[1])]
+    return srv.request("POST", "/oauth/token", headers=headers,
+                       body=urllib.parse.urlencode(form))

@@ -23,6 +23,7 @@
 #define RECIPIENT "https://revops.example.com/oauth/token"
 #define BEARER "urn:oasis:names:tc:SAML:2.0:cm:bearer"
 #define RSA_SHA256 "http://www.w3.org/2001/04/xmldsig-more#rsa-sha256"
+#define ECDSA_SHA256 "http://www.w3.org/2001/04/xmldsig-more#ecdsa-sha256"
 #define RSA_SHA1 "http://www.w3.org/2000/09/xmldsig#rsa-sha1"
 #define SHA256 "http://www.w3.org/2001/04/xmlenc#sha256"
 #define SHA1 "http://www.w3.org/2000/09/xmldsig#sha1"
@@ -48,6 +49,8 @@ struct tmpl {
 static struct {
 	char dir[64];
 	char *cert;              /* IdP certificate PEM */
+	char *ec_cert;           /* an ECDSA P-256 IdP certificate PEM */
+	char *ecdsa;             /* valid, signed with ECDSA-SHA256 */
 	char *valid;
 	char *offset_times;      /* times with offsets and fractions */
 	char *expired;
@@ -236,17 +239,24 @@ static int group_setup(void **state)
 	snprintf(cmd, sizeof cmd,
 		 "cd '%s' && for who in idp attacker; do "
 		 "openssl req -x509 -newkey rsa:2048 -nodes -keyout $who.key -out $who.pem "
-		 "-days 3650 -subj /CN=$who >/dev/null 2>&1 || exit 1; done",
+		 "-days 3650 -subj /CN=$who >/dev/null 2>&1 || exit 1; done; "
+		 "openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes "
+		 "-keyout ec.key -out ec.pem -days 3650 -subj /CN=ec >/dev/null 2>&1",
 		 fx.dir);
 	if (system(cmd) != 0)
 		return -1;
 	snprintf(cmd, sizeof cmd, "%s/idp.pem", fx.dir);
 	fx.cert = read_file(cmd);
+	snprintf(cmd, sizeof cmd, "%s/ec.pem", fx.dir);
+	fx.ec_cert = read_file(cmd);
 	if (saml_global_init() < 0)
 		return -1;
 
 	t = base();
 	fx.valid = make("valid", &t, "idp");
+	t.sig_alg = ECDSA_SHA256;
+	fx.ecdsa = make("ecdsa", &t, "ec");
+	t = base();
 	t.not_before = "2024-06-01T13:59:00.5+02:00";
 	t.not_on_or_after = "2024-06-01T07:10:00.1234567-04:50";
 	t.scd_not_on_or_after = "2024-06-01T12:20:00.250Z";
@@ -305,7 +315,7 @@ static int group_setup(void **state)
 static int group_teardown(void **state)
 {
 	char cmd[256];
-	char **docs[] = {&fx.cert, &fx.valid, &fx.offset_times, &fx.expired, &fx.not_yet,
+	char **docs[] = {&fx.cert, &fx.ec_cert, &fx.ecdsa, &fx.valid, &fx.offset_times, &fx.expired, &fx.not_yet,
 			 &fx.scd_expired, &fx.wrong_audience, &fx.wrong_recipient, &fx.wrong_issuer,
 			 &fx.unsigned_doc, &fx.attacker, &fx.comment_nameid, &fx.sha1,
 			 &fx.sha1_digest, &fx.holder_of_key, &fx.sig_in_subject,
@@ -380,6 +390,21 @@ static void test_valid(void **state)
 	assert_string_equal(json_string_value(json_array_get(a.roles, 0)), "revenue-approver");
 	saml_assertion_free(&a);
 	assert_null(a.roles);
+}
+
+static void test_ecdsa_valid(void **state)
+{
+	struct saml_expect e = expect();
+	struct saml_assertion a;
+	char err[160];
+
+	(void)state;
+	e.idp_cert_pem = fx.ec_cert;
+	assert_int_equal(saml_verify(fx.ecdsa, strlen(fx.ecdsa), &e, &a, err, sizeof err), 0);
+	assert_string_equal(a.name_id, "alice@example.com");
+	saml_assertion_free(&a);
+	/* The RSA IdP certificate does not verify an ECDSA signature. */
+	reject(fx.ecdsa, "signature does not verify");
 }
 
 static void test_valid_within_skew(void **state)
@@ -792,6 +817,7 @@ int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_valid),
+		cmocka_unit_test(test_ecdsa_valid),
 		cmocka_unit_test(test_valid_within_skew),
 		cmocka_unit_test(test_datetime_offsets_and_fractions),
 		cmocka_unit_test(test_expired),

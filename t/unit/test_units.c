@@ -713,17 +713,38 @@ static void test_router_match(void **state)
 	assert_int_equal(route("POST", "/oauth/token", &m, &allow), 200);
 	assert_ptr_equal(m.route, &ROUTES[3]);
 	assert_int_equal(m.nparams, 0);
+	/* one trailing slash is ignored (SCIM clients send "/Users/?filter=") */
+	assert_int_equal(route("GET", "/v2/portfolios/", &m, &allow), 200);
+	assert_ptr_equal(m.route, &ROUTES[0]);
+	assert_int_equal(route("GET", "/v2/portfolios/pf_1/", &m, &allow), 200);
+	assert_ptr_equal(m.route, &ROUTES[1]);
+	assert_string_equal(m.params[0], "pf_1");
 	buf_free(&allow);
+}
+
+static void test_router_case_insensitive_flag(void **state)
+{
+	static const struct route scim[] = {
+		{.method = "GET", .pattern = "/scim/v2/Users/{id}", .ci = 1},
+		{.method = "GET", .pattern = "/v2/portfolios"},
+	};
+	struct route_match m;
+
+	(void)state;
+	assert_int_equal(router_match(scim, 2, "GET", "/scim/v2/users/usr_AbC", &m, NULL), 200);
+	assert_string_equal(m.params[0], "usr_AbC"); /* parameters keep their case */
+	assert_int_equal(router_match(scim, 2, "GET", "/SCIM/V2/USERS/x", &m, NULL), 200);
+	assert_int_equal(router_match(scim, 2, "GET", "/V2/Portfolios", &m, NULL), 404);
 }
 
 static void test_router_not_found(void **state)
 {
 	static const char *const paths[] = {
-		"/v2/portfolios/",       "/v2/portfolios/pf_1/",  "/v2/portfolios//properties",
+		"/v2/portfolios//",      "/v2/portfolios/pf_1//", "/v2/portfolios//properties",
 		"/v2/portfolios/pf_1/x", "/v2/nothing",           "/",
 		"",                      "/v2",                   "v2/portfolios",
 		"//v2/portfolios",       "/V2/portfolios",        "/v2/portfolio",
-		"/v2/portfoliosx",       "/oauth/token/",         "/v2/portfolios/pf_1/properties/x",
+		"/v2/portfoliosx",       "/oauth/token//",        "/v2/portfolios/pf_1/properties/x",
 	};
 	struct route_match m;
 	struct buf allow;
@@ -1101,6 +1122,7 @@ int main(void)
 		cmocka_unit_test(test_form_decode),
 		cmocka_unit_test(test_router_match),
 		cmocka_unit_test(test_router_not_found),
+		cmocka_unit_test(test_router_case_insensitive_flag),
 		cmocka_unit_test(test_router_method_not_allowed),
 		cmocka_unit_test(test_router_param_cap),
 		cmocka_unit_test(test_auth_scopes),

@@ -1,0 +1,1571 @@
+#include "scim.h"
+
+#include <ctype.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+
+#include "app.h"
+#include "clock.h"
+#include "embedded.h"
+#include "id.h"
+#include "log.h"
+#include "outbox.h"
+#include "respond.h"
+#include "scim_filter.h"
+#include "scim_patch.h"
+#include "store.h"
+
+#define URN_USER "urn:ietf:params:scim:schemas:core:2.0:User"
+#define URN_GROUP "urn:ietf:params:scim:schemas:core:2.0:Group"
+#define URN_ENT "urn:ietf:params:scim:schemas:extension:enterprise:2.0:User"
+#define URN_LIST "urn:ietf:params:scim:api:messages:2.0:ListResponse"
+#define URN_ERROR "urn:ietf:params:scim:api:messages:2.0:Error"
+
+#define SCIM_MAX_RESULTS 200
+#define SCIM_DEFAULT_COUNT 100
+#define SCIM_MAX_MEMBERS 10000
+#define USER_NAME_MAX 256
+
+static const char *const role_names[] = {"revenue-approver", "finance-operator", "ops-manager"};
+
+/* ---------------------------------------------------------------- output */
+
+static void send_scim(struct ctx *c, int status, json_t *body)
+{
+	respond_raw_json(c, status, body);
+	c->res->content_type = "application/scim+json";
+}
+
+void scim_error(struct ctx *c, int status, const char *scim_type, const char *fmt, ...)
+{
+	char msg[512], st[8];
+	va_list ap;
+	json_t *body;
+
+	va_start(ap, fmt);
+	vsnprintf(msg, sizeof msg, fmt, ap);
+	va_end(ap);
+	snprintf(st, sizeof st, "%d", status);
+	body = json_pack("{s:[s], s:s, s:s}", "schemas", URN_ERROR, "status", st, "detail", msg);
+	if (scim_type)
+		json_object_set_new(body, "scimType", json_string(scim_type));
+	c->error_code = scim_type ? scim_type : "scim";
+	send_scim(c, status, body);
+}
+
+static void db_error(struct ctx *c, int rc)
+{
+	if (rc == STORE_BUSY)
+		scim_error(c, 503, NULL, "the database is busy; retry");
+	else
+		scim_error(c, 500, NULL, "internal error");
+}
+
+static void location(struct ctx *c, const char *kind, const char *id, char *out, size_t cap)
+{
+	snprintf(out, cap, "%s/scim/v2/%s/%s", c->app->cfg->public_url, kind, id);
+}
+
+static json_t *time_json(int64_t ms)
+{
+	char ts[CLOCK_RFC3339_LEN];
+
+	clock_format_ms(ms, ts);
+	return json_string(ts);
+}
+
+static json_t *meta_json(struct ctx *c, const char *kind, const char *id, int64_t version,
+			 int64_t created, int64_t updated)
+{
+	char loc[600], etag[32];
+
+	location(c, kind, id, loc, sizeof loc);
+	snprintf(etag, sizeof etag, "W/\"%lld\"", (long long)version);
+	return json_pack("{s:s, s:o, s:o, s:s, s:s}", "resourceType",
+			 !strcmp(kind, "Users") ? "User" : "Group", "created", time_json(created),
+			 "lastModified", time_json(updated), "location", loc, "version", etag);
+}
+
+/* -------------------------------------------------------- JSON helpers */
+
+static json_t *get_ci(const json_t *o, const char *key)
+{
+	const char *k;
+	json_t *v;
+
+	json_object_foreach((json_t *)o, k, v)
+		if (!strcasecmp(k, key))
+			return v;
+	return NULL;
+}
+
+static void del_ci(json_t *o, const char *key)
+{
+	const char *k;
+	json_t *v;
+	void *tmp;
+
+	json_object_foreach_safe(o, tmp, k, v)
+		if (!strcasecmp(k, key))
+			json_object_del(o, k);
+}
+
+/* Copies a resource body into the stored form: read-only and write-only
+ * attributes (id, meta, groups, password) and top-level nulls dropped. */
+static json_t *sanitize(const json_t *body, int user)
+{
+	json_t *doc = json_deep_copy(body), *v;
+	const char *k;
+	void *tmp;
+
+	del_ci(doc, "id");
+	del_ci(doc, "meta");
+	if (user) {
+		del_ci(doc, "groups");
+		del_ci(doc, "password");
+	}
+	json_object_foreach_safe(doc, tmp, k, v)
+		if (json_is_null(v))
+			json_object_del(doc, k);
+	return doc;
+}
+
+/* Puts the core schema URN first in "schemas", keeping any others sent. */
+static void fix_schemas(json_t *doc, const char *core)
+{
+	json_t *s = get_ci(doc, "schemas"), *fresh = json_pack("[s]", core), *v;
+	size_t i;
+
+	if (json_is_array(s))
+		json_array_foreach(s, i, v)
+			if (json_is_string(v) && strcmp(json_string_value(v), core))
+				json_array_append(fresh, v);
+	del_ci(doc, "schemas");
+	json_object_set_new(doc, "schemas", fresh);
+}
+
+/* -------------------------------------------------------------- columns */
+
+struct user_cols {
+	const char *user_name;
+	char lower[USER_NAME_MAX * 4 + 1];
+	const char *display_name;
+	const char *external_id;
+	int active;
+	char *roles; /* JSON array of role values; free() */
+};
+
+/* Checks a user document and extracts the columns revops keeps. Returns 0,
+ * or -1 with a reason in err. */
+static int user_columns(json_t *doc, struct user_cols *u, char *err, size_t cap)
+{
+	json_t *v, *roles, *r, *list = json_array();
+	size_t i;
+
+	memset(u, 0, sizeof *u);
+	v = get_ci(doc, "userName");
+	if (!json_is_string(v) || !json_string_length(v) ||
+	    json_string_length(v) > USER_NAME_MAX) {
+		snprintf(err, cap, "userName is required (a string of 1-%d characters)",
+			 USER_NAME_MAX);
+		goto bad;
+	}
+	u->user_name = json_string_value(v);
+	for (i = 0; u->user_name[i]; i++)
+		u->lower[i] = (char)tolower((unsigned char)u->user_name[i]);
+	u->lower[i] = '\0';
+	v = get_ci(doc, "displayName");
+	if (v && !json_is_string(v)) {
+		snprintf(err, cap, "displayName must be a string");
+		goto bad;
+	}
+	u->display_name = json_string_value(v);
+	v = get_ci(doc, "externalId");
+	if (v && !json_is_string(v)) {
+		snprintf(err, cap, "externalId must be a string");
+		goto bad;
+	}
+	u->external_id = json_string_value(v);
+	v = get_ci(doc, "active");
+	if (v && !json_is_boolean(v)) {
+		snprintf(err, cap, "active must be a boolean");
+		goto bad;
+	}
+	u->active = v ? json_is_true(v) : 1;
+	if (!v)
+		json_object_set_new(doc, "active", json_true());
+	roles = get_ci(doc, "roles");
+	if (roles && !json_is_array(roles)) {
+		snprintf(err, cap, "roles must be an array");
+		goto bad;
+	}
+	json_array_foreach(roles, i, r) {
+		json_t *val = json_is_object(r) ? get_ci(r, "value") : r;
+
+		if (!json_is_string(val)) {
+			snprintf(err, cap, "roles[%zu].value must be a string", i);
+			goto bad;
+		}
+		json_array_append(list, val);
+	}
+	u->roles = json_dumps(list, JSON_COMPACT);
+	json_decref(list);
+	return u->roles ? 0 : -1;
+bad:
+	json_decref(list);
+	return -1;
+}
+
+/* Normalises group members to objects {value, display?, type?}, accepting
+ * bare strings (as some clients send), dropping duplicates. Returns 0 or -1
+ * with a reason. */
+static int group_members(json_t *doc, char *err, size_t cap)
+{
+	json_t *m = get_ci(doc, "members"), *out = json_array(), *v, *val, *o;
+	size_t i, j;
+	int dup;
+
+	if (m && !json_is_array(m)) {
+		snprintf(err, cap, "members must be an array");
+		goto bad;
+	}
+	json_array_foreach(m, i, v) {
+		val = json_is_object(v) ? get_ci(v, "value") : v;
+		if (!json_is_string(val) || !json_string_length(val) ||
+		    json_string_length(val) > 256) {
+			snprintf(err, cap, "members[%zu].value must be a non-empty string", i);
+			goto bad;
+		}
+		dup = 0;
+		json_array_foreach(out, j, o)
+			dup |= !strcmp(json_string_value(json_object_get(o, "value")),
+				       json_string_value(val));
+		if (dup)
+			continue;
+		o = json_pack("{s:O}", "value", val);
+		if (json_is_object(v)) {
+			json_t *d = get_ci(v, "display"), *t = get_ci(v, "type");
+
+			if (!d)
+				d = get_ci(v, "displayName");
+			if (json_is_string(d))
+				json_object_set(o, "display", d);
+			if (json_is_string(t))
+				json_object_set(o, "type", t);
+		}
+		json_array_append_new(out, o);
+	}
+	if (json_array_size(out) > SCIM_MAX_MEMBERS) {
+		snprintf(err, cap, "a group has at most %d members", SCIM_MAX_MEMBERS);
+		goto bad;
+	}
+	del_ci(doc, "members");
+	json_object_set_new(doc, "members", out);
+	return 0;
+bad:
+	json_decref(out);
+	return -1;
+}
+
+/* Drops members that name no user or group of this portfolio: ids of other
+ * portfolios' users (or made-up ones) are not stored. Returns 0 or a
+ * negative store status. */
+static int drop_foreign_members(struct store_tx *tx, const char *pf, const char *self_id,
+				json_t *doc)
+{
+	json_t *m = get_ci(doc, "members");
+	const char *v;
+	int64_t one;
+	size_t i;
+	int rc;
+
+	for (i = json_array_size(m); i-- > 0;) {
+		v = json_string_value(json_object_get(json_array_get(m, i), "value"));
+		rc = store_query_int(tx,
+				     "SELECT 1 FROM users WHERE portfolio_id = $1 AND id = $2"
+				     " UNION ALL SELECT 1 FROM scim_groups WHERE portfolio_id = $1"
+				     " AND id = $2 AND id <> $3",
+				     (struct store_val[]){sv_text(pf), sv_text(v), sv_text(self_id)}, 3,
+				     &one);
+		if (rc < 0)
+			return rc;
+		if (rc == 0)
+			json_array_remove(m, i);
+	}
+	return 0;
+}
+
+static int group_display_name(const json_t *doc, char *err, size_t cap)
+{
+	json_t *v = get_ci(doc, "displayName");
+
+	if (!json_is_string(v) || !json_string_length(v) || json_string_length(v) > 256) {
+		snprintf(err, cap, "displayName is required (a string of 1-256 characters)");
+		return -1;
+	}
+	return 0;
+}
+
+/* ---------------------------------------------------------------- loads */
+
+struct res_row {
+	char id[ID_MAX];
+	json_t *doc;
+	int64_t version, created, updated;
+};
+
+static void row_free(struct res_row *r)
+{
+	json_decref(r->doc);
+	r->doc = NULL;
+}
+
+/* Loads one stored resource; 1 found, 0 not, < 0 store status. */
+static int load_one(struct store_tx *tx, int user, const char *pf, const char *id,
+		    struct res_row *out)
+{
+	struct store_rows *r;
+	int rc;
+
+	memset(out, 0, sizeof *out);
+	rc = store_query(tx,
+			 user ? "SELECT id, scim, version, created_at, updated_at FROM users"
+				" WHERE portfolio_id = $1 AND id = $2"
+			      : "SELECT id, scim, version, created_at, updated_at FROM scim_groups"
+				" WHERE portfolio_id = $1 AND id = $2",
+			 (struct store_val[]){sv_text(pf), sv_text(id)}, 2, &r);
+	if (rc != STORE_OK)
+		return rc;
+	rc = store_next(r);
+	if (rc == 1) {
+		snprintf(out->id, sizeof out->id, "%s", store_text(r, 0));
+		out->doc = json_loads(store_text(r, 1), 0, NULL);
+		out->version = store_int(r, 2);
+		out->created = store_int(r, 3);
+		out->updated = store_int(r, 4);
+		if (!json_is_object(out->doc)) {
+			json_decref(out->doc);
+			out->doc = json_object();
+		}
+	}
+	store_rows_close(r);
+	return rc;
+}
+
+/* Loads every group of the portfolio as [{id, doc, version, created,
+ * updated}] in creation order. */
+static int load_groups(struct store_tx *tx, const char *pf, json_t **out)
+{
+	struct store_rows *r;
+	json_t *doc;
+	int rc;
+
+	*out = json_array();
+	rc = store_query(tx,
+			 "SELECT id, scim, version, created_at, updated_at FROM scim_groups"
+			 " WHERE portfolio_id = $1 ORDER BY id",
+			 (struct store_val[]){sv_text(pf)}, 1, &r);
+	if (rc != STORE_OK)
+		return rc;
+	while ((rc = store_next(r)) == 1) {
+		doc = json_loads(store_text(r, 1), 0, NULL);
+		json_array_append_new(*out, json_pack("{s:s, s:o, s:I, s:I, s:I}", "id",
+						      store_text(r, 0), "doc",
+						      doc ? doc : json_object(), "version",
+						      (json_int_t)store_int(r, 2), "created",
+						      (json_int_t)store_int(r, 3), "updated",
+						      (json_int_t)store_int(r, 4)));
+	}
+	store_rows_close(r);
+	return rc < 0 ? rc : 0;
+}
+
+static int has_member(const json_t *doc, const char *user_id)
+{
+	json_t *m = get_ci(doc, "members"), *v;
+	size_t i;
+
+	json_array_foreach(m, i, v)
+		if (json_is_object(v) && json_is_string(get_ci(v, "value")) &&
+		    !strcmp(json_string_value(get_ci(v, "value")), user_id))
+			return 1;
+	return 0;
+}
+
+/* ------------------------------------------------------- representation */
+
+static json_t *user_repr(struct ctx *c, const struct res_row *row, const json_t *groups)
+{
+	json_t *out = json_object(), *v, *g, *list = json_array();
+	const char *k;
+	char loc[600];
+	size_t i;
+
+	json_object_set(out, "schemas", get_ci(row->doc, "schemas"));
+	json_object_set_new(out, "id", json_string(row->id));
+	json_object_foreach(row->doc, k, v)
+		if (strcasecmp(k, "schemas"))
+			json_object_set(out, k, v);
+	json_array_foreach(groups, i, g) {
+		const json_t *gdoc = json_object_get(g, "doc");
+		const char *gid = json_string_value(json_object_get(g, "id"));
+
+		if (!has_member(gdoc, row->id))
+			continue;
+		location(c, "Groups", gid, loc, sizeof loc);
+		json_array_append_new(list, json_pack("{s:s, s:s, s:O?, s:s}", "value", gid, "$ref",
+						      loc, "display", get_ci(gdoc, "displayName"),
+						      "type", "direct"));
+	}
+	json_object_set_new(out, "groups", list);
+	json_object_set_new(out, "meta",
+			    meta_json(c, "Users", row->id, row->version, row->created, row->updated));
+	return out;
+}
+
+static json_t *group_repr(struct ctx *c, const char *id, const json_t *doc, int64_t version,
+			  int64_t created, int64_t updated)
+{
+	json_t *out = json_object(), *v;
+	const char *k;
+
+	json_object_set(out, "schemas", get_ci(doc, "schemas"));
+	json_object_set_new(out, "id", json_string(id));
+	json_object_foreach((json_t *)doc, k, v)
+		if (strcasecmp(k, "schemas"))
+			json_object_set(out, k, v);
+	json_object_set_new(out, "meta", meta_json(c, "Groups", id, version, created, updated));
+	return out;
+}
+
+static json_t *project_req(struct ctx *c, json_t *repr);
+
+/* Sends one resource with its ETag and, on creation, its Location, both
+ * read from the full representation before ?attributes= projects it. */
+static void send_resource(struct ctx *c, int status, json_t *repr)
+{
+	json_t *meta = json_object_get(repr, "meta");
+	const char *etag = json_string_value(json_object_get(meta, "version"));
+	const char *loc = json_string_value(json_object_get(meta, "location"));
+
+	if (etag)
+		(void)response_header(c->res, "ETag", etag);
+	if (status == 201 && loc)
+		(void)response_header(c->res, "Location", loc);
+	send_scim(c, status, project_req(c, repr));
+}
+
+/* --------------------------------------------------------- projection */
+
+/* The top-level attribute a projection path names: "emails[type eq
+ * \"work\"]" and "emails.value" name emails; a core URN prefix is dropped;
+ * the enterprise URN names the extension object. */
+static void path_head(const char *path, char *head, size_t cap, char *sub, size_t subcap)
+{
+	const char *p = path, *end;
+	size_t n;
+
+	sub[0] = '\0';
+	if (!strncasecmp(p, URN_USER ":", strlen(URN_USER) + 1))
+		p += strlen(URN_USER) + 1;
+	else if (!strncasecmp(p, URN_GROUP ":", strlen(URN_GROUP) + 1))
+		p += strlen(URN_GROUP) + 1;
+	else if (!strncasecmp(p, URN_ENT, strlen(URN_ENT))) {
+		snprintf(head, cap, "%s", URN_ENT);
+		if (p[strlen(URN_ENT)] == ':')
+			snprintf(sub, subcap, "%s", p + strlen(URN_ENT) + 1);
+		return;
+	}
+	end = p + strcspn(p, "[.");
+	n = (size_t)(end - p) < cap - 1 ? (size_t)(end - p) : cap - 1;
+	memcpy(head, p, n);
+	head[n] = '\0';
+	if (*end == '.')
+		snprintf(sub, subcap, "%s", end + 1);
+}
+
+/* Applies ?attributes= (keep only these, plus id and schemas) or
+ * ?excludedAttributes= (drop these; id and schemas stay) to repr. */
+static json_t *project(json_t *repr, const char *attributes, const char *excluded)
+{
+	char *list, *save = NULL, *tok, head[128], sub[128];
+	json_t *out, *v, *dst;
+
+	if (attributes && *attributes) {
+		out = json_object();
+		json_object_set(out, "schemas", json_object_get(repr, "schemas"));
+		json_object_set(out, "id", json_object_get(repr, "id"));
+		list = strdup(attributes);
+		for (tok = strtok_r(list, ",", &save); tok; tok = strtok_r(NULL, ",", &save)) {
+			while (*tok == ' ')
+				tok++;
+			path_head(tok, head, sizeof head, sub, sizeof sub);
+			v = get_ci(repr, head);
+			if (!v)
+				continue;
+			if (!sub[0] || !json_is_object(v)) {
+				json_object_set(out, head, v);
+				continue;
+			}
+			if (!get_ci(v, sub))
+				continue;
+			dst = json_object_get(out, head);
+			if (!json_is_object(dst)) {
+				dst = json_object();
+				json_object_set_new(out, head, dst);
+			}
+			json_object_set(dst, sub, get_ci(v, sub));
+		}
+		free(list);
+		json_decref(repr);
+		return out;
+	}
+	if (excluded && *excluded) {
+		list = strdup(excluded);
+		for (tok = strtok_r(list, ",", &save); tok; tok = strtok_r(NULL, ",", &save)) {
+			while (*tok == ' ')
+				tok++;
+			path_head(tok, head, sizeof head, sub, sizeof sub);
+			if (!strcasecmp(head, "id") || !strcasecmp(head, "schemas"))
+				continue;
+			if (!sub[0])
+				del_ci(repr, head);
+			else if (json_is_object(get_ci(repr, head)))
+				del_ci(get_ci(repr, head), sub);
+		}
+		free(list);
+	}
+	return repr;
+}
+
+static int wants_body(struct ctx *c)
+{
+	return http_query(c->req, "attributes") || http_query(c->req, "excludedAttributes");
+}
+
+static json_t *project_req(struct ctx *c, json_t *repr)
+{
+	return project(repr, http_query(c->req, "attributes"),
+		       http_query(c->req, "excludedAttributes"));
+}
+
+/* ------------------------------------------------------------- sorting */
+
+struct sort_item {
+	const char *key;
+	size_t index;
+	json_t *res;
+};
+
+static int sort_desc;
+
+static const char *sort_key(const json_t *res, const char *path)
+{
+	char head[128], sub[128];
+	json_t *v, *e;
+	size_t i;
+
+	path_head(path, head, sizeof head, sub, sizeof sub);
+	v = get_ci(res, head);
+	if (json_is_array(v)) {
+		json_t *pick = json_array_get(v, 0);
+
+		json_array_foreach(v, i, e)
+			if (json_is_object(e) && json_is_true(get_ci(e, "primary")))
+				pick = e;
+		v = pick;
+		if (json_is_object(v) && !sub[0])
+			snprintf(sub, sizeof sub, "value");
+	}
+	if (sub[0] && json_is_object(v))
+		v = get_ci(v, sub);
+	return json_is_string(v) ? json_string_value(v) : NULL;
+}
+
+static int sort_cmp(const void *a, const void *b)
+{
+	const struct sort_item *x = a, *y = b;
+	int r;
+
+	if (!x->key || !y->key)
+		r = !x->key - !y->key; /* missing values last */
+	else
+		r = strcasecmp(x->key, y->key) * (sort_desc ? -1 : 1);
+	if (!r)
+		r = x->index < y->index ? -1 : x->index > y->index;
+	return r;
+}
+
+/* --------------------------------------------------------------- lists */
+
+static int parse_index(const char *s, long *out)
+{
+	char *end;
+	long v;
+
+	if (!s)
+		return 0;
+	v = strtol(s, &end, 10);
+	if (end == s || *end)
+		return -1;
+	*out = v;
+	return 0;
+}
+
+/* Serves a list request over all resources: filter, sortBy/sortOrder,
+ * startIndex/count (1-based, as RFC 7644 §3.4.2.4), attribute projection.
+ * all is consumed. */
+static void send_list(struct ctx *c, json_t *all)
+{
+	const char *filter = http_query(c->req, "filter");
+	const char *sort_by = http_query(c->req, "sortBy");
+	const char *order = http_query(c->req, "sortOrder");
+	struct scim_filter *f = NULL;
+	struct sort_item *items = NULL;
+	json_t *page, *v;
+	char err[256];
+	long start = 1, count = SCIM_DEFAULT_COUNT;
+	size_t i, n = 0, total;
+
+	if (parse_index(http_query(c->req, "startIndex"), &start) < 0 ||
+	    parse_index(http_query(c->req, "count"), &count) < 0) {
+		scim_error(c, 400, "invalidValue", "startIndex and count must be integers");
+		goto out;
+	}
+	if (start < 1)
+		start = 1;
+	if (count < 0)
+		count = 0;
+	if (count > SCIM_MAX_RESULTS)
+		count = SCIM_MAX_RESULTS;
+	if (filter && scim_filter_parse(filter, &f, err, sizeof err) < 0) {
+		scim_error(c, 400, "invalidFilter", "%s", err);
+		goto out;
+	}
+	items = calloc(json_array_size(all) + 1, sizeof *items);
+	if (!items) {
+		scim_error(c, 500, NULL, "internal error");
+		goto out;
+	}
+	json_array_foreach(all, i, v)
+		if (!f || scim_filter_match(f, v)) {
+			items[n].res = v;
+			items[n].index = i;
+			items[n].key = sort_by ? sort_key(v, sort_by) : NULL;
+			n++;
+		}
+	if (sort_by) {
+		sort_desc = order && !strcasecmp(order, "descending");
+		qsort(items, n, sizeof *items, sort_cmp);
+	}
+	total = n;
+	page = json_array();
+	for (i = (size_t)start - 1; i < n && json_array_size(page) < (size_t)count; i++)
+		json_array_append_new(page, project_req(c, json_incref(items[i].res)));
+	send_scim(c, 200,
+		  json_pack("{s:[s], s:I, s:I, s:I, s:o}", "schemas", URN_LIST, "totalResults",
+			    (json_int_t)total, "itemsPerPage", (json_int_t)json_array_size(page),
+			    "startIndex", (json_int_t)start, "Resources", page));
+out:
+	free(items);
+	scim_filter_free(f);
+	json_decref(all);
+}
+
+void scim_h_users_list(struct ctx *c)
+{
+	struct store_tx *tx;
+	struct store_rows *r = NULL;
+	json_t *groups = NULL, *all = json_array();
+	struct res_row row;
+	int rc;
+
+	if ((rc = store_begin(c->app->store, 0, &tx)) != STORE_OK)
+		goto fail_notx;
+	if ((rc = load_groups(tx, c->p.portfolio_id, &groups)) < 0)
+		goto fail;
+	rc = store_query(tx,
+			 "SELECT id, scim, version, created_at, updated_at FROM users"
+			 " WHERE portfolio_id = $1 ORDER BY id",
+			 (struct store_val[]){sv_text(c->p.portfolio_id)}, 1, &r);
+	if (rc != STORE_OK)
+		goto fail;
+	while ((rc = store_next(r)) == 1) {
+		memset(&row, 0, sizeof row);
+		snprintf(row.id, sizeof row.id, "%s", store_text(r, 0));
+		row.doc = json_loads(store_text(r, 1), 0, NULL);
+		if (!json_is_object(row.doc)) {
+			json_decref(row.doc);
+			row.doc = json_object();
+		}
+		row.version = store_int(r, 2);
+		row.created = store_int(r, 3);
+		row.updated = store_int(r, 4);
+		json_array_append_new(all, user_repr(c, &row, groups));
+		row_free(&row);
+	}
+	store_rows_close(r);
+	r = NULL;
+	if (rc < 0)
+		goto fail;
+	store_rollback(tx);
+	json_decref(groups);
+	send_list(c, all);
+	return;
+fail:
+	store_rows_close(r);
+	store_rollback(tx);
+fail_notx:
+	json_decref(groups);
+	json_decref(all);
+	db_error(c, rc);
+}
+
+void scim_h_groups_list(struct ctx *c)
+{
+	struct store_tx *tx;
+	json_t *groups = NULL, *all = json_array(), *g;
+	size_t i;
+	int rc;
+
+	if ((rc = store_begin(c->app->store, 0, &tx)) != STORE_OK) {
+		json_decref(all);
+		db_error(c, rc);
+		return;
+	}
+	rc = load_groups(tx, c->p.portfolio_id, &groups);
+	store_rollback(tx);
+	if (rc < 0) {
+		json_decref(groups);
+		json_decref(all);
+		db_error(c, rc);
+		return;
+	}
+	json_array_foreach(groups, i, g)
+		json_array_append_new(
+			all, group_repr(c, json_string_value(json_object_get(g, "id")),
+					json_object_get(g, "doc"),
+					json_integer_value(json_object_get(g, "version")),
+					json_integer_value(json_object_get(g, "created")),
+					json_integer_value(json_object_get(g, "updated"))));
+	json_decref(groups);
+	send_list(c, all);
+}
+
+/* --------------------------------------------------------------- users */
+
+/* Checks If-Match against the stored version. Returns 0 to go on, -1 after
+ * answering 412. */
+static int check_if_match(struct ctx *c, int64_t version)
+{
+	const char *h = http_header(c->req, "If-Match");
+	char weak[32], strong[32];
+
+	if (!h || !strcmp(h, "*"))
+		return 0;
+	snprintf(weak, sizeof weak, "W/\"%lld\"", (long long)version);
+	snprintf(strong, sizeof strong, "\"%lld\"", (long long)version);
+	if (strstr(h, weak) || (!strncmp(h, "\"", 1) && strstr(h, strong)))
+		return 0;
+	scim_error(c, 412, NULL, "the resource has changed (its version is %s)", weak);
+	return -1;
+}
+
+static int emit_user_event(struct store_tx *tx, const char *pf, const char *type,
+			   const char *user_id, const char *user_name, const char *via,
+			   int revoked)
+{
+	json_t *props = json_array(), *data;
+	int rc;
+
+	data = json_pack("{s:s, s:s, s:s}", "user_id", user_id, "user_name", user_name, "via", via);
+	if (revoked >= 0)
+		json_object_set_new(data, "revoked_tokens", json_integer(revoked));
+	rc = outbox_append(tx, "v2", type, pf, props, data, NULL, 0);
+	json_decref(props);
+	json_decref(data);
+	return rc;
+}
+
+static int insert_user(struct store_tx *tx, const char *pf, const char *id,
+		       const struct user_cols *u, const char *doc_s, const char *via)
+{
+	int64_t now = clock_now_ms();
+
+	return store_exec(tx,
+			  "INSERT INTO users (id, portfolio_id, user_name, user_name_lower,"
+			  " display_name, external_id, active, roles, scim, version, via,"
+			  " created_at, updated_at) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, 1,"
+			  " $10, $11, $11)",
+			  (struct store_val[]){sv_text(id), sv_text(pf), sv_text(u->user_name),
+					       sv_text(u->lower), sv_text(u->display_name),
+					       sv_text(u->external_id), sv_int(u->active),
+					       sv_text(u->roles), sv_text(doc_s), sv_text(via),
+					       sv_int(now)}, 11);
+}
+
+void scim_h_users_create(struct ctx *c)
+{
+	char err[256], id[ID_MAX], *doc_s = NULL;
+	struct user_cols u = {0};
+	struct store_tx *tx = NULL;
+	struct res_row row = {0};
+	json_t *doc = sanitize(c->body, 1), *groups = json_array();
+	int rc;
+
+	fix_schemas(doc, URN_USER);
+	if (scim_patch_normalize(doc, err, sizeof err) != SCIM_PATCH_OK ||
+	    user_columns(doc, &u, err, sizeof err) < 0) {
+		scim_error(c, 400, "invalidValue", "%s", err);
+		goto out;
+	}
+	doc_s = json_dumps(doc, JSON_COMPACT | JSON_PRESERVE_ORDER);
+	if (!doc_s || id_new("usr_", id, sizeof id) < 0) {
+		scim_error(c, 500, NULL, "internal error");
+		goto out;
+	}
+	if ((rc = store_begin(c->app->store, 1, &tx)) != STORE_OK) {
+		tx = NULL;
+		db_error(c, rc);
+		goto out;
+	}
+	rc = insert_user(tx, c->p.portfolio_id, id, &u, doc_s, "scim");
+	if (rc == STORE_CONSTRAINT) {
+		scim_error(c, 409, "uniqueness", "userName \"%s\" is already taken in this portfolio",
+			   u.user_name);
+		goto out;
+	}
+	if (rc < 0 || (rc = emit_user_event(tx, c->p.portfolio_id, "sso.user.provisioned", id,
+					    u.user_name, "scim", -1)) < 0 ||
+	    (rc = load_one(tx, 1, c->p.portfolio_id, id, &row)) != 1) {
+		db_error(c, rc);
+		goto out;
+	}
+	rc = store_commit(tx);
+	tx = NULL;
+	if (rc != STORE_OK) {
+		db_error(c, rc);
+		goto out;
+	}
+	send_resource(c, 201, user_repr(c, &row, groups));
+out:
+	store_rollback(tx);
+	row_free(&row);
+	free(u.roles);
+	free(doc_s);
+	json_decref(doc);
+	json_decref(groups);
+}
+
+void scim_h_user_get(struct ctx *c)
+{
+	struct store_tx *tx;
+	struct res_row row;
+	json_t *groups = NULL;
+	int rc;
+
+	if ((rc = store_begin(c->app->store, 0, &tx)) != STORE_OK) {
+		db_error(c, rc);
+		return;
+	}
+	rc = load_one(tx, 1, c->p.portfolio_id, ctx_param(c, 0), &row);
+	if (rc == 1 && load_groups(tx, c->p.portfolio_id, &groups) < 0)
+		rc = STORE_ERR;
+	store_rollback(tx);
+	if (rc == 1)
+		send_resource(c, 200, user_repr(c, &row, groups));
+	else if (rc == 0)
+		scim_error(c, 404, NULL, "no user %s", ctx_param(c, 0));
+	else
+		db_error(c, rc);
+	row_free(&row);
+	json_decref(groups);
+}
+
+/* Stores a changed user document (PUT or PATCH result) inside tx: columns,
+ * version, and on deactivation the revocation of every token of the user
+ * with an sso.user.deprovisioned event. Answers and returns -1 on a
+ * refusal; 0 when stored. */
+static int save_user(struct ctx *c, struct store_tx *tx, const struct res_row *old,
+		     json_t *doc)
+{
+	char err[256], *doc_s = NULL;
+	struct user_cols u;
+	json_t *was = get_ci(old->doc, "active");
+	int was_active = !was || json_is_true(was), rc, revoked;
+
+	fix_schemas(doc, URN_USER);
+	if (scim_patch_normalize(doc, err, sizeof err) != SCIM_PATCH_OK ||
+	    user_columns(doc, &u, err, sizeof err) < 0) {
+		scim_error(c, 400, "invalidValue", "%s", err);
+		return -1;
+	}
+	doc_s = json_dumps(doc, JSON_COMPACT | JSON_PRESERVE_ORDER);
+	rc = doc_s ? store_exec(tx,
+				"UPDATE users SET user_name = $3, user_name_lower = $4,"
+				" display_name = $5, external_id = $6, active = $7, roles = $8,"
+				" scim = $9, version = version + 1, updated_at = $10"
+				" WHERE portfolio_id = $1 AND id = $2",
+				(struct store_val[]){sv_text(c->p.portfolio_id), sv_text(old->id),
+						     sv_text(u.user_name), sv_text(u.lower),
+						     sv_text(u.display_name), sv_text(u.external_id),
+						     sv_int(u.active), sv_text(u.roles), sv_text(doc_s),
+						     sv_int(clock_now_ms())}, 10)
+		   : STORE_ERR;
+	if (rc == STORE_CONSTRAINT) {
+		scim_error(c, 409, "uniqueness", "userName \"%s\" is already taken in this portfolio",
+			   u.user_name);
+		goto fail;
+	}
+	if (rc < 0)
+		goto db;
+	if (was_active && !u.active) {
+		revoked = auth_revoke_user_tokens(tx, old->id, clock_now_ms());
+		if (revoked < 0 || (rc = emit_user_event(tx, c->p.portfolio_id,
+							 "sso.user.deprovisioned", old->id,
+							 u.user_name, "scim", revoked)) < 0) {
+			rc = revoked < 0 ? revoked : rc;
+			goto db;
+		}
+	}
+	free(u.roles);
+	free(doc_s);
+	return 0;
+db:
+	db_error(c, rc);
+fail:
+	free(u.roles);
+	free(doc_s);
+	return -1;
+}
+
+/* The common frame of PUT and PATCH on a user: load under the write lock,
+ * check If-Match, let change() produce the new document, store it, answer
+ * with the resource (PUT; PATCH when attributes are asked for) or 204. */
+static void modify_user(struct ctx *c, int patch)
+{
+	struct store_tx *tx = NULL;
+	struct res_row row = {0}, fresh = {0};
+	json_t *doc = NULL, *groups = NULL;
+	char err[256];
+	int rc;
+
+	if ((rc = store_begin(c->app->store, 1, &tx)) != STORE_OK) {
+		tx = NULL;
+		db_error(c, rc);
+		goto out;
+	}
+	rc = load_one(tx, 1, c->p.portfolio_id, ctx_param(c, 0), &row);
+	if (rc <= 0) {
+		if (rc == 0)
+			scim_error(c, 404, NULL, "no user %s", ctx_param(c, 0));
+		else
+			db_error(c, rc);
+		goto out;
+	}
+	if (check_if_match(c, row.version) < 0)
+		goto out;
+	if (patch) {
+		doc = json_deep_copy(row.doc);
+		rc = scim_patch_apply(doc, c->body, err, sizeof err);
+		if (rc != SCIM_PATCH_OK) {
+			static const char *types[] = {NULL, "invalidSyntax", "invalidPath", "noTarget",
+						      "invalidValue", "mutability"};
+
+			scim_error(c, 400, rc >= -5 && rc <= -1 ? types[-rc] : "invalidValue", "%s", err);
+			goto out;
+		}
+		del_ci(doc, "groups");
+		del_ci(doc, "id");
+		del_ci(doc, "meta");
+	} else {
+		doc = sanitize(c->body, 1);
+	}
+	if (save_user(c, tx, &row, doc) < 0)
+		goto out;
+	if ((rc = load_one(tx, 1, c->p.portfolio_id, row.id, &fresh)) != 1 ||
+	    (rc = load_groups(tx, c->p.portfolio_id, &groups)) < 0) {
+		db_error(c, rc);
+		goto out;
+	}
+	rc = store_commit(tx);
+	tx = NULL;
+	if (rc != STORE_OK) {
+		db_error(c, rc);
+		goto out;
+	}
+	if (patch && !wants_body(c)) {
+		char etag[32];
+
+		snprintf(etag, sizeof etag, "W/\"%lld\"", (long long)fresh.version);
+		(void)response_header(c->res, "ETag", etag);
+		c->res->status = 204;
+		buf_reset(&c->res->body);
+		goto out;
+	}
+	send_resource(c, 200, user_repr(c, &fresh, groups));
+out:
+	store_rollback(tx);
+	row_free(&row);
+	row_free(&fresh);
+	json_decref(doc);
+	json_decref(groups);
+}
+
+void scim_h_user_put(struct ctx *c)
+{
+	modify_user(c, 0);
+}
+
+void scim_h_user_patch(struct ctx *c)
+{
+	modify_user(c, 1);
+}
+
+/* Removes user_id from every group of the portfolio inside tx. */
+static int drop_memberships(struct store_tx *tx, const char *pf, const char *user_id)
+{
+	json_t *groups = NULL, *g, *m, *v;
+	size_t i, j;
+	char *doc_s;
+	int rc;
+
+	rc = load_groups(tx, pf, &groups);
+	json_array_foreach(groups, i, g) {
+		json_t *doc = json_object_get(g, "doc");
+
+		if (rc < 0 || !has_member(doc, user_id))
+			continue;
+		m = get_ci(doc, "members");
+		for (j = json_array_size(m); j-- > 0;) {
+			v = get_ci(json_array_get(m, j), "value");
+			if (json_is_string(v) && !strcmp(json_string_value(v), user_id))
+				json_array_remove(m, j);
+		}
+		doc_s = json_dumps(doc, JSON_COMPACT | JSON_PRESERVE_ORDER);
+		rc = store_exec(tx,
+				"UPDATE scim_groups SET scim = $2, version = version + 1,"
+				" updated_at = $3 WHERE id = $1",
+				(struct store_val[]){sv_text(json_string_value(json_object_get(g, "id"))),
+						     sv_text(doc_s), sv_int(clock_now_ms())}, 3);
+		free(doc_s);
+	}
+	json_decref(groups);
+	return rc < 0 ? rc : 0;
+}
+
+void scim_h_user_delete(struct ctx *c)
+{
+	struct store_tx *tx = NULL;
+	struct res_row row = {0};
+	char name[USER_NAME_MAX * 4 + 1];
+	int rc, revoked;
+
+	if ((rc = store_begin(c->app->store, 1, &tx)) != STORE_OK) {
+		tx = NULL;
+		db_error(c, rc);
+		goto out;
+	}
+	rc = load_one(tx, 1, c->p.portfolio_id, ctx_param(c, 0), &row);
+	if (rc <= 0) {
+		if (rc == 0)
+			scim_error(c, 404, NULL, "no user %s", ctx_param(c, 0));
+		else
+			db_error(c, rc);
+		goto out;
+	}
+	if (check_if_match(c, row.version) < 0)
+		goto out;
+	snprintf(name, sizeof name, "%s", json_string_value(get_ci(row.doc, "userName")) ?
+		 json_string_value(get_ci(row.doc, "userName")) : "");
+	revoked = auth_revoke_user_tokens(tx, row.id, clock_now_ms());
+	rc = revoked;
+	if (rc >= 0)
+		rc = drop_memberships(tx, c->p.portfolio_id, row.id);
+	if (rc >= 0)
+		rc = store_exec(tx, "DELETE FROM users WHERE portfolio_id = $1 AND id = $2",
+				(struct store_val[]){sv_text(c->p.portfolio_id), sv_text(row.id)},
+				2);
+	if (rc >= 0)
+		rc = emit_user_event(tx, c->p.portfolio_id, "sso.user.deprovisioned", row.id, name,
+				     "scim", revoked);
+	if (rc < 0) {
+		db_error(c, rc);
+		goto out;
+	}
+	rc = store_commit(tx);
+	tx = NULL;
+	if (rc != STORE_OK) {
+		db_error(c, rc);
+		goto out;
+	}
+	c->res->status = 204;
+	buf_reset(&c->res->body);
+out:
+	store_rollback(tx);
+	row_free(&row);
+}
+
+/* -------------------------------------------------------------- groups */
+
+static int save_group_doc(struct store_tx *tx, const char *pf, const char *id, json_t *doc,
+			  int insert)
+{
+	char *doc_s = json_dumps(doc, JSON_COMPACT | JSON_PRESERVE_ORDER);
+	json_t *ext = get_ci(doc, "externalId");
+	int64_t now = clock_now_ms();
+	int rc;
+
+	if (!doc_s)
+		return STORE_ERR;
+	if (insert)
+		rc = store_exec(tx,
+				"INSERT INTO scim_groups (id, portfolio_id, display_name, external_id,"
+				" scim, version, created_at, updated_at)"
+				" VALUES ($1, $2, $3, $4, $5, 1, $6, $6)",
+				(struct store_val[]){sv_text(id), sv_text(pf),
+						     sv_text(json_string_value(get_ci(doc, "displayName"))),
+						     sv_text(json_string_value(ext)), sv_text(doc_s),
+						     sv_int(now)}, 6);
+	else
+		rc = store_exec(tx,
+				"UPDATE scim_groups SET display_name = $3, external_id = $4, scim = $5,"
+				" version = version + 1, updated_at = $6"
+				" WHERE portfolio_id = $2 AND id = $1",
+				(struct store_val[]){sv_text(id), sv_text(pf),
+						     sv_text(json_string_value(get_ci(doc, "displayName"))),
+						     sv_text(json_string_value(ext)), sv_text(doc_s),
+						     sv_int(now)}, 6);
+	free(doc_s);
+	return rc;
+}
+
+/* Checks and stores a group document, then answers with the resource
+ * (status 201/200) or 204 (PATCH without attributes). */
+static void finish_group(struct ctx *c, struct store_tx *tx, const char *id, json_t *doc,
+			 int insert, int status)
+{
+	struct res_row row = {0};
+	char err[256];
+	int rc;
+
+	fix_schemas(doc, URN_GROUP);
+	if (group_display_name(doc, err, sizeof err) < 0 || group_members(doc, err, sizeof err) < 0) {
+		scim_error(c, 400, "invalidValue", "%s", err);
+		return;
+	}
+	if ((rc = drop_foreign_members(tx, c->p.portfolio_id, id, doc)) < 0 ||
+	    (rc = save_group_doc(tx, c->p.portfolio_id, id, doc, insert)) < 0 ||
+	    (rc = load_one(tx, 0, c->p.portfolio_id, id, &row)) != 1) {
+		db_error(c, rc);
+		goto out;
+	}
+	if ((rc = store_commit(tx)) != STORE_OK) {
+		db_error(c, rc);
+		goto out;
+	}
+	if (status == 204) {
+		char etag[32];
+
+		snprintf(etag, sizeof etag, "W/\"%lld\"", (long long)row.version);
+		(void)response_header(c->res, "ETag", etag);
+		c->res->status = 204;
+		buf_reset(&c->res->body);
+		goto out;
+	}
+	send_resource(c, status, group_repr(c, id, row.doc, row.version, row.created, row.updated));
+out:
+	row_free(&row);
+}
+
+void scim_h_groups_create(struct ctx *c)
+{
+	struct store_tx *tx;
+	json_t *doc = sanitize(c->body, 0);
+	char id[ID_MAX];
+	int rc;
+
+	if (id_new("grp_", id, sizeof id) < 0) {
+		scim_error(c, 500, NULL, "internal error");
+	} else if ((rc = store_begin(c->app->store, 1, &tx)) != STORE_OK) {
+		db_error(c, rc);
+	} else {
+		finish_group(c, tx, id, doc, 1, 201);
+		if (c->res->status != 201)
+			store_rollback(tx);
+	}
+	json_decref(doc);
+}
+
+void scim_h_group_get(struct ctx *c)
+{
+	struct store_tx *tx;
+	struct res_row row;
+	int rc;
+
+	if ((rc = store_begin(c->app->store, 0, &tx)) != STORE_OK) {
+		db_error(c, rc);
+		return;
+	}
+	rc = load_one(tx, 0, c->p.portfolio_id, ctx_param(c, 0), &row);
+	store_rollback(tx);
+	if (rc == 1)
+		send_resource(c, 200, group_repr(c, row.id, row.doc, row.version, row.created,
+						 row.updated));
+	else if (rc == 0)
+		scim_error(c, 404, NULL, "no group %s", ctx_param(c, 0));
+	else
+		db_error(c, rc);
+	row_free(&row);
+}
+
+/* Rewrites member operations into the array form the PATCH engine expects:
+ * clients send a bare id string or a single object as the value. */
+static json_t *normalize_member_ops(const json_t *body)
+{
+	json_t *copy = json_deep_copy(body), *ops = get_ci(copy, "Operations"), *op, *v, *path;
+	size_t i;
+
+	json_array_foreach(ops, i, op) {
+		path = json_is_object(op) ? get_ci(op, "path") : NULL;
+		v = json_is_object(op) ? get_ci(op, "value") : NULL;
+		if (!json_is_string(path) || strcasecmp(json_string_value(path), "members"))
+			continue;
+		if (json_is_string(v))
+			json_object_set_new(op, "value", json_pack("[{s:O}]", "value", v));
+		else if (json_is_object(v))
+			json_object_set_new(op, "value", json_pack("[O]", v));
+	}
+	return copy;
+}
+
+static void modify_group(struct ctx *c, int patch)
+{
+	struct store_tx *tx = NULL;
+	struct res_row row = {0};
+	json_t *doc = NULL, *body = NULL;
+	char err[256];
+	int rc;
+
+	if ((rc = store_begin(c->app->store, 1, &tx)) != STORE_OK) {
+		tx = NULL;
+		db_error(c, rc);
+		goto out;
+	}
+	rc = load_one(tx, 0, c->p.portfolio_id, ctx_param(c, 0), &row);
+	if (rc <= 0) {
+		if (rc == 0)
+			scim_error(c, 404, NULL, "no group %s", ctx_param(c, 0));
+		else
+			db_error(c, rc);
+		goto out;
+	}
+	if (check_if_match(c, row.version) < 0)
+		goto out;
+	if (patch) {
+		doc = json_deep_copy(row.doc);
+		body = normalize_member_ops(c->body);
+		rc = scim_patch_apply(doc, body, err, sizeof err);
+		if (rc != SCIM_PATCH_OK) {
+			static const char *types[] = {NULL, "invalidSyntax", "invalidPath", "noTarget",
+						      "invalidValue", "mutability"};
+
+			scim_error(c, 400, rc >= -5 && rc <= -1 ? types[-rc] : "invalidValue", "%s", err);
+			goto out;
+		}
+		del_ci(doc, "id");
+		del_ci(doc, "meta");
+	} else {
+		doc = sanitize(c->body, 0);
+	}
+	finish_group(c, tx, row.id, doc, 0, patch && !wants_body(c) ? 204 : 200);
+	if (c->res->status < 300)
+		tx = NULL; /* committed */
+out:
+	store_rollback(tx);
+	row_free(&row);
+	json_decref(doc);
+	json_decref(body);
+}
+
+void scim_h_group_put(struct ctx *c)
+{
+	modify_group(c, 0);
+}
+
+void scim_h_group_patch(struct ctx *c)
+{
+	modify_group(c, 1);
+}
+
+void scim_h_group_delete(struct ctx *c)
+{
+	struct store_tx *tx;
+	struct res_row row;
+	int rc;
+
+	if ((rc = store_begin(c->app->store, 1, &tx)) != STORE_OK) {
+		db_error(c, rc);
+		return;
+	}
+	rc = load_one(tx, 0, c->p.portfolio_id, ctx_param(c, 0), &row);
+	if (rc == 1 && check_if_match(c, row.version) < 0) {
+		store_rollback(tx);
+		row_free(&row);
+		return;
+	}
+	if (rc == 1)
+		rc = store_exec(tx, "DELETE FROM scim_groups WHERE portfolio_id = $1 AND id = $2",
+				(struct store_val[]){sv_text(c->p.portfolio_id), sv_text(row.id)}, 2);
+	row_free(&row);
+	if (rc <= 0) {
+		store_rollback(tx);
+		if (rc == 0)
+			scim_error(c, 404, NULL, "no group %s", ctx_param(c, 0));
+		else
+			db_error(c, rc);
+		return;
+	}
+	if ((rc = store_commit(tx)) != STORE_OK) {
+		db_error(c, rc);
+		return;
+	}
+	c->res->status = 204;
+	buf_reset(&c->res->body);
+}
+
+/* ------------------------------------------------------ discovery docs */
+
+/* The embedded discovery document with meta.location filled for this
+ * server. Returns a new reference to the part named key. */
+static json_t *meta_doc(struct ctx *c, const char *key)
+{
+	json_t *all = json_loads(embedded_scim_meta, 0, NULL), *part;
+
+	part = json_incref(json_object_get(all, key));
+	json_decref(all);
+	(void)c;
+	return part;
+}
+
+static void add_meta(struct ctx *c, json_t *o, const char *type, const char *path)
+{
+	char loc[1024];
+
+	snprintf(loc, sizeof loc, "%s/scim/v2/%s", c->app->cfg->public_url, path);
+	json_object_set_new(o, "meta", json_pack("{s:s, s:s}", "resourceType", type, "location", loc));
+}
+
+static void send_list_of(struct ctx *c, json_t *items)
+{
+	send_scim(c, 200, json_pack("{s:[s], s:I, s:I, s:i, s:o}", "schemas", URN_LIST,
+				    "totalResults", (json_int_t)json_array_size(items),
+				    "itemsPerPage", (json_int_t)json_array_size(items), "startIndex",
+				    1, "Resources", items));
+}
+
+void scim_h_service_provider_config(struct ctx *c)
+{
+	json_t *spc = meta_doc(c, "service_provider_config");
+
+	if (!spc) {
+		scim_error(c, 500, NULL, "internal error");
+		return;
+	}
+	add_meta(c, spc, "ServiceProviderConfig", "ServiceProviderConfig");
+	send_scim(c, 200, spc);
+}
+
+/* Lists (one == NULL) or fetches one entry of a discovery collection. */
+static void discovery(struct ctx *c, const char *key, const char *type, const char *path,
+		      const char *one)
+{
+	json_t *items = meta_doc(c, key), *v;
+	char loc[300];
+	size_t i;
+
+	if (!items) {
+		scim_error(c, 500, NULL, "internal error");
+		return;
+	}
+	json_array_foreach(items, i, v) {
+		snprintf(loc, sizeof loc, "%s/%s", path, json_string_value(json_object_get(v, "id")));
+		add_meta(c, v, type, loc);
+		if (one && !strcmp(one, json_string_value(json_object_get(v, "id")))) {
+			send_scim(c, 200, json_incref(v));
+			json_decref(items);
+			return;
+		}
+	}
+	if (one) {
+		json_decref(items);
+		scim_error(c, 404, NULL, "no %s %s", type, one);
+		return;
+	}
+	send_list_of(c, items);
+}
+
+void scim_h_resource_types(struct ctx *c)
+{
+	discovery(c, "resource_types", "ResourceType", "ResourceTypes", NULL);
+}
+
+void scim_h_resource_type(struct ctx *c)
+{
+	discovery(c, "resource_types", "ResourceType", "ResourceTypes", ctx_param(c, 0));
+}
+
+void scim_h_schemas(struct ctx *c)
+{
+	discovery(c, "schemas", "Schema", "Schemas", NULL);
+}
+
+void scim_h_schema(struct ctx *c)
+{
+	discovery(c, "schemas", "Schema", "Schemas", ctx_param(c, 0));
+}
+
+/* ------------------------------------------------------- used elsewhere */
+
+static int is_role(const char *s)
+{
+	size_t i;
+
+	for (i = 0; i < ARRAY_LEN(role_names); i++)
+		if (!strcmp(role_names[i], s))
+			return 1;
+	return 0;
+}
+
+static void add_role(json_t *roles, const char *name)
+{
+	json_t *v;
+	size_t i;
+
+	if (!is_role(name))
+		return;
+	json_array_foreach(roles, i, v)
+		if (!strcmp(json_string_value(v), name))
+			return;
+	json_array_append_new(roles, json_string(name));
+}
+
+int scim_user_roles(struct store_tx *tx, const char *portfolio_id, const char *user_id,
+		    json_t **roles)
+{
+	struct store_rows *r;
+	json_t *own = NULL, *groups = NULL, *v, *g;
+	size_t i;
+	int rc, active = 0;
+
+	*roles = NULL;
+	rc = store_query(tx, "SELECT active, roles FROM users WHERE portfolio_id = $1 AND id = $2",
+			 (struct store_val[]){sv_text(portfolio_id), sv_text(user_id)}, 2, &r);
+	if (rc != STORE_OK)
+		return rc;
+	rc = store_next(r);
+	if (rc == 1) {
+		active = store_int(r, 0) == 1;
+		own = json_loads(store_text(r, 1), 0, NULL);
+	}
+	store_rows_close(r);
+	if (rc <= 0 || !active) {
+		json_decref(own);
+		return rc < 0 ? rc : 1;
+	}
+	rc = load_groups(tx, portfolio_id, &groups);
+	if (rc < 0) {
+		json_decref(own);
+		json_decref(groups);
+		return rc;
+	}
+	*roles = json_array();
+	json_array_foreach(own, i, v)
+		if (json_is_string(v))
+			add_role(*roles, json_string_value(v));
+	json_array_foreach(groups, i, g) {
+		json_t *doc = json_object_get(g, "doc"), *name = get_ci(doc, "displayName");
+
+		if (json_is_string(name) && has_member(doc, user_id))
+			add_role(*roles, json_string_value(name));
+	}
+	json_decref(own);
+	json_decref(groups);
+	return 0;
+}
+
+int scim_user_provision_jit(struct store_tx *tx, const char *portfolio_id, const char *user_name,
+			    const char *display_name, const json_t *roles, char *id_out,
+			    size_t id_cap)
+{
+	json_t *doc, *v;
+	struct user_cols u;
+	char err[256], id[ID_MAX], *doc_s = NULL;
+	size_t i;
+	int rc = STORE_ERR;
+
+	doc = json_pack("{s:[s], s:s, s:b, s:[]}", "schemas", URN_USER, "userName", user_name,
+			"active", 1, "roles");
+	if (display_name && *display_name)
+		json_object_set_new(doc, "displayName", json_string(display_name));
+	json_array_foreach(roles, i, v)
+		if (json_is_string(v))
+			json_array_append_new(json_object_get(doc, "roles"),
+					      json_pack("{s:O}", "value", v));
+	if (user_columns(doc, &u, err, sizeof err) < 0 || id_new("usr_", id, sizeof id) < 0)
+		goto out;
+	doc_s = json_dumps(doc, JSON_COMPACT | JSON_PRESERVE_ORDER);
+	if (!doc_s)
+		goto out;
+	rc = insert_user(tx, portfolio_id, id, &u, doc_s, "saml_jit");
+	if (rc >= 0)
+		rc = emit_user_event(tx, portfolio_id, "sso.user.provisioned", id, user_name,
+				     "saml_jit", -1);
+	if (rc >= 0) {
+		snprintf(id_out, id_cap, "%s", id);
+		rc = 0;
+	}
+out:
+	free(u.roles);
+	free(doc_s);
+	json_decref(doc);
+	return rc;
+}
+
+int scim_user_set_roles(struct store_tx *tx, const char *portfolio_id, const char *user_id,
+			const json_t *roles)
+{
+	struct res_row row;
+	json_t *list = json_array(), *v;
+	char *doc_s = NULL, *roles_s = NULL;
+	size_t i;
+	int rc;
+
+	rc = load_one(tx, 1, portfolio_id, user_id, &row);
+	if (rc <= 0) {
+		json_decref(list);
+		return rc < 0 ? rc : STORE_ERR;
+	}
+	json_array_foreach(roles, i, v)
+		if (json_is_string(v))
+			json_array_append_new(list, json_pack("{s:O}", "value", v));
+	del_ci(row.doc, "roles");
+	json_object_set_new(row.doc, "roles", list);
+	doc_s = json_dumps(row.doc, JSON_COMPACT | JSON_PRESERVE_ORDER);
+	roles_s = json_dumps(roles, JSON_COMPACT);
+	rc = doc_s && roles_s
+		     ? store_exec(tx,
+				  "UPDATE users SET scim = $3, roles = $4, version = version + 1,"
+				  " updated_at = $5 WHERE portfolio_id = $1 AND id = $2",
+				  (struct store_val[]){sv_text(portfolio_id), sv_text(user_id),
+						       sv_text(doc_s), sv_text(roles_s),
+						       sv_int(clock_now_ms())}, 5)
+		     : STORE_ERR;
+	free(doc_s);
+	free(roles_s);
+	row_free(&row);
+	return rc < 0 ? rc : 0;
+}
