@@ -558,6 +558,52 @@ int admin_idp_set(struct store *st, const char *portfolio_id, const char *entity
 	return 0;
 }
 
+int admin_event_list(struct store *st, const char *portfolio_id, int64_t after, int64_t limit,
+		     json_t **out, struct buf *err)
+{
+	struct store_tx *tx;
+	struct store_rows *r;
+	char ts[CLOCK_RFC3339_LEN];
+	int rc;
+
+	*out = NULL;
+	if (!portfolio_id)
+		return fail(err, "--portfolio is required");
+	if (after < 0 || limit < 1 || limit > 10000)
+		return fail(err, "--after must be >= 0 and --limit 1-10000");
+	if (store_begin(st, 0, &tx) != STORE_OK)
+		return fail(err, "database unavailable");
+	if (store_query(tx,
+			"SELECT seq, id, surface, type, property_ids, data, created_at FROM events"
+			" WHERE portfolio_id = $1 AND seq > $2 ORDER BY seq LIMIT $3",
+			(struct store_val[]){sv_text(portfolio_id), sv_int(after), sv_int(limit)}, 3,
+			&r) != STORE_OK) {
+		store_rollback(tx);
+		return fail(err, "could not list events");
+	}
+	*out = json_array();
+	while ((rc = store_next(r)) == 1) {
+		json_t *props = json_loads(store_text(r, 4), 0, NULL);
+		json_t *data = json_loads(store_text(r, 5), 0, NULL);
+
+		clock_format_ms(store_int(r, 6), ts);
+		json_array_append_new(*out,
+				      json_pack("{s:I, s:s, s:s, s:s, s:o, s:o, s:s}", "seq",
+						(json_int_t)store_int(r, 0), "id", store_text(r, 1),
+						"surface", store_text(r, 2), "type", store_text(r, 3),
+						"properties", props ? props : json_array(), "data",
+						data ? data : json_object(), "created_at", ts));
+	}
+	store_rows_close(r);
+	store_rollback(tx);
+	if (rc < 0) {
+		json_decref(*out);
+		*out = NULL;
+		return fail(err, "could not list events");
+	}
+	return 0;
+}
+
 int admin_parse_time(const char *s, int64_t *ms)
 {
 	char date[11];
@@ -622,6 +668,30 @@ int admin_deprecation_add(struct store *st, const char *method, const char *rout
 	return 0;
 }
 
+/* Writes text (plus a newline) to path atomically (temp file, fsync,
+ * rename) with the given mode. Returns 0 or -1. */
+static int write_file(const char *path, const char *text, mode_t mode)
+{
+	char tmp[1300];
+	size_t len = strlen(text);
+	int fd;
+
+	snprintf(tmp, sizeof tmp, "%s.tmp", path);
+	fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC, mode);
+	if (fd < 0)
+		return -1;
+	if (write(fd, text, len) != (ssize_t)len || write(fd, "\n", 1) != 1 || fsync(fd) < 0) {
+		close(fd);
+		unlink(tmp);
+		return -1;
+	}
+	if (close(fd) < 0 || rename(tmp, path) < 0) {
+		unlink(tmp);
+		return -1;
+	}
+	return 0;
+}
+
 struct demo_prop {
 	const char *name, *brand, *code, *tz, *nip;
 };
@@ -629,8 +699,11 @@ struct demo_prop {
 /* Seeds one demo portfolio and appends its credentials to creds. */
 static int seed_one(struct store *st, const char *name, const char *plan, const char *domain,
 		    const struct demo_prop *props, int nprops, const char *const *brands,
-		    int nbrands, json_t *creds, struct buf *err)
+		    int nbrands, const char *public_url, const char *idp_cert, json_t *creds,
+		    struct buf *err)
 {
+	char entity[256];
+	json_t *idp = NULL;
 	json_t *pf = NULL, *obj = NULL, *cl = NULL, *scim = NULL, *plist = json_array(),
 	       *clist = json_array(), *u = NULL;
 	char billing[32], approver[128], user[128], today[11];
@@ -683,15 +756,21 @@ static int seed_one(struct store *st, const char *name, const char *plan, const 
 		u = NULL;
 	}
 	snprintf(approver, sizeof approver, "approver@%s", domain);
+	snprintf(entity, sizeof entity, "https://idp.%s/saml", domain);
+	if (admin_idp_set(st, pid, entity, idp_cert, "roles", &idp, err) < 0)
+		goto out;
 	json_array_append_new(
-		creds, json_pack("{s:s, s:s, s:s, s:O, s:O, s:O, s:O, s:O, s:s}", "portfolio_id", pid,
-				 "name", name, "plan", plan, "client_id",
+		creds, json_pack("{s:s, s:s, s:s, s:O, s:O, s:O, s:O, s:O, s:s, s:{s:s, s:s+, s:s+}}",
+				 "portfolio_id", pid, "name", name, "plan", plan, "client_id",
 				 json_object_get(cl, "client_id"), "client_secret",
 				 json_object_get(cl, "client_secret"), "scim_token",
 				 json_object_get(scim, "scim_token"), "properties", plist,
-				 "brand_ceilings", clist, "approver_saml_subject", approver));
+				 "brand_ceilings", clist, "approver_saml_subject", approver, "saml",
+				 "idp_entity_id", entity, "audience", public_url, "/saml/sp",
+				 "recipient", public_url, "/oauth/token"));
 	rc = 0;
 out:
+	json_decref(idp);
 	json_decref(pf);
 	json_decref(obj);
 	json_decref(cl);
@@ -720,10 +799,10 @@ int admin_demo_seed(struct store *st, const char *public_url, const char *data_d
 	static const char *const grp_brands[] = {"Tatra Lodge"};
 	struct store_tx *tx;
 	json_t *creds = json_array(), *doc = NULL;
-	char path[1200], tmp[1210], *text = NULL;
+	char path[1200], key_path[1200], cert_path[1200], *text = NULL;
+	char *idp_key = NULL, *idp_cert = NULL;
 	int64_t n = 0;
-	int fd = -1, rc = -1;
-	size_t len;
+	int rc = -1;
 
 	if (store_begin(st, 0, &tx) != STORE_OK)
 		return fail(err, "database unavailable");
@@ -738,33 +817,36 @@ int admin_demo_seed(struct store *st, const char *public_url, const char *data_d
 		return 0;
 	}
 	rc = -1;
-	if (seed_one(st, "Demo Hotels Enterprise", "enterprise", "enterprise.demo.example", ent, 5,
-		     ent_brands, 2, creds, err) < 0 ||
-	    seed_one(st, "Demo Hotels Group", "group", "group.demo.example", grp, 3, grp_brands, 1,
-		     creds, err) < 0)
+	if (crypto_self_signed("revops demo IdP", 3650, &idp_key, &idp_cert) < 0) {
+		fail(err, "cannot make the demo IdP key");
 		goto out;
-	doc = json_pack("{s:s, s:s+, s:O}", "base_url", public_url, "token_url", public_url,
-			"/oauth/token", "portfolios", creds);
+	}
+	snprintf(key_path, sizeof key_path, "%s/demo-idp-key.pem", data_dir);
+	snprintf(cert_path, sizeof cert_path, "%s/demo-idp-cert.pem", data_dir);
+	if (write_file(key_path, idp_key, 0600) < 0 || write_file(cert_path, idp_cert, 0644) < 0) {
+		fail(err, "cannot write the demo IdP key and certificate");
+		goto out;
+	}
+	if (seed_one(st, "Demo Hotels Enterprise", "enterprise", "enterprise.demo.example", ent, 5,
+		     ent_brands, 2, public_url, idp_cert, creds, err) < 0 ||
+	    seed_one(st, "Demo Hotels Group", "group", "group.demo.example", grp, 3, grp_brands, 1,
+		     public_url, idp_cert, creds, err) < 0)
+		goto out;
+	doc = json_pack("{s:s, s:s+, s:O, s:{s:s, s:s}}", "base_url", public_url, "token_url",
+			public_url, "/oauth/token", "portfolios", creds, "demo_idp", "private_key_file",
+			key_path, "certificate_file", cert_path);
 	text = json_dumps(doc, JSON_INDENT(2) | JSON_PRESERVE_ORDER);
 	snprintf(path, sizeof path, "%s/demo-credentials.json", data_dir);
-	snprintf(tmp, sizeof tmp, "%s.tmp", path);
-	fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC, 0600);
-	if (!text || fd < 0) {
+	if (!text || write_file(path, text, 0600) < 0) {
 		fail(err, "cannot write demo-credentials.json");
 		goto out;
 	}
-	len = strlen(text);
-	if (write(fd, text, len) != (ssize_t)len || write(fd, "\n", 1) != 1 || fsync(fd) < 0 ||
-	    close(fd) < 0 || rename(tmp, path) < 0) {
-		fd = -1;
-		fail(err, "cannot write demo-credentials.json");
-		goto out;
-	}
-	fd = -1;
 	rc = 1;
 out:
-	if (fd >= 0)
-		close(fd);
+	if (idp_key)
+		crypto_wipe(idp_key, strlen(idp_key));
+	free(idp_key);
+	free(idp_cert);
 	if (text)
 		crypto_wipe(text, strlen(text));
 	free(text);

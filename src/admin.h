@@ -57,6 +57,10 @@ int admin_deprecation_add(struct store *st, const char *method, const char *rout
  * Returns 1 when seeded, 0 when data already existed, -1 on error. */
 int admin_demo_seed(struct store *st, const char *public_url, const char *data_dir,
 		    struct buf *err) WUR;
+/* Lists the portfolio's outbox events after sequence number after (0 = from
+ * the start), oldest first, at most limit. */
+int admin_event_list(struct store *st, const char *portfolio_id, int64_t after, int64_t limit,
+		     json_t **out, struct buf *err) WUR;
 /* Parses RFC 3339 UTC into ms. Returns 0 or -1. */
 int admin_parse_time(const char *s, int64_t *ms) WUR;
 

@@ -1,11 +1,14 @@
 #include "crypto.h"
 
+#include <openssl/bn.h>
 #include <openssl/crypto.h>
+#include <openssl/rsa.h>
 #include <openssl/evp.h>
 #include <openssl/hmac.h>
 #include <openssl/pem.h>
 #include <openssl/rand.h>
 #include <openssl/x509.h>
+#include <stdlib.h>
 #include <string.h>
 
 int crypto_random(void *out, size_t n)
@@ -207,4 +210,63 @@ int crypto_cert_pem_valid(const char *pem)
 	X509_free(extra);
 	BIO_free(bio);
 	return ok;
+}
+
+static char *bio_string(BIO *bio)
+{
+	char *data, *out;
+	long n = BIO_get_mem_data(bio, &data);
+
+	if (n <= 0)
+		return NULL;
+	out = malloc((size_t)n + 1);
+	if (out) {
+		memcpy(out, data, (size_t)n);
+		out[n] = '\0';
+	}
+	return out;
+}
+
+int crypto_self_signed(const char *cn, int days, char **key_pem, char **cert_pem)
+{
+	EVP_PKEY *key = EVP_RSA_gen(2048);
+	X509 *cert = X509_new();
+	X509_NAME *name;
+	BIO *kb = BIO_new(BIO_s_mem()), *cb = BIO_new(BIO_s_mem());
+	unsigned char serial[16];
+	BIGNUM *bn = NULL;
+	int rc = -1;
+
+	*key_pem = *cert_pem = NULL;
+	if (!key || !cert || !kb || !cb || crypto_random(serial, sizeof serial) < 0)
+		goto out;
+	serial[0] &= 0x7f;
+	bn = BN_bin2bn(serial, sizeof serial, NULL);
+	name = X509_get_subject_name(cert);
+	if (!bn || !BN_to_ASN1_INTEGER(bn, X509_get_serialNumber(cert)) ||
+	    !X509_set_version(cert, 2) || !X509_gmtime_adj(X509_getm_notBefore(cert), -3600) ||
+	    !X509_gmtime_adj(X509_getm_notAfter(cert), (long)days * 86400) ||
+	    !X509_NAME_add_entry_by_txt(name, "CN", MBSTRING_UTF8, (const unsigned char *)cn, -1,
+					-1, 0) ||
+	    !X509_set_issuer_name(cert, name) || !X509_set_pubkey(cert, key) ||
+	    !X509_sign(cert, key, EVP_sha256()) ||
+	    !PEM_write_bio_PrivateKey(kb, key, NULL, NULL, 0, NULL, NULL) ||
+	    !PEM_write_bio_X509(cb, cert))
+		goto out;
+	*key_pem = bio_string(kb);
+	*cert_pem = bio_string(cb);
+	if (*key_pem && *cert_pem)
+		rc = 0;
+	else {
+		free(*key_pem);
+		free(*cert_pem);
+		*key_pem = *cert_pem = NULL;
+	}
+out:
+	BN_free(bn);
+	EVP_PKEY_free(key);
+	X509_free(cert);
+	BIO_free(kb);
+	BIO_free(cb);
+	return rc;
 }

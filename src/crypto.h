@@ -30,6 +30,10 @@ int crypto_b64_decode(const char *in, size_t n, unsigned char *out, size_t outca
 		      size_t *outlen) WUR;
 /* Standard base64 with padding; out needs 4*ceil(n/3)+1 bytes. */
 size_t crypto_b64_encode(const void *in, size_t n, char *out);
+/* Makes an RSA-2048 key and a self-signed SHA-256 certificate for common
+ * name cn, valid for days. Returns 0 with *key_pem and *cert_pem (free()),
+ * or -1. Used for the demo's identity provider. */
+int crypto_self_signed(const char *cn, int days, char **key_pem, char **cert_pem) WUR;
 /* 1 when pem holds exactly one parseable X.509 certificate, else 0. */
 int crypto_cert_pem_valid(const char *pem);
 /* Overwrites n bytes in a way the compiler may not elide. */

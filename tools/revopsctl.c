@@ -73,6 +73,7 @@ static void usage(void)
 	      "  scim-token create --portfolio ID\n"
 	      "  user create --portfolio ID --user-name U [--display-name D] [--roles r1,r2]\n"
 	      "  user list --portfolio ID\n"
+	      "  event list --portfolio ID [--after SEQ] [--limit N]   (the transactional outbox)\n"
 	      "  idp set --portfolio ID --entity-id ENTITY --cert PEMFILE [--roles-attribute roles]\n"
 	      "  deprecation add --method M --route /v2/... --announced 2026-06-01T00:00:00Z [--note T]\n",
 	      stderr);
@@ -122,6 +123,16 @@ static int run(struct store *st, const char *noun, const char *verb, const struc
 					 arg(a, "display-name"), arg(a, "roles"), out, err);
 	if (IS("user", "list"))
 		return admin_user_list(st, arg(a, "portfolio"), out, err);
+	if (IS("event", "list")) {
+		int64_t after = arg_int(a, "after", 0, &bad), limit = arg_int(a, "limit", 1000, &bad);
+
+		if (bad) {
+			if (buf_puts(err, "--after and --limit must be whole numbers"))
+				return -1;
+			return -1;
+		}
+		return admin_event_list(st, arg(a, "portfolio"), after, limit, out, err);
+	}
 	if (IS("idp", "set")) {
 		char *pem = read_file(arg(a, "cert"), 64 * 1024);
 		int rc;

@@ -123,22 +123,7 @@ class IdP:
     def sign(self, xml, algorithm="sha256"):
         """Signs a template document with this IdP's key; returns bytes."""
         self._seq += 1
-        src = os.path.join(self.dir, "in-%d.xml" % self._seq)
-        out = os.path.join(self.dir, "out-%d.xml" % self._seq)
-        with open(src, "wb") as f:
-            f.write(xml.encode("utf-8") if isinstance(xml, str) else xml)
-        try:
-            _run(["xmlsec1", "--sign", "--privkey-pem",
-                  "%s,%s" % (self.key_path, self.cert_path),
-                  "--id-attr:ID", SAML_NS + ":Assertion", "--output", out, src])
-            with open(out, "rb") as f:
-                return f.read()
-        finally:
-            for p in (src, out):
-                try:
-                    os.unlink(p)
-                except OSError:
-                    pass
+        return sign_with(self.key_path, self.cert_path, xml, self.dir, "%d" % self._seq)
 
     def assertion(self, name_id, algorithm="sha256", sign=True, **kw):
         """A signed assertion (bytes).  sign=False leaves out the signature
@@ -147,6 +132,26 @@ class IdP:
             kw["signature_template"] = False
             return self.build(name_id, algorithm=algorithm, **kw).encode("utf-8")
         return self.sign(self.build(name_id, algorithm=algorithm, **kw), algorithm)
+
+
+def sign_with(key_path, cert_path, xml, workdir, tag="x"):
+    """Signs a template document (str or bytes) with the xmlsec1 CLI using
+    the PEM key and certificate given; returns the signed bytes."""
+    src = os.path.join(workdir, "in-%s.xml" % tag)
+    out = os.path.join(workdir, "out-%s.xml" % tag)
+    with open(src, "wb") as f:
+        f.write(xml.encode("utf-8") if isinstance(xml, str) else xml)
+    try:
+        _run(["xmlsec1", "--sign", "--privkey-pem", "%s,%s" % (key_path, cert_path),
+              "--id-attr:ID", SAML_NS + ":Assertion", "--output", out, src])
+        with open(out, "rb") as f:
+            return f.read()
+    finally:
+        for p in (src, out):
+            try:
+                os.unlink(p)
+            except OSError:
+                pass
 
 
 def build_assertion(name_id, issuer, audience, recipient, id=None, roles=(),

@@ -113,6 +113,30 @@ class DemoTest(unittest.TestCase):
                     self.assertEqual(bc["room_type_codes"], [])  # all room types
                     self.assertIsNone(bc["valid_to"])  # no end
 
+    def test_demo_idp_signs_a_working_assertion(self):
+        # scripts/demo-saml.py acts as the demo IdP (README walk-through):
+        # the approver logs in with SAML and gets a working user token.
+        import subprocess
+        p = self.portfolio("Demo Hotels Enterprise")
+        self.assertEqual(set(p["saml"]), {"idp_entity_id", "audience", "recipient"})
+        self.assertEqual(p["saml"]["recipient"], self.creds["token_url"])
+        for f in self.creds["demo_idp"].values():
+            self.assertTrue(os.path.exists(f), f)
+        script = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..",
+                              "scripts", "demo-saml.py")
+        out = subprocess.run([sys.executable, script, "--data-dir", self.srv.data_dir,
+                              p["approver_saml_subject"]], capture_output=True, text=True,
+                             timeout=30, check=True).stdout.strip()
+        r = self.srv.request("POST", "/oauth/token",
+                             headers={"Content-Type": "application/x-www-form-urlencoded"},
+                             body="grant_type=urn%3Aietf%3Aparams%3Aoauth%3Agrant-type%3A"
+                                  "saml2-bearer&assertion=" + out)
+        self.assertEqual(r.status, 200, r)
+        self.assertEqual(r.body["portfolio_id"], p["portfolio_id"])
+        got = self.srv.request("GET", "/v2/portfolios", token=r.body["access_token"],
+                               portfolio=p["portfolio_id"])
+        assert_success(self, got)
+
     def test_cross_portfolio_refused(self):
         ent = self.portfolio("Demo Hotels Enterprise")
         grp = self.portfolio("Demo Hotels Group")

@@ -27,8 +27,10 @@ EMP = SCIM_ENTERPRISE_URN
 _seq = itertools.count(1)
 
 
-def entra_user_body(user_name, active="True", **extra):
-    """The body of Entra's POST /Users (attribute mapping defaults)."""
+def entra_user_body(user_name, active=True, **extra):
+    """The body of Entra's POST /Users (attribute mapping defaults).  Entra
+    may send "active" as the string "True"; test_2 does, the other tests use
+    a JSON boolean so that one quirk failing does not fail them all."""
     body = {
         "schemas": [SCIM_USER_URN, SCIM_ENTERPRISE_URN],
         "externalId": str(uuid.uuid4()),
@@ -52,10 +54,9 @@ class EntraTest(unittest.TestCase):
         try:
             cls.pf = cls.srv.seed_portfolio("enterprise", 1)
             cls.token = scim_token_for(cls.srv, cls.pf.id)
-            if idplib.tools_available():
-                cls.idp = idplib.IdP(ENTITY, audience=PUBLIC_URL + "/saml/sp",
-                                     recipient=PUBLIC_URL + "/oauth/token")
-                idp_set(cls.srv, cls.pf.id, ENTITY, cls.idp.cert_path)
+            cls.idp = idplib.IdP(ENTITY, audience=PUBLIC_URL + "/saml/sp",
+                                 recipient=PUBLIC_URL + "/oauth/token")
+            idp_set(cls.srv, cls.pf.id, ENTITY, cls.idp.cert_path)
         except BaseException:
             if cls.idp:
                 cls.idp.cleanup()
@@ -301,7 +302,6 @@ class EntraTest(unittest.TestCase):
         self.assertEqual(assert_scim_list(self, r), [])
         self.assertEqual(r.body["totalResults"], 0)
 
-    @unittest.skipUnless(idplib.tools_available(), "openssl and xmlsec1 are needed")
     def test_11_hard_delete_revokes(self):
         name = self.new_name("del")
         user = self.create(name)
@@ -317,7 +317,6 @@ class EntraTest(unittest.TestCase):
         r = self.srv.request("GET", "/v2/portfolios", token=tok, portfolio=self.pf.id)
         assert_error(self, r, 401, "SVC-AUTH-UNAUTHENTICATED")
 
-    @unittest.skipUnless(idplib.tools_available(), "openssl and xmlsec1 are needed")
     def test_12_soft_delete_revokes(self):
         name = self.new_name("soft")
         user = self.create(name)
