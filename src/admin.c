@@ -7,6 +7,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "audit_trail.h"
 #include "auth.h"
 #include "clock.h"
 #include "crypto.h"
@@ -601,6 +602,30 @@ int admin_event_list(struct store *st, const char *portfolio_id, int64_t after, 
 		*out = NULL;
 		return fail(err, "could not list events");
 	}
+	return 0;
+}
+
+int admin_audit_verify(struct store *st, const char *decision_id, json_t **out,
+		       struct buf *err)
+{
+	struct store_tx *tx;
+	json_t *trail = NULL;
+	int rc;
+
+	*out = NULL;
+	if (!decision_id)
+		return fail(err, "usage: audit verify DECISION_ID");
+	if (store_begin(st, 0, &tx) != STORE_OK)
+		return fail(err, "database unavailable");
+	rc = audit_load(tx, decision_id, &trail);
+	store_rollback(tx);
+	if (rc <= 0)
+		return fail(err, rc == 0 ? "no audit trail for that decision" : "could not read the trail");
+	*out = json_pack("{s:s, s:I, s:O, s:O}", "decision_id", decision_id, "entries",
+			 (json_int_t)json_array_size(json_object_get(trail, "entries")), "head_hash",
+			 json_object_get(trail, "head_hash"), "chain_valid",
+			 json_object_get(trail, "chain_valid"));
+	json_decref(trail);
 	return 0;
 }
 

@@ -61,6 +61,11 @@ int admin_demo_seed(struct store *st, const char *public_url, const char *data_d
  * the start), oldest first, at most limit. */
 int admin_event_list(struct store *st, const char *portfolio_id, int64_t after, int64_t limit,
 		     json_t **out, struct buf *err) WUR;
+/* Recomputes a decision's audit chain from the stored entries (offline,
+ * the same computation as the API's chain_valid): {decision_id, entries,
+ * head_hash, chain_valid}. */
+int admin_audit_verify(struct store *st, const char *decision_id, json_t **out,
+		       struct buf *err) WUR;
 /* Parses RFC 3339 UTC into ms. Returns 0 or -1. */
 int admin_parse_time(const char *s, int64_t *ms) WUR;
 

@@ -20,6 +20,7 @@
 #include "metrics.h"
 #include "oauth.h"
 #include "portfolio.h"
+#include "rate_decision.h"
 #include "ratelimit.h"
 #include "respond.h"
 #include "scim.h"
@@ -77,6 +78,15 @@ const struct route app_routes[] = {
 	V2("GET", "/v2/portfolios/{id}", portfolio_h_get, AUTH_SCOPE_PORTFOLIOS_READ),
 	V2("GET", "/v2/portfolios/{id}/properties", portfolio_h_properties,
 	   AUTH_SCOPE_PORTFOLIOS_READ),
+#define V2W(m, p, f, s, spec) {m, p, f, ROUTE_BEARER, s, 1, BODY_JSON, spec, 0}
+	V2W("POST", "/v2/rate-decisions", rate_decision_h_create, AUTH_SCOPE_RATES_WRITE,
+	    rate_decision_spec),
+	V2("GET", "/v2/rate-decisions", rate_decision_h_list, AUTH_SCOPE_RATES_READ),
+	V2("GET", "/v2/rate-decisions/{id}", rate_decision_h_get, AUTH_SCOPE_RATES_READ),
+	V2("GET", "/v2/rate-decisions/{id}/audit-trail", rate_decision_h_audit,
+	   AUTH_SCOPE_RATES_READ),
+	V2W("POST", "/v2/rate-decisions/{id}/revert", rate_decision_h_revert,
+	    AUTH_SCOPE_RATES_WRITE, rate_revert_spec),
 #define SCIM(m, p, f, b) {m, p, f, ROUTE_SCIM, 0, 0, b, NULL, 1}
 	SCIM("GET", "/scim/v2/ServiceProviderConfig", scim_h_service_provider_config, BODY_NONE),
 	SCIM("GET", "/scim/v2/serviceConfiguration", scim_h_service_provider_config, BODY_NONE),
@@ -100,6 +110,7 @@ const struct route app_routes[] = {
 const size_t app_nroutes = ARRAY_LEN(app_routes);
 #undef PUB
 #undef V2
+#undef V2W
 #undef SCIM
 
 /* Loads (or creates, once) the server's cursor-signing key. */

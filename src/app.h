@@ -14,6 +14,7 @@ struct store;
 struct ratelimit;
 struct metrics;
 struct deprecation;
+struct pms;
 
 struct app {
 	const struct config *cfg;
@@ -22,6 +23,7 @@ struct app {
 	struct ratelimit *rl_anon;
 	struct metrics *metrics;
 	struct deprecation *deprecations;
+	struct pms *pms;               /* the PMS connector (--pms-url) */
 	unsigned char cursor_key[32];
 	volatile int shutting_down;
 	volatile int ready;           /* start-up (demo seeding) finished */
@@ -39,6 +41,7 @@ struct ctx {
 	json_t *body;                 /* BODY_JSON routes: the parsed object */
 	enum route_body body_kind;
 	const char *error_code;       /* for the access log */
+	int meta_sla_tier;            /* add the plan's sla_tier to meta (spec: rate decisions) */
 };
 
 /* The path parameter i of the matched route. */

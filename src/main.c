@@ -19,7 +19,9 @@
 #include "http_server.h"
 #include "idempotency.h"
 #include "log.h"
+#include "httpc.h"
 #include "oauth.h"
+#include "pms.h"
 #include "saml.h"
 #include "store.h"
 
@@ -70,10 +72,12 @@ int main(int argc, char **argv)
 	sigaddset(&sigs, SIGINT);
 	pthread_sigmask(SIG_BLOCK, &sigs, NULL);
 
-	if (saml_global_init() < 0) {
-		log_msg(LOG_ERROR, "start", "cannot initialise xmlsec");
+	if (saml_global_init() < 0 || httpc_global_init() < 0) {
+		log_msg(LOG_ERROR, "start", "cannot initialise xmlsec or libcurl");
 		return 1;
 	}
+	httpc_configure(&(struct httpc_opts){cfg.trust_ca[0] ? cfg.trust_ca : NULL,
+					     cfg.allow_private_targets});
 	if (store_open(cfg.database, cfg.threads + 4, &st) < 0)
 		goto out;
 	if (app_init(&app, &cfg, st) < 0) {
@@ -81,6 +85,8 @@ int main(int argc, char **argv)
 		goto out;
 	}
 	app_ok = 1;
+	if (pms_open(cfg.pms_url, &app.pms) < 0)
+		goto out;
 	o = (struct http_server_opts){cfg.listen_host, cfg.listen_port, cfg.threads,
 				      cfg.max_connections, cfg.max_connections, cfg.idle_timeout};
 	if (http_server_start(&o, app_handle, &app, &srv) < 0)
@@ -124,10 +130,13 @@ int main(int argc, char **argv)
 	exit_code = 0;
 out:
 	http_server_stop(srv);
-	if (app_ok)
+	if (app_ok) {
+		pms_close(app.pms);
 		app_free(&app);
+	}
 	store_close(st);
 	saml_global_cleanup();
+	httpc_global_cleanup();
 	if (exit_code == 0)
 		log_msg(LOG_INFO, "shutdown", "stopped cleanly");
 	return exit_code;

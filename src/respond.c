@@ -78,6 +78,8 @@ static json_t *meta(struct ctx *c)
 	json_object_set_new(m, "request_id", json_string(c->request_id));
 	if (c->authenticated && c->match.route && c->match.route->v2)
 		json_object_set_new(m, "portfolio_id", json_string(c->p.portfolio_id));
+	if (c->authenticated && c->meta_sla_tier)
+		json_object_set_new(m, "sla_tier", json_string(auth_plan_sla_tier(c->p.plan)));
 	return m;
 }
 

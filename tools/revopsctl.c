@@ -73,6 +73,7 @@ static void usage(void)
 	      "  scim-token create --portfolio ID\n"
 	      "  user create --portfolio ID --user-name U [--display-name D] [--roles r1,r2]\n"
 	      "  user list --portfolio ID\n"
+	      "  audit verify DECISION_ID   (recomputes the hash chain; exit 3 when broken)\n"
 	      "  event list --portfolio ID [--after SEQ] [--limit N]   (the transactional outbox)\n"
 	      "  idp set --portfolio ID --entity-id ENTITY --cert PEMFILE [--roles-attribute roles]\n"
 	      "  deprecation add --method M --route /v2/... --announced 2026-06-01T00:00:00Z [--note T]\n",
@@ -123,6 +124,8 @@ static int run(struct store *st, const char *noun, const char *verb, const struc
 					 arg(a, "display-name"), arg(a, "roles"), out, err);
 	if (IS("user", "list"))
 		return admin_user_list(st, arg(a, "portfolio"), out, err);
+	if (IS("audit", "verify"))
+		return admin_audit_verify(st, arg(a, "object"), out, err);
 	if (IS("event", "list")) {
 		int64_t after = arg_int(a, "after", 0, &bad), limit = arg_int(a, "limit", 1000, &bad);
 
@@ -164,7 +167,7 @@ static int die(const char *msg)
 int main(int argc, char **argv)
 {
 	char data_dir[1024] = "./var", database[1100] = "";
-	const char *noun = NULL, *verb = NULL;
+	const char *noun = NULL, *verb = NULL, *object = NULL;
 	struct args a = {0};
 	struct store *st = NULL;
 	struct buf err;
@@ -193,6 +196,8 @@ int main(int argc, char **argv)
 			noun = argv[i];
 		} else if (!verb) {
 			verb = argv[i];
+		} else if (!object) {
+			object = argv[i];
 		} else {
 			return die("unexpected argument (see --help)");
 		}
@@ -206,6 +211,10 @@ int main(int argc, char **argv)
 	if (store_open(database, 1, &st) < 0)
 		return die("cannot open the database");
 	buf_init(&err, 1024);
+	if (object && a.n < 32) {
+		a.name[a.n] = "object";
+		a.value[a.n++] = object;
+	}
 	rc = run(st, noun, verb, &a, &out, &err);
 	store_close(st);
 	if (rc < 0) {
@@ -216,6 +225,7 @@ int main(int argc, char **argv)
 	buf_free(&err);
 	json_dumpf(out, stdout, JSON_INDENT(2) | JSON_PRESERVE_ORDER);
 	fputc('\n', stdout);
+	rc = json_is_false(json_object_get(out, "chain_valid")) ? 3 : 0;
 	json_decref(out);
-	return 0;
+	return rc;
 }

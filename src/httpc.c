@@ -1,0 +1,519 @@
+/* libcurl glue; the only file that includes curl/curl.h. Choices:
+ *  - one multi handle per thread (pthread key), kept between batches: the
+ *    multi handle owns the connection cache and DNS cache, so easy handles
+ *    are made per request and connections still get reused;
+ *  - HTTP/1.1 without pipelining: parallel requests to one host each get
+ *    their own connection, up to HTTPC_MAX_HOST_CONNECTIONS;
+ *  - the response cap lives in the write callback (returning 0 aborts the
+ *    transfer with CURLE_WRITE_ERROR, reported as HTTPC_ETOOBIG);
+ *  - a deadline check of our own backs up CURLOPT_TIMEOUT_MS, which does not
+ *    run while a transfer waits for a free connection slot. */
+#include "httpc.h"
+
+#include <curl/curl.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+
+#include "clock.h"
+#include "log.h"
+
+/* How long past its deadline a transfer may run before we end it ourselves. */
+#define DEADLINE_GRACE_US 100000
+/* Longest single wait in curl_multi_poll, so deadlines are checked. */
+#define POLL_MAX_MS 1000
+
+struct xfer {
+	struct httpc_request *req;
+	CURL *easy;
+	struct curl_slist *hdrs;
+	int64_t deadline_us;
+	int active;             /* added to the multi handle, not yet finished */
+	int finished;           /* out fields of req are final */
+	int too_big;
+	int oom;
+	char errbuf[CURL_ERROR_SIZE];
+};
+
+static pthread_key_t multi_key;
+static int initialized;
+static char *trust_ca;
+
+static void multi_destroy(void *p)
+{
+	curl_multi_cleanup(p);
+}
+
+int httpc_global_init(void)
+{
+	if (initialized)
+		return 0;
+	if (curl_global_init(CURL_GLOBAL_DEFAULT) != CURLE_OK)
+		return -1;
+	if (pthread_key_create(&multi_key, multi_destroy) != 0) {
+		curl_global_cleanup();
+		return -1;
+	}
+	initialized = 1;
+	return 0;
+}
+
+void httpc_global_cleanup(void)
+{
+	if (!initialized)
+		return;
+	httpc_thread_cleanup();
+	pthread_key_delete(multi_key);
+	free(trust_ca);
+	trust_ca = NULL;
+	curl_global_cleanup();
+	initialized = 0;
+}
+
+/* Warns when trust_ca would replace rather than extend the system store:
+ * that is so when libcurl has no built-in CA directory to fall back on. */
+static void check_ca_path(void)
+{
+	CURL *e = curl_easy_init();
+	char *capath = NULL;
+
+	if (!e)
+		return;
+	if (curl_easy_getinfo(e, CURLINFO_CAPATH, &capath) != CURLE_OK || !capath)
+		log_msg(LOG_WARN, "httpc",
+			"libcurl has no default CA directory: --trust-ca %s replaces "
+			"the system CA store instead of adding to it", trust_ca);
+	curl_easy_cleanup(e);
+}
+
+void httpc_configure(const struct httpc_opts *o)
+{
+	free(trust_ca);
+	trust_ca = NULL;
+	if (!o)
+		return;
+	if (o->trust_ca && o->trust_ca[0]) {
+		trust_ca = strdup(o->trust_ca);
+		if (!trust_ca)
+			log_msg(LOG_ERROR, "httpc", "out of memory copying the trust_ca path");
+		else
+			check_ca_path();
+	}
+	/* o->allow_private: reserved for the SSRF guard, not used yet. */
+}
+
+void httpc_thread_cleanup(void)
+{
+	CURLM *m;
+
+	if (!initialized)
+		return;
+	m = pthread_getspecific(multi_key);
+	if (!m)
+		return;
+	pthread_setspecific(multi_key, NULL);
+	curl_multi_cleanup(m);
+}
+
+/* The calling thread's multi handle, made on first use. NULL when out of
+ * memory. */
+static CURLM *thread_multi(void)
+{
+	CURLM *m = pthread_getspecific(multi_key);
+
+	if (m)
+		return m;
+	m = curl_multi_init();
+	if (!m)
+		return NULL;
+	if (curl_multi_setopt(m, CURLMOPT_PIPELINING, (long)CURLPIPE_NOTHING) != CURLM_OK ||
+	    curl_multi_setopt(m, CURLMOPT_MAX_HOST_CONNECTIONS, HTTPC_MAX_HOST_CONNECTIONS) !=
+		    CURLM_OK ||
+	    curl_multi_setopt(m, CURLMOPT_MAXCONNECTS, HTTPC_MAX_CACHED_CONNECTIONS) != CURLM_OK ||
+	    pthread_setspecific(multi_key, m) != 0) {
+		curl_multi_cleanup(m);
+		return NULL;
+	}
+	return m;
+}
+
+static void set_error(struct httpc_request *r, enum httpc_error err, const char *msg)
+{
+	r->error = err;
+	snprintf(r->errmsg, sizeof r->errmsg, "%.159s", msg);
+}
+
+/* Appends the body to the response until the cap; past it (or out of
+ * memory) returns 0, which makes libcurl abort with CURLE_WRITE_ERROR. */
+static size_t on_write(char *p, size_t size, size_t nmemb, void *arg)
+{
+	struct xfer *x = arg;
+	struct buf *b = &x->req->response;
+	size_t n = size * nmemb;
+
+	if (buf_append(b, p, n) < 0) {
+		if (n > b->max - b->len)
+			x->too_big = 1;
+		else
+			x->oom = 1;
+		return 0;
+	}
+	return n;
+}
+
+/* 1 when header line h is for field name (given without the colon); curl
+ * also takes "Name;" for a header with an empty value. */
+static int header_is(const char *h, const char *name)
+{
+	size_t n = strlen(name);
+
+	return !strncasecmp(h, name, n) && (h[n] == ':' || h[n] == ';');
+}
+
+static int method_valid(const char *m)
+{
+	size_t i;
+
+	for (i = 0; m[i]; i++)
+		if (m[i] < 'A' || m[i] > 'Z' || i >= 16)
+			return 0;
+	return i > 0;
+}
+
+/* Builds the header list: the caller's headers, then Content-Type and an
+ * empty Expect when the caller gave none. Returns 0, -1 out of memory, or
+ * 1 when a header holds a line break (the request fails). */
+static int build_headers(struct xfer *x, int has_body)
+{
+	const struct httpc_request *r = x->req;
+	struct curl_slist *l;
+	int have_ct = 0, have_expect = 0;
+	size_t i;
+
+	for (i = 0; r->headers && r->headers[i]; i++) {
+		const char *h = r->headers[i];
+
+		if (strpbrk(h, "\r\n"))
+			return 1;
+		have_ct |= header_is(h, "Content-Type");
+		have_expect |= header_is(h, "Expect");
+		l = curl_slist_append(x->hdrs, h);
+		if (!l)
+			return -1;
+		x->hdrs = l;
+	}
+	if (!have_ct) {
+		/* "Content-Type:" with no value stops curl's form default. */
+		l = curl_slist_append(x->hdrs, has_body ? "Content-Type: application/json"
+							: "Content-Type:");
+		if (!l)
+			return -1;
+		x->hdrs = l;
+	}
+	if (!have_expect) {
+		l = curl_slist_append(x->hdrs, "Expect:");
+		if (!l)
+			return -1;
+		x->hdrs = l;
+	}
+	return 0;
+}
+
+#define SETOPT(opt, val)                                          \
+	do {                                                      \
+		if (rc == CURLE_OK)                               \
+			rc = curl_easy_setopt(e, opt, val);       \
+	} while (0)
+
+/* Makes the easy handle for x. Returns 0 (x->easy set), -1 out of memory,
+ * or 1 when the request failed before any transfer (error set in it). */
+static int xfer_prepare(struct xfer *x, int64_t start_us)
+{
+	struct httpc_request *r = x->req;
+	const char *method = r->method ? r->method : "POST";
+	long timeout = r->timeout_ms > 0 ? r->timeout_ms : HTTPC_DEFAULT_TIMEOUT_MS;
+	int is_get = !strcmp(method, "GET"), is_head = !strcmp(method, "HEAD");
+	int send_body = !is_get && !is_head;
+	CURLcode rc = CURLE_OK;
+	CURL *e;
+	int ret;
+
+	if (!r->url || !r->url[0]) {
+		set_error(r, HTTPC_EOTHER, "no URL");
+		return 1;
+	}
+	if (strncasecmp(r->url, "http://", 7) && strncasecmp(r->url, "https://", 8)) {
+		set_error(r, HTTPC_EREFUSED_TARGET, "only http and https URLs are allowed");
+		return 1;
+	}
+	if (!method_valid(method)) {
+		set_error(r, HTTPC_EOTHER, "invalid method");
+		return 1;
+	}
+	ret = build_headers(x, send_body && r->body);
+	if (ret) {
+		if (ret > 0)
+			set_error(r, HTTPC_EOTHER, "header contains a line break");
+		return ret;
+	}
+	e = x->easy = curl_easy_init();
+	if (!e)
+		return -1;
+	x->deadline_us = start_us + (int64_t)timeout * 1000;
+	SETOPT(CURLOPT_PRIVATE, (void *)x);
+	SETOPT(CURLOPT_ERRORBUFFER, x->errbuf);
+	SETOPT(CURLOPT_URL, r->url);
+	SETOPT(CURLOPT_PROTOCOLS_STR, "http,https");
+	SETOPT(CURLOPT_REDIR_PROTOCOLS_STR, "http,https");
+	SETOPT(CURLOPT_FOLLOWLOCATION, 0L);
+	SETOPT(CURLOPT_HTTP_VERSION, (long)CURL_HTTP_VERSION_1_1);
+	SETOPT(CURLOPT_NOSIGNAL, 1L);
+	SETOPT(CURLOPT_PROXY, "");
+	SETOPT(CURLOPT_SSL_VERIFYPEER, 1L);
+	SETOPT(CURLOPT_SSL_VERIFYHOST, 2L);
+	if (trust_ca)
+		SETOPT(CURLOPT_CAINFO, trust_ca);
+	SETOPT(CURLOPT_TIMEOUT_MS, timeout);
+	SETOPT(CURLOPT_TCP_KEEPALIVE, 1L);
+	SETOPT(CURLOPT_USERAGENT, "revops");
+	SETOPT(CURLOPT_HTTPHEADER, x->hdrs);
+	SETOPT(CURLOPT_WRITEFUNCTION, on_write);
+	SETOPT(CURLOPT_WRITEDATA, (void *)x);
+	if (is_get) {
+		SETOPT(CURLOPT_HTTPGET, 1L);
+	} else if (is_head) {
+		SETOPT(CURLOPT_NOBODY, 1L);
+	} else {
+		/* POSTFIELDS does not copy: the caller's body outlives the call. */
+		SETOPT(CURLOPT_POSTFIELDSIZE_LARGE, (curl_off_t)(r->body ? r->body_len : 0));
+		SETOPT(CURLOPT_POSTFIELDS, r->body ? r->body : "");
+		if (strcmp(method, "POST"))
+			SETOPT(CURLOPT_CUSTOMREQUEST, method);
+	}
+	if (rc == CURLE_OK)
+		return 0;
+	if (rc == CURLE_OUT_OF_MEMORY)
+		return -1;
+	set_error(r, HTTPC_EOTHER, curl_easy_strerror(rc));
+	return 1;
+}
+
+#undef SETOPT
+
+static enum httpc_error classify(CURLcode rc, const struct xfer *x)
+{
+	if (x->too_big)
+		return HTTPC_ETOOBIG;
+	switch (rc) {
+	case CURLE_OK:
+		return HTTPC_OK;
+	case CURLE_OPERATION_TIMEDOUT:
+		return HTTPC_ETIMEOUT;
+	case CURLE_COULDNT_RESOLVE_HOST:
+	case CURLE_COULDNT_RESOLVE_PROXY:
+		return HTTPC_ERESOLVE;
+	case CURLE_COULDNT_CONNECT:
+	case CURLE_SEND_ERROR:
+	case CURLE_RECV_ERROR:
+	case CURLE_GOT_NOTHING:
+	case CURLE_PARTIAL_FILE:
+		return HTTPC_ECONNECT;
+	case CURLE_UNSUPPORTED_PROTOCOL:
+		return HTTPC_EREFUSED_TARGET;
+	case CURLE_SSL_CONNECT_ERROR:
+	case CURLE_PEER_FAILED_VERIFICATION:
+	case CURLE_SSL_CERTPROBLEM:
+	case CURLE_SSL_CIPHER:
+	case CURLE_SSL_CACERT_BADFILE:
+	case CURLE_SSL_CRL_BADFILE:
+	case CURLE_SSL_ISSUER_ERROR:
+	case CURLE_SSL_PINNEDPUBKEYNOTMATCH:
+	case CURLE_SSL_INVALIDCERTSTATUS:
+	case CURLE_SSL_ENGINE_NOTFOUND:
+	case CURLE_SSL_ENGINE_SETFAILED:
+	case CURLE_SSL_ENGINE_INITFAILED:
+	case CURLE_SSL_SHUTDOWN_FAILED:
+	case CURLE_SSL_CLIENTCERT:
+	case CURLE_USE_SSL_FAILED:
+		return HTTPC_ETLS;
+	default:
+		return HTTPC_EOTHER;
+	}
+}
+
+/* Ends x: takes it off the multi handle, records status, error, reuse and
+ * duration, and frees the easy handle and header list. */
+static void xfer_finish(CURLM *m, struct xfer *x, CURLcode rc, int64_t start_us)
+{
+	struct httpc_request *r = x->req;
+	long status = 0, connects = 0;
+
+	if (x->active)
+		curl_multi_remove_handle(m, x->easy);
+	x->active = 0;
+	x->finished = 1;
+	curl_easy_getinfo(x->easy, CURLINFO_RESPONSE_CODE, &status);
+	curl_easy_getinfo(x->easy, CURLINFO_NUM_CONNECTS, &connects);
+	r->status = status;
+	r->error = classify(rc, x);
+	if (x->oom)
+		set_error(r, HTTPC_EOTHER, "out of memory storing the response");
+	else if (r->error == HTTPC_ETOOBIG)
+		snprintf(r->errmsg, sizeof r->errmsg, "response larger than %zu bytes",
+			 r->response.max);
+	else if (r->error != HTTPC_OK)
+		set_error(r, r->error, x->errbuf[0] ? x->errbuf : curl_easy_strerror(rc));
+	r->reused = status > 0 && connects == 0;
+	r->duration_ms = (double)(clock_mono_us() - start_us) / 1000.0;
+	curl_easy_cleanup(x->easy);
+	x->easy = NULL;
+	curl_slist_free_all(x->hdrs);
+	x->hdrs = NULL;
+}
+
+/* Reads curl's completion messages and finishes those transfers. Returns
+ * how many finished. */
+static size_t drain(CURLM *m, int64_t start_us)
+{
+	struct CURLMsg *msg;
+	struct xfer *x;
+	char *priv;
+	size_t done = 0;
+	int left;
+	CURLcode rc;
+
+	while ((msg = curl_multi_info_read(m, &left))) {
+		if (msg->msg != CURLMSG_DONE)
+			continue;
+		rc = msg->data.result;
+		priv = NULL;
+		curl_easy_getinfo(msg->easy_handle, CURLINFO_PRIVATE, &priv);
+		x = (struct xfer *)(void *)priv;
+		if (!x || !x->active)
+			continue;
+		xfer_finish(m, x, rc, start_us);
+		done++;
+	}
+	return done;
+}
+
+/* Ends transfers past deadline + grace as timed out and returns how many;
+ * sets *wait_ms to the time until the nearest remaining deadline (at most
+ * POLL_MAX_MS). */
+static size_t expire(CURLM *m, struct xfer *xs, size_t n, int64_t start_us, int *wait_ms)
+{
+	int64_t now = clock_mono_us(), left, nearest = (int64_t)POLL_MAX_MS * 1000;
+	size_t i, done = 0;
+
+	for (i = 0; i < n; i++) {
+		if (!xs[i].active)
+			continue;
+		left = xs[i].deadline_us + DEADLINE_GRACE_US - now;
+		if (left <= 0) {
+			xfer_finish(m, &xs[i], CURLE_OPERATION_TIMEDOUT, start_us);
+			done++;
+		} else if (left < nearest) {
+			nearest = left;
+		}
+	}
+	*wait_ms = (int)((nearest + 999) / 1000);
+	return done;
+}
+
+int httpc_perform(struct httpc_request *reqs, size_t n)
+{
+	int64_t start_us = clock_mono_us();
+	struct xfer *xs = NULL;
+	size_t i, pending = 0;
+	CURLMcode mc = CURLM_OK;
+	CURLM *m = NULL;
+	int ret = -1, running, wait_ms;
+
+	for (i = 0; i < n; i++) {
+		struct httpc_request *r = &reqs[i];
+
+		r->status = 0;
+		r->error = HTTPC_EOTHER;
+		snprintf(r->errmsg, sizeof r->errmsg, "not attempted");
+		buf_init(&r->response, r->max_response ? r->max_response
+						       : HTTPC_DEFAULT_MAX_RESPONSE);
+		r->duration_ms = 0;
+		r->reused = 0;
+	}
+	if (n == 0)
+		return 0;
+	xs = calloc(n, sizeof *xs);
+	if (!xs)
+		goto oom;
+	m = thread_multi();
+	if (!m)
+		goto oom;
+	for (i = 0; i < n; i++) {
+		int rc;
+
+		xs[i].req = &reqs[i];
+		/* An empty append makes data a valid "" even for no body. */
+		if (buf_append(&reqs[i].response, "", 0) < 0)
+			goto oom;
+		rc = xfer_prepare(&xs[i], start_us);
+		if (rc < 0)
+			goto oom;
+		if (rc > 0) {
+			xs[i].finished = 1;
+			continue;
+		}
+		reqs[i].error = HTTPC_OK;
+		reqs[i].errmsg[0] = '\0';
+	}
+	for (i = 0; i < n; i++) {
+		if (!xs[i].easy)
+			continue;
+		mc = curl_multi_add_handle(m, xs[i].easy);
+		if (mc != CURLM_OK)
+			goto multi_fail;
+		xs[i].active = 1;
+		pending++;
+	}
+	while (pending > 0) {
+		mc = curl_multi_perform(m, &running);
+		if (mc != CURLM_OK)
+			goto multi_fail;
+		pending -= drain(m, start_us);
+		if (pending == 0)
+			break;
+		pending -= expire(m, xs, n, start_us, &wait_ms);
+		if (pending == 0)
+			break;
+		mc = curl_multi_poll(m, NULL, 0, wait_ms, NULL);
+		if (mc != CURLM_OK)
+			goto multi_fail;
+	}
+	ret = 0;
+	goto out;
+
+oom:
+	mc = CURLM_OUT_OF_MEMORY;
+multi_fail:
+	/* Nothing more runs: unfinished requests fail, and the thread's multi
+	 * handle (possibly broken) is dropped so the next call starts afresh. */
+	for (i = 0; i < n; i++) {
+		if (xs && xs[i].active)
+			curl_multi_remove_handle(m, xs[i].easy);
+		if (xs)
+			xs[i].active = 0;
+		if (!xs || !xs[i].finished)
+			set_error(&reqs[i], HTTPC_EOTHER, curl_multi_strerror(mc));
+	}
+	if (m)
+		httpc_thread_cleanup();
+out:
+	for (i = 0; xs && i < n; i++) {
+		if (xs[i].easy)
+			curl_easy_cleanup(xs[i].easy);
+		curl_slist_free_all(xs[i].hdrs);
+	}
+	free(xs);
+	return ret;
+}

@@ -1,0 +1,23 @@
+/* rate_decision: governed rate decisions (spec "Rate decision";
+ * API-CONTRACT §4). A decision is validated, checked against its brand
+ * ceiling for every property and against the approver's role BEFORE any
+ * PMS call, written to every property's PMS in parallel, compensated if any
+ * write fails, and recorded in a hash-chained audit trail together with the
+ * events it causes. */
+#ifndef REVOPS_RATE_DECISION_H
+#define REVOPS_RATE_DECISION_H
+
+#include "validate.h"
+
+struct ctx;
+
+extern const struct vfield rate_decision_spec[];
+extern const struct vfield rate_revert_spec[];
+
+void rate_decision_h_create(struct ctx *c);
+void rate_decision_h_list(struct ctx *c);
+void rate_decision_h_get(struct ctx *c);
+void rate_decision_h_audit(struct ctx *c);
+void rate_decision_h_revert(struct ctx *c);
+
+#endif

@@ -1,0 +1,331 @@
+/* pms-sim: a property-management-platform simulator speaking the PMS
+ * connector protocol (API-CONTRACT §7) over HTTP, with fault injection, for
+ * the demo and the tests. The state lives in pms_sim_core; this file is the
+ * HTTP face and the process around it.
+ *
+ *   POST /properties/{code}/rates  one rate write (application/json)
+ *   GET  /written                  every write accepted, oldest first
+ *   GET  /healthz                  {"status": "ok"}
+ *
+ * --latency-ms sleeps in the handler, so each delayed write holds one HTTP
+ * thread: --threads is how many writes can be in flight at once.
+ * Signals are blocked in every thread; the main thread waits for SIGTERM or
+ * SIGINT, then stops accepting, lets requests in flight finish (up to 10 s)
+ * and exits 0. */
+#include <errno.h>
+#include <jansson.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+#include <time.h>
+
+#include "buf.h"
+#include "clock.h"
+#include "http_server.h"
+#include "log.h"
+#include "pms_sim_core.h"
+#include "router.h"
+#include "validate.h"
+
+#define DRAIN_MS 10000
+/* libmicrohttpd's pool does not spread a burst of connections evenly over
+ * its threads, so with 16 threads 20 parallel delayed writes already took
+ * 3-5 latencies; 64 keeps a burst of 20 within about one. */
+#define DEFAULT_THREADS 64
+#define MAX_THREADS 1024
+#define MAX_LATENCY_MS 600000
+
+struct opts {
+	char host[256];
+	int port;
+	const char *fail_codes;
+	int latency_ms;
+	int threads;
+};
+
+struct sim_server {
+	struct pms_sim *sim;
+	int latency_ms;
+};
+
+enum { ROUTE_WRITE, ROUTE_WRITTEN, ROUTE_HEALTHZ };
+
+/* Only method and pattern matter here; the index is the route's identity. */
+static const struct route routes[] = {
+	[ROUTE_WRITE] = {.method = "POST", .pattern = "/properties/{code}/rates"},
+	[ROUTE_WRITTEN] = {.method = "GET", .pattern = "/written"},
+	[ROUTE_HEALTHZ] = {.method = "GET", .pattern = "/healthz"},
+};
+
+static void usage(FILE *f)
+{
+	fputs("usage: pms-sim [--listen HOST:PORT] [--fail-codes CODE,...] [--latency-ms N]\n"
+	      "               [--threads N]\n"
+	      "  --listen HOST:PORT     where to listen (127.0.0.1:8090; port 0 = any free port)\n"
+	      "  --fail-codes CODE,...  answer 500 for writes to these property codes\n"
+	      "  --latency-ms N         wait N ms before answering each write (0)\n"
+	      "  --threads N            HTTP threads, i.e. delayed writes in flight at once (64)\n",
+	      f);
+}
+
+/* Parses a decimal integer in [lo, hi]. Returns 0 or -1. */
+static int parse_int(const char *s, long lo, long hi, int *out)
+{
+	char *end;
+	long n;
+
+	errno = 0;
+	n = strtol(s, &end, 10);
+	if (end == s || *end || errno || n < lo || n > hi)
+		return -1;
+	*out = (int)n;
+	return 0;
+}
+
+/* Parses HOST:PORT (the host may be a bracketed IPv6 literal). */
+static int parse_listen(const char *v, struct opts *o)
+{
+	const char *colon = strrchr(v, ':');
+
+	if (!colon || colon == v || (size_t)(colon - v) >= sizeof o->host ||
+	    parse_int(colon + 1, 0, 65535, &o->port) < 0)
+		return -1;
+	memcpy(o->host, v, (size_t)(colon - v));
+	o->host[colon - v] = '\0';
+	return 0;
+}
+
+/* Fills o from argv; "--name value" and "--name=value" both work. Returns
+ * 0, 1 after --help, or -1 after printing why the arguments are wrong. */
+static int parse_args(int argc, char **argv, struct opts *o)
+{
+	const char *name, *v, *eq;
+	char key[32];
+	size_t kl;
+	int i, bad;
+
+	snprintf(o->host, sizeof o->host, "127.0.0.1");
+	o->port = 8090;
+	o->fail_codes = NULL;
+	o->latency_ms = 0;
+	o->threads = DEFAULT_THREADS;
+	for (i = 1; i < argc; i++) {
+		name = argv[i];
+		if (!strcmp(name, "--help") || !strcmp(name, "-h")) {
+			usage(stdout);
+			return 1;
+		}
+		if (strncmp(name, "--", 2) != 0)
+			goto unknown;
+		eq = strchr(name, '=');
+		kl = eq ? (size_t)(eq - name) : strlen(name);
+		if (kl >= sizeof key)
+			goto unknown;
+		memcpy(key, name, kl);
+		key[kl] = '\0';
+		if (strcmp(key, "--listen") && strcmp(key, "--fail-codes") &&
+		    strcmp(key, "--latency-ms") && strcmp(key, "--threads"))
+			goto unknown;
+		if (eq) {
+			v = eq + 1;
+		} else if (i + 1 < argc) {
+			v = argv[++i];
+		} else {
+			fprintf(stderr, "pms-sim: %s needs a value\n", key);
+			return -1;
+		}
+		bad = 0;
+		if (!strcmp(key, "--listen"))
+			bad = parse_listen(v, o) < 0;
+		else if (!strcmp(key, "--fail-codes"))
+			o->fail_codes = v;
+		else if (!strcmp(key, "--latency-ms"))
+			bad = parse_int(v, 0, MAX_LATENCY_MS, &o->latency_ms) < 0;
+		else
+			bad = parse_int(v, 1, MAX_THREADS, &o->threads) < 0;
+		if (bad) {
+			fprintf(stderr, "pms-sim: invalid value for %s: \"%s\"\n", key, v);
+			return -1;
+		}
+	}
+	return 0;
+unknown:
+	fprintf(stderr, "pms-sim: unknown argument \"%s\"\n", name);
+	usage(stderr);
+	return -1;
+}
+
+/* Sets res to status with body as compact JSON; consumes body. A body that
+ * cannot be serialised turns the answer into a bare 500. */
+static void reply(struct response *res, int status, json_t *body)
+{
+	char *s = body ? json_dumps(body, JSON_COMPACT) : NULL;
+
+	json_decref(body);
+	res->content_type = "application/json";
+	buf_reset(&res->body);
+	if (!s || buf_puts(&res->body, s) < 0) {
+		res->status = 500;
+		buf_reset(&res->body);
+		if (buf_puts(&res->body, "{\"error\":\"out of memory\"}") < 0)
+			res->close = 1;
+	} else {
+		res->status = status;
+	}
+	free(s);
+}
+
+static void reply_error(struct response *res, int status, const char *msg)
+{
+	reply(res, status, json_pack("{s:s}", "error", msg));
+}
+
+/* Sleeps ms milliseconds, resuming after interruptions. */
+static void sleep_ms(int ms)
+{
+	struct timespec ts = {ms / 1000, (long)(ms % 1000) * 1000000L}, rem;
+
+	while (nanosleep(&ts, &rem) < 0 && errno == EINTR)
+		ts = rem;
+}
+
+/* 1 when the Content-Type is application/json, parameters allowed. */
+static int is_json(const char *ct)
+{
+	return ct && !strncasecmp(ct, "application/json", 16) &&
+	       (!ct[16] || ct[16] == ';' || ct[16] == ' ');
+}
+
+static void handle_write(struct sim_server *ss, struct request *req, struct response *res,
+			 const char *code)
+{
+	struct buf err;
+	json_t *body = NULL, *out = NULL;
+	int rc, status;
+
+	buf_init(&err, 512);
+	if (ss->latency_ms > 0)
+		sleep_ms(ss->latency_ms);
+	if (!is_json(http_header(req, "Content-Type"))) {
+		reply_error(res, 415, "Content-Type must be application/json");
+		goto out;
+	}
+	rc = validate_parse_body(req->body.data, req->body.len, &body, &err);
+	if (rc < 0) {
+		reply_error(res, rc == -1 ? 400 : 500,
+			    rc == -1 && err.data ? err.data : "out of memory");
+		goto out;
+	}
+	status = pms_sim_write(ss->sim, code, body, &out);
+	reply(res, status, out);
+out:
+	json_decref(body);
+	buf_free(&err);
+}
+
+/* The http_server handler: routes, then answers (always JSON). */
+static void handle(void *arg, struct request *req, struct response *res)
+{
+	struct sim_server *ss = arg;
+	struct route_match m;
+	struct buf allow;
+	int rc;
+
+	buf_init(&allow, 256);
+	if (req->framing_status) {
+		reply_error(res, req->framing_status,
+			    req->framing_msg ? req->framing_msg : "malformed request");
+		res->close = 1;
+		goto out;
+	}
+	rc = router_match(routes, ARRAY_LEN(routes), req->method, req->path, &m, &allow);
+	if (rc == 404) {
+		reply_error(res, 404, "no such resource");
+		goto out;
+	}
+	if (rc == 405) {
+		reply_error(res, 405, "method not allowed");
+		if (allow.data && response_header(res, "Allow", allow.data) < 0)
+			res->close = 1;
+		goto out;
+	}
+	switch (m.route - routes) {
+	case ROUTE_WRITE:
+		handle_write(ss, req, res, m.params[0]);
+		break;
+	case ROUTE_WRITTEN:
+		reply(res, 200, pms_sim_written(ss->sim));
+		break;
+	default:
+		reply(res, 200, json_pack("{s:s}", "status", "ok"));
+		break;
+	}
+out:
+	buf_free(&allow);
+}
+
+int main(int argc, char **argv)
+{
+	struct opts o;
+	struct sim_server ss = {NULL, 0};
+	struct http_server *srv = NULL;
+	struct http_server_opts ho;
+	struct timespec tick = {1, 0};
+	sigset_t sigs;
+	int rc, sig, v6, exit_code = 1;
+	int64_t deadline;
+
+	rc = parse_args(argc, argv, &o);
+	if (rc != 0)
+		return rc > 0 ? 0 : 2;
+	log_init(1);
+	signal(SIGPIPE, SIG_IGN);
+	sigemptyset(&sigs);
+	sigaddset(&sigs, SIGTERM);
+	sigaddset(&sigs, SIGINT);
+	pthread_sigmask(SIG_BLOCK, &sigs, NULL);
+
+	ss.sim = pms_sim_new(o.fail_codes);
+	if (!ss.sim) {
+		log_msg(LOG_ERROR, "start", "out of memory");
+		goto out;
+	}
+	ss.latency_ms = o.latency_ms;
+	ho = (struct http_server_opts){o.host, o.port, o.threads, 4096, 4096, 30};
+	if (http_server_start(&ho, handle, &ss, &srv) < 0)
+		goto out;
+	/* A bare IPv6 literal needs brackets in a URL. */
+	v6 = strchr(o.host, ':') && o.host[0] != '[';
+	log_msg(LOG_INFO, "listening", "port=%d url=http://%s%s%s:%d", http_server_port(srv),
+		v6 ? "[" : "", o.host, v6 ? "]" : "", http_server_port(srv));
+	if (o.fail_codes && *o.fail_codes)
+		log_msg(LOG_INFO, "config", "failing property codes: %s", o.fail_codes);
+	if (o.latency_ms)
+		log_msg(LOG_INFO, "config", "latency %d ms per write, %d threads", o.latency_ms,
+			o.threads);
+
+	for (;;) {
+		sig = sigtimedwait(&sigs, NULL, &tick);
+		if (sig == SIGTERM || sig == SIGINT)
+			break;
+		if (sig < 0 && errno != EAGAIN && errno != EINTR) {
+			log_msg(LOG_ERROR, "signals", "sigtimedwait: %s", strerror(errno));
+			break;
+		}
+	}
+	log_msg(LOG_INFO, "shutdown", "signal received: draining %d requests in flight",
+		http_server_in_flight(srv));
+	http_server_quiesce(srv);
+	deadline = clock_mono_ms() + DRAIN_MS;
+	while (http_server_in_flight(srv) > 0 && clock_mono_ms() < deadline)
+		nanosleep(&(struct timespec){0, 10 * 1000 * 1000}, NULL);
+	exit_code = 0;
+out:
+	http_server_stop(srv);
+	pms_sim_free(ss.sim);
+	if (exit_code == 0)
+		log_msg(LOG_INFO, "shutdown", "stopped cleanly");
+	return exit_code;
+}
