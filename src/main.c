@@ -22,6 +22,7 @@
 #include "httpc.h"
 #include "oauth.h"
 #include "pms.h"
+#include "rate_decision.h"
 #include "saml.h"
 #include "store.h"
 
@@ -87,6 +88,12 @@ int main(int argc, char **argv)
 	app_ok = 1;
 	if (pms_open(cfg.pms_url, &app.pms) < 0)
 		goto out;
+	rc = rate_decision_recover(st);
+	if (rc < 0)
+		goto out;
+	if (rc > 0)
+		log_msg(LOG_WARN, "rate_decisions",
+			"%d decisions were interrupted during PMS writes; marked failed", rc);
 	o = (struct http_server_opts){cfg.listen_host, cfg.listen_port, cfg.threads,
 				      cfg.max_connections, cfg.max_connections, cfg.idle_timeout};
 	if (http_server_start(&o, app_handle, &app, &srv) < 0)

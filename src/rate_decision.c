@@ -1238,3 +1238,46 @@ out:
 	json_decref(restored);
 	json_decref(skipped);
 }
+
+int rate_decision_recover(struct store *st)
+{
+	struct store_tx *tx;
+	struct store_rows *r;
+	struct audit_chain ch;
+	json_t *ids = json_array(), *v, *d;
+	int64_t now = clock_now_ms();
+	size_t i;
+	int rc;
+
+	if (store_begin(st, 1, &tx) != STORE_OK) {
+		json_decref(ids);
+		return -1;
+	}
+	rc = store_query(tx, "SELECT id FROM rate_decisions WHERE status = 'pending'", NULL, 0, &r);
+	if (rc == STORE_OK) {
+		while ((rc = store_next(r)) == 1)
+			json_array_append_new(ids, json_string(store_text(r, 0)));
+		store_rows_close(r);
+	}
+	d = json_pack("{s:s, s:s}", "stage", "publish", "reason",
+		      "interrupted: the server stopped during the PMS writes; their outcome is "
+		      "unknown and nothing was compensated");
+	json_array_foreach(ids, i, v) {
+		if (rc < 0)
+			break;
+		rc = audit_open(tx, json_string_value(v), &ch);
+		if (rc == 0)
+			rc = audit_append(tx, &ch, "failed", "revops", d, now);
+		if (rc == 0)
+			rc = set_status(tx, json_string_value(v), "failed", NULL, d);
+	}
+	json_decref(d);
+	if (rc < 0) {
+		store_rollback(tx);
+		json_decref(ids);
+		return -1;
+	}
+	rc = store_commit(tx) == STORE_OK ? (int)json_array_size(ids) : -1;
+	json_decref(ids);
+	return rc;
+}

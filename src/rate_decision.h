@@ -14,6 +14,14 @@ struct ctx;
 extern const struct vfield rate_decision_spec[];
 extern const struct vfield rate_revert_spec[];
 
+struct store;
+
+/* At start-up: a decision left "pending" by a process that died during its
+ * PMS writes is marked failed, with an audit entry saying so (the PMS state
+ * of its properties is unknown; nothing is compensated automatically).
+ * Returns how many were marked, or -1. */
+int rate_decision_recover(struct store *st);
+
 void rate_decision_h_create(struct ctx *c);
 void rate_decision_h_list(struct ctx *c);
 void rate_decision_h_get(struct ctx *c);
