@@ -65,6 +65,12 @@ def parse(path):
     if m:
         out["socket_errors"] = dict(zip(("connect", "read", "write", "timeout"),
                                         map(int, m.groups())))
+    m = re.search(r"^bench-cpu: wall=([0-9.]+) cores=(\d+) server=([0-9.]+) wrk=([0-9.]+) "
+                  r"other=([0-9.]+)", text, re.M)
+    if m:
+        out["cpu"] = {"wall": float(m.group(1)), "cores": int(m.group(2)),
+                      "server": float(m.group(3)), "wrk": float(m.group(4)),
+                      "other": float(m.group(5))}
     return out
 
 
@@ -92,33 +98,48 @@ def summary(d):
     if not runs:
         print("no results in %s" % d)
         return 1
-    hdr = "%-4s %-31s %12s %9s %9s %9s %8s" % ("run", "target", "req/s", "p50 ms", "p99 ms",
-                                               "max ms", "non-2xx")
+    hdr = "%-4s %-31s %10s %8s %8s %8s %7s  %-17s %9s" % (
+        "run", "target", "req/s", "p50 ms", "p99 ms", "max ms", "non-2xx",
+        "cores srv/wrk/oth", "srv us/rq")
     print(hdr)
     print("-" * len(hdr))
     ratios = {t: [] for t, _ in TARGETS if t != "nginx"}
-    per_target = {t: {"rps": [], "p50": [], "p99": []} for t, _ in TARGETS}
+    noisy = []
+    per_target = {t: {"rps": [], "p50": [], "p99": [], "usrq": []} for t, _ in TARGETS}
     for n in sorted(runs):
         for t, label in TARGETS:
             r = runs[n].get(t)
             if r is None:
                 continue
-            print("%-4d %-31s %12.0f %9.2f %9.2f %9.2f %8d" % (
-                n, label, r["rps"], r["p50"], r["p99"], r.get("max", float("nan")), r["non2xx"]))
+            cpu = r.get("cpu")
+            cpus = "%.2f/%.2f/%.2f" % (cpu["server"], cpu["wrk"], cpu["other"]) if cpu else "-"
+            usrq = cpu["server"] / r["rps"] * 1e6 if cpu and r["rps"] else float("nan")
+            print("%-4d %-31s %10.0f %8.2f %8.2f %8.2f %7d  %-17s %9.1f" % (
+                n, label, r["rps"], r["p50"], r["p99"], r.get("max", float("nan")), r["non2xx"],
+                cpus, usrq))
+            per_target[t]["usrq"].append(usrq)
+            if cpu and cpu["other"] > 0.1:
+                noisy.append("run %d %s: other processes used %.2f cores" % (n, t, cpu["other"]))
             for k in ("rps", "p50", "p99"):
                 per_target[t][k].append(r[k])
         ng = runs[n].get("nginx")
         for t in ratios:
             if ng and t in runs[n] and ng["rps"] > 0:
                 ratios[t].append(runs[n][t]["rps"] / ng["rps"])
+    print("(cores: CPU used during the run by the server, by wrk and by other processes;"
+          " the machine has %d.\n srv us/rq: server CPU microseconds per request, kernel"
+          " network stack included; steadier than req/s when other jobs share the box)"
+          % os.cpu_count())
+    for line in noisy:
+        print("WARNING: %s -- figures skewed" % line)
     print()
     print("medians over %d run(s):" % len(runs))
     for t, label in TARGETS:
         v = per_target[t]
         if v["rps"]:
-            print("  %-31s %12.0f req/s  p50 %.2f ms  p99 %.2f ms" % (
+            print("  %-31s %12.0f req/s  p50 %.2f ms  p99 %.2f ms  server %.1f us/request" % (
                 label, statistics.median(v["rps"]), statistics.median(v["p50"]),
-                statistics.median(v["p99"])))
+                statistics.median(v["p99"]), statistics.median(v["usrq"])))
     print()
     verdict = {}
     for t, label in TARGETS:
@@ -134,6 +155,11 @@ def summary(d):
             ratio, RATIO_TARGET, "met" if ok_ratio else "MISSED", per_run))
         print("  p99 revopsd = %.2f ms (target <= %.0f ms)  %s" % (
             p99, P99_TARGET_MS, "met" if ok_p99 else "MISSED"))
+        ng_us = statistics.median(per_target["nginx"]["usrq"]) if per_target["nginx"]["usrq"] else 0
+        my_us = statistics.median(per_target[t]["usrq"])
+        if ng_us and my_us == my_us:
+            print("  server CPU per request: %.1f us vs nginx %.1f us (nginx/revopsd = %.3f)" % (
+                my_us, ng_us, ng_us / my_us))
         verdict[t] = {"ratio": round(ratio, 4), "ratios": [round(x, 4) for x in ratios[t]],
                       "p99_ms": round(p99, 3), "ratio_met": ok_ratio, "p99_met": ok_p99}
     with open(os.path.join(d, "summary.json"), "w", encoding="utf-8") as f:
