@@ -443,9 +443,11 @@ int admin_user_create(struct store *st, const char *portfolio_id, const char *us
 	for (i = 0; lower[i]; i++)
 		lower[i] = (char)tolower((unsigned char)lower[i]);
 	roles_s = json_dumps(role_list, JSON_COMPACT);
-	doc = json_pack("{s:[s], s:s, s:s?, s:b, s:[]}", "schemas",
-			"urn:ietf:params:scim:schemas:core:2.0:User", "userName", user_name,
-			"displayName", display_name, "active", 1, "roles");
+	doc = json_pack("{s:[s], s:s, s:b, s:[]}", "schemas",
+			"urn:ietf:params:scim:schemas:core:2.0:User", "userName", user_name, "active",
+			1, "roles");
+	if (display_name)
+		json_object_set_new(doc, "displayName", json_string(display_name));
 	json_array_foreach(role_list, i, v)
 		json_array_append_new(json_object_get(doc, "roles"), json_pack("{s:O}", "value", v));
 	doc_s = json_dumps(doc, JSON_COMPACT | JSON_PRESERVE_ORDER);

@@ -2,9 +2,12 @@
 
 #include <stdio.h>
 #include <jansson.h>
+#include <pthread.h>
+#include <stdatomic.h>
 #include <string.h>
 #include <strings.h>
 
+#include "clock.h"
 #include "crypto.h"
 #include "store.h"
 
@@ -142,6 +145,80 @@ static int load_props(struct principal *p, const char *json)
 	return 0;
 }
 
+/* A small cache of validated tokens, so a busy client does not cost a
+ * database transaction per call. An entry lives at most CACHE_TTL_MS (so an
+ * operator's rate-limit override or a scope change applies within a second)
+ * and never past the token's expiry; any revocation in this process bumps
+ * revocation_epoch, which invalidates every entry at once, so a revoked
+ * token is refused on the very next call. (Another process revoking tokens
+ * is seen within CACHE_TTL_MS.) */
+#define CACHE_SLOTS 4096
+#define CACHE_TTL_MS 250
+
+struct cache_entry {
+	char hash[2 * CRYPTO_SHA256_LEN + 1];
+	int64_t loaded_mono_ms;
+	int64_t expires_ms;
+	unsigned epoch;
+	struct principal p;
+};
+
+static pthread_mutex_t cache_lock = PTHREAD_MUTEX_INITIALIZER;
+static struct cache_entry *cache;
+static atomic_uint revocation_epoch;
+
+void auth_revocation_bump(void)
+{
+	atomic_fetch_add(&revocation_epoch, 1);
+}
+
+static size_t cache_slot(const char *hash)
+{
+	size_t h = 0;
+	int i;
+
+	for (i = 0; i < 8; i++)
+		h = h * 16 + (size_t)(hash[i] <= '9' ? hash[i] - '0' : hash[i] - 'a' + 10);
+	return h % CACHE_SLOTS;
+}
+
+static int cache_get(const char *hash, int64_t now_ms, struct principal *p)
+{
+	struct cache_entry *e;
+	int hit = 0;
+
+	pthread_mutex_lock(&cache_lock);
+	if (cache) {
+		e = &cache[cache_slot(hash)];
+		if (!strcmp(e->hash, hash) && e->epoch == atomic_load(&revocation_epoch) &&
+		    clock_mono_ms() - e->loaded_mono_ms < CACHE_TTL_MS && e->expires_ms > now_ms) {
+			*p = e->p;
+			hit = 1;
+		}
+	}
+	pthread_mutex_unlock(&cache_lock);
+	return hit;
+}
+
+static void cache_put(const char *hash, unsigned epoch, int64_t expires_ms,
+		      const struct principal *p)
+{
+	struct cache_entry *e;
+
+	pthread_mutex_lock(&cache_lock);
+	if (!cache)
+		cache = calloc(CACHE_SLOTS, sizeof *cache);
+	if (cache) {
+		e = &cache[cache_slot(hash)];
+		memcpy(e->hash, hash, sizeof e->hash);
+		e->loaded_mono_ms = clock_mono_ms();
+		e->expires_ms = expires_ms;
+		e->epoch = epoch;
+		e->p = *p;
+	}
+	pthread_mutex_unlock(&cache_lock);
+}
+
 int auth_lookup_token(struct store *st, const char *token, int64_t now_ms, struct principal *p)
 {
 	static const char *sql =
@@ -154,8 +231,13 @@ int auth_lookup_token(struct store *st, const char *token, int64_t now_ms, struc
 	struct store_rows *r = NULL;
 	int rc, result = AUTH_ERROR;
 
+	unsigned epoch = atomic_load(&revocation_epoch);
+	int64_t expires = 0;
+
 	memset(p, 0, sizeof *p);
 	crypto_sha256_hex(token, strlen(token), hash);
+	if (cache_get(hash, now_ms, p))
+		return AUTH_OK;
 	if (store_begin(st, 0, &tx) != STORE_OK)
 		return AUTH_ERROR;
 	if (store_query(tx, sql, (struct store_val[]){sv_text(hash)}, 1, &r) != STORE_OK)
@@ -179,10 +261,13 @@ int auth_lookup_token(struct store *st, const char *token, int64_t now_ms, struc
 		result = AUTH_ERROR;
 		goto out;
 	}
+	expires = store_int(r, 7);
 	result = AUTH_OK;
 out:
 	store_rows_close(r);
 	store_rollback(tx);
+	if (result == AUTH_OK)
+		cache_put(hash, epoch, expires, p);
 	return result;
 }
 
@@ -235,6 +320,10 @@ out:
 
 int auth_revoke_user_tokens(struct store_tx *tx, const char *user_id, int64_t now_ms)
 {
+	/* Bumped before the change commits: a lookup racing with it reloads
+	 * (and sees the revocation once committed) rather than trusting an
+	 * entry cached before it. The caller bumps again after committing. */
+	auth_revocation_bump();
 	return store_exec(tx,
 			  "UPDATE access_tokens SET revoked_at = $2 WHERE user_id = $1"
 			  " AND revoked_at IS NULL AND expires_at > $2",

@@ -61,6 +61,9 @@ int auth_lookup_token(struct store *st, const char *token, int64_t now_ms,
 /* Looks up a SCIM bearer token; fills portfolio_id, plan and rate_limit of
  * p (client_id "scim"). Returns AUTH_OK, AUTH_INVALID or AUTH_ERROR. */
 int auth_lookup_scim_token(struct store *st, const char *token, struct principal *p) WUR;
+/* Invalidates every cached token validation (call after committing a
+ * revocation; auth_revoke_user_tokens also calls it). */
+void auth_revocation_bump(void);
 /* Revokes every live token of user_id inside tx. Returns how many, or a
  * negative store status. */
 int auth_revoke_user_tokens(struct store_tx *tx, const char *user_id, int64_t now_ms) WUR;

@@ -52,6 +52,11 @@ int buf_puts(struct buf *b, const char *s)
 	return buf_append(b, s, strlen(s));
 }
 
+int buf_putc(struct buf *b, char c)
+{
+	return buf_append(b, &c, 1);
+}
+
 int buf_printf(struct buf *b, const char *fmt, ...)
 {
 	va_list ap;

@@ -16,6 +16,7 @@ void buf_init(struct buf *b, size_t max);
  * exceed b->max or memory runs out. */
 int buf_append(struct buf *b, const void *p, size_t n) WUR;
 int buf_puts(struct buf *b, const char *s) WUR;
+int buf_putc(struct buf *b, char c) WUR;
 int buf_printf(struct buf *b, const char *fmt, ...) PRINTF(2, 3) WUR;
 void buf_reset(struct buf *b);
 void buf_free(struct buf *b);

@@ -18,7 +18,8 @@ struct config {
 	double time_scale;
 	int token_ttl;
 	int log_json;
-	int threads;            /* HTTP worker threads; default = cores */
+	int threads;            /* HTTP (MHD) threads; default = cores */
+	int workers;            /* threads that run writes; default 32 */
 	int max_connections;
 	int anon_per_minute;    /* unauthenticated calls per client address */
 	int idle_timeout;       /* seconds before an idle or stalled connection is closed */

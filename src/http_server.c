@@ -10,6 +10,7 @@
 #include <arpa/inet.h>
 #include <microhttpd.h>
 #include <netinet/in.h>
+#include <pthread.h>
 #include <stdarg.h>
 #include <stdatomic.h>
 #include <stdio.h>
@@ -23,12 +24,30 @@
 #include "form.h"
 #include "log.h"
 
+struct reqctx;
+
+/* A request handed to the worker pool while its connection is suspended. */
+struct job {
+	struct reqctx *rc;
+	struct MHD_Connection *c;
+	struct job *next;
+};
+
 struct http_server {
 	struct MHD_Daemon *d;
 	http_handler_fn fn;
 	void *arg;
 	atomic_int in_flight;
 	int port;
+	/* The worker pool for writes: they may wait on the database write lock
+	 * or an outbound call (a PMS write: up to 10 s), and a handler that
+	 * blocks an MHD thread stalls every connection that thread serves. */
+	pthread_t *workers;
+	int nworkers;
+	pthread_mutex_t qlock;
+	pthread_cond_t qcond;
+	struct job *head, *tail;
+	int stopping;
 };
 
 /* How much of an oversized body is read (and discarded) to answer 413. */
@@ -39,6 +58,9 @@ struct http_server {
 struct reqctx {
 	struct request req;
 	int responded;
+	int deferred;           /* handed to the worker pool */
+	atomic_int ready;       /* the worker filled res */
+	struct response res;
 	size_t received;
 	char *raw_query;        /* the query string as sent, or NULL */
 	int query_parsed;
@@ -252,37 +274,100 @@ static void client_address(struct MHD_Connection *c, char *out, size_t cap)
 			  (socklen_t)cap);
 }
 
-static enum MHD_Result send_response(struct http_server *s, struct reqctx *rc,
-				     struct MHD_Connection *c)
+/* Turns a filled response into an MHD response and queues it. */
+static enum MHD_Result queue_filled(struct reqctx *rc, struct MHD_Connection *c,
+				    struct response *res)
 {
-	struct response res;
 	struct MHD_Response *r;
 	size_t len;
 	char *body;
 	enum MHD_Result ret;
 	int i;
 
-	response_init(&res);
-	s->fn(s->arg, &rc->req, &res);
-	len = res.body.len;
-	body = buf_steal(&res.body);
+	len = res->body.len;
+	body = buf_steal(&res->body);
 	r = MHD_create_response_from_buffer(len, body, MHD_RESPMEM_MUST_FREE);
 	if (!r) {
 		free(body);
-		response_free(&res);
+		response_free(res);
 		return MHD_NO;
 	}
 	MHD_add_response_header(r, MHD_HTTP_HEADER_CONTENT_TYPE,
-				res.content_type ? res.content_type : "application/json");
-	for (i = 0; i < res.nheaders; i++)
-		MHD_add_response_header(r, res.hname[i], res.hvalue[i]);
-	if (res.close)
+				res->content_type ? res->content_type : "application/json");
+	for (i = 0; i < res->nheaders; i++)
+		MHD_add_response_header(r, res->hname[i], res->hvalue[i]);
+	if (res->close)
 		MHD_add_response_header(r, MHD_HTTP_HEADER_CONNECTION, "close");
-	ret = MHD_queue_response(c, (unsigned)res.status, r);
+	ret = MHD_queue_response(c, (unsigned)res->status, r);
 	MHD_destroy_response(r);
-	response_free(&res);
+	response_free(res);
 	rc->responded = 1;
 	return ret;
+}
+
+static enum MHD_Result send_response(struct http_server *s, struct reqctx *rc,
+				     struct MHD_Connection *c)
+{
+	struct response res;
+
+	response_init(&res);
+	s->fn(s->arg, &rc->req, &res);
+	return queue_filled(rc, c, &res);
+}
+
+static int is_write(const char *method)
+{
+	return strcmp(method, "GET") && strcmp(method, "HEAD") && strcmp(method, "OPTIONS");
+}
+
+/* Suspends the connection and queues the request for the worker pool. */
+static enum MHD_Result defer(struct http_server *s, struct reqctx *rc, struct MHD_Connection *c)
+{
+	struct job *j = calloc(1, sizeof *j);
+
+	if (!j)
+		return send_response(s, rc, c); /* no memory for a job: run inline */
+	rc->deferred = 1;
+	response_init(&rc->res);
+	j->rc = rc;
+	j->c = c;
+	MHD_suspend_connection(c);
+	pthread_mutex_lock(&s->qlock);
+	if (s->tail)
+		s->tail->next = j;
+	else
+		s->head = j;
+	s->tail = j;
+	pthread_cond_signal(&s->qcond);
+	pthread_mutex_unlock(&s->qlock);
+	return MHD_YES;
+}
+
+/* Worker: runs queued requests until stopping and the queue is empty, then
+ * resumes each connection so MHD calls back to send the answer. */
+static void *worker_main(void *arg)
+{
+	struct http_server *s = arg;
+	struct job *j;
+
+	for (;;) {
+		pthread_mutex_lock(&s->qlock);
+		while (!s->head && !s->stopping)
+			pthread_cond_wait(&s->qcond, &s->qlock);
+		j = s->head;
+		if (j) {
+			s->head = j->next;
+			if (!s->head)
+				s->tail = NULL;
+		}
+		pthread_mutex_unlock(&s->qlock);
+		if (!j)
+			return NULL;
+		s->fn(s->arg, &j->rc->req, &j->rc->res);
+		atomic_store(&j->rc->ready, 1);
+		MHD_resume_connection(j->c);
+		free(j);
+	}
 }
 
 /* MHD's URI log hook runs when the request line has been read and gives
@@ -329,6 +414,12 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
 		*upload_data_size = 0; /* discard what follows a refusal */
 		return MHD_YES;
 	}
+	if (rc->deferred) {
+		/* Called again after the worker resumed the connection. */
+		if (!atomic_load(&rc->ready))
+			return MHD_YES;
+		return queue_filled(rc, c, &rc->res);
+	}
 	if (*upload_data_size) {
 		/* MHD 0.9.75 cannot queue a response mid-upload (it drops the
 		 * connection), so an oversized chunked body is read and
@@ -343,6 +434,8 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
 		*upload_data_size = 0;
 		return rc->received > DISCARD_MAX ? MHD_NO : MHD_YES;
 	}
+	if (s->nworkers && is_write(rc->req.method) && !rc->req.framing_status)
+		return defer(s, rc, c);
 	return send_response(s, rc, c);
 }
 
@@ -358,6 +451,8 @@ static void on_completed(void *cls, struct MHD_Connection *c, void **con_cls,
 		return;
 	if (rc->req.method)
 		atomic_fetch_sub(&s->in_flight, 1);
+	if (rc->deferred && !rc->responded)
+		response_free(&rc->res);
 	buf_free(&rc->req.body);
 	for (int i = 0; i < rc->nquery; i++) {
 		free(rc->qname[i]);
@@ -386,7 +481,8 @@ int http_server_start(const struct http_server_opts *o, http_handler_fn fn, void
 	struct sockaddr_in6 *in6 = (struct sockaddr_in6 *)&ss;
 	struct http_server *s;
 	const union MHD_DaemonInfo *di;
-	unsigned flags = MHD_USE_POLL_INTERNAL_THREAD | MHD_USE_ITC | MHD_USE_ERROR_LOG;
+	unsigned flags = MHD_USE_POLL_INTERNAL_THREAD | MHD_USE_ITC | MHD_USE_ERROR_LOG |
+			 MHD_ALLOW_SUSPEND_RESUME;
 	char host[256];
 	size_t hl;
 
@@ -416,6 +512,14 @@ int http_server_start(const struct http_server_opts *o, http_handler_fn fn, void
 		return -1;
 	s->fn = fn;
 	s->arg = arg;
+	pthread_mutex_init(&s->qlock, NULL);
+	pthread_cond_init(&s->qcond, NULL);
+	s->workers = calloc((size_t)(o->workers > 0 ? o->workers : 1), sizeof *s->workers);
+	for (int i = 0; s->workers && i < o->workers; i++) {
+		if (pthread_create(&s->workers[i], NULL, worker_main, s) != 0)
+			break;
+		s->nworkers++;
+	}
 	s->d = MHD_start_daemon(
 		flags, (uint16_t)o->port, NULL, NULL, on_request, s,
 		MHD_OPTION_EXTERNAL_LOGGER, mhd_log, NULL,
@@ -433,7 +537,7 @@ int http_server_start(const struct http_server_opts *o, http_handler_fn fn, void
 		MHD_OPTION_END);
 	if (!s->d) {
 		log_msg(LOG_ERROR, "listen", "cannot listen on %s:%d", o->host, o->port);
-		free(s);
+		http_server_stop(s);
 		return -1;
 	}
 	di = MHD_get_daemon_info(s->d, MHD_DAEMON_INFO_BIND_PORT);
@@ -462,8 +566,22 @@ int http_server_in_flight(struct http_server *s)
 
 void http_server_stop(struct http_server *s)
 {
+	int i;
+
 	if (!s)
 		return;
-	MHD_stop_daemon(s->d);
+	/* Workers finish what is queued (resuming those connections) before
+	 * MHD stops: it must not be stopped with suspended connections. */
+	pthread_mutex_lock(&s->qlock);
+	s->stopping = 1;
+	pthread_cond_broadcast(&s->qcond);
+	pthread_mutex_unlock(&s->qlock);
+	for (i = 0; i < s->nworkers; i++)
+		pthread_join(s->workers[i], NULL);
+	if (s->d)
+		MHD_stop_daemon(s->d);
+	free(s->workers);
+	pthread_mutex_destroy(&s->qlock);
+	pthread_cond_destroy(&s->qcond);
 	free(s);
 }

@@ -15,9 +15,12 @@ struct http_server_opts {
 	int max_connections;
 	int per_ip_connections;
 	int idle_timeout_s;    /* closes connections idle (or stalled) this long */
+	int workers;           /* threads that run writes (POST/PUT/PATCH/DELETE) while their
+				* connection is suspended; 0 = run everything on MHD threads */
 };
 
-/* Called once per complete request, on a server thread. Must fill res. */
+/* Called once per complete request, on an MHD thread (reads) or a worker
+ * thread (writes). Must fill res. */
 typedef void (*http_handler_fn)(void *arg, struct request *req, struct response *res);
 
 int http_server_start(const struct http_server_opts *o, http_handler_fn fn, void *arg,

@@ -6,8 +6,10 @@
  *    their own connection, up to HTTPC_MAX_HOST_CONNECTIONS;
  *  - the response cap lives in the write callback (returning 0 aborts the
  *    transfer with CURLE_WRITE_ERROR, reported as HTTPC_ETOOBIG);
- *  - a deadline check of our own backs up CURLOPT_TIMEOUT_MS, which does not
- *    run while a transfer waits for a free connection slot. */
+ *  - CURLOPT_TIMEOUT_MS times each transfer from when it is added, also
+ *    while it waits for a free connection slot (checked with 66 requests
+ *    to one host); a deadline check of our own (deadline + 100 ms) backs it
+ *    up so a batch can never outlive its longest timeout by much. */
 #include "httpc.h"
 
 #include <curl/curl.h>
@@ -444,6 +446,8 @@ int httpc_perform(struct httpc_request *reqs, size_t n)
 	}
 	if (n == 0)
 		return 0;
+	if (!initialized)
+		goto oom; /* no thread key yet: a setup failure like any other */
 	xs = calloc(n, sizeof *xs);
 	if (!xs)
 		goto oom;

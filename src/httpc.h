@@ -97,7 +97,8 @@ void httpc_configure(const struct httpc_opts *o);
  * call: do not pass one holding data). Returns 0 when all were attempted
  * (inspect each request's error and status), or -1 on a setup failure (out
  * of memory, libcurl multi failure): then unfinished requests carry
- * HTTPC_EOTHER, and every response is still safe to buf_free().
+ * HTTPC_EOTHER, and every response is still safe to buf_free(). Calling it
+ * before httpc_global_init is such a failure.
  *
  * Thread-safe: each calling thread uses its own multi handle (thread-local,
  * freed at thread exit by a pthread key destructor, or by

@@ -79,7 +79,7 @@ int main(int argc, char **argv)
 	}
 	httpc_configure(&(struct httpc_opts){cfg.trust_ca[0] ? cfg.trust_ca : NULL,
 					     cfg.allow_private_targets});
-	if (store_open(cfg.database, cfg.threads + 4, &st) < 0)
+	if (store_open(cfg.database, cfg.threads + cfg.workers + 2, &st) < 0)
 		goto out;
 	if (app_init(&app, &cfg, st) < 0) {
 		log_msg(LOG_ERROR, "start", "cannot initialise");
@@ -95,7 +95,8 @@ int main(int argc, char **argv)
 		log_msg(LOG_WARN, "rate_decisions",
 			"%d decisions were interrupted during PMS writes; marked failed", rc);
 	o = (struct http_server_opts){cfg.listen_host, cfg.listen_port, cfg.threads,
-				      cfg.max_connections, cfg.max_connections, cfg.idle_timeout};
+				      cfg.max_connections, cfg.max_connections, cfg.idle_timeout,
+				      cfg.workers};
 	if (http_server_start(&o, app_handle, &app, &srv) < 0)
 		goto out;
 	if (cfg.public_url_default && cfg.listen_port == 0)

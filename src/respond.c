@@ -5,6 +5,7 @@
 #include <string.h>
 
 #include "app.h"
+#include "jsonw.h"
 #include "log.h"
 #include "scim.h"
 
@@ -111,6 +112,7 @@ void respond_error(struct ctx *c, enum err e, json_t *details, const char *fmt, 
 	va_start(ap, fmt);
 	vsnprintf(msg, sizeof msg, fmt, ap);
 	va_end(ap);
+	jsonw_sanitize(msg); /* messages may echo a path or value the client sent */
 	if (!strncmp(c->req->path, "/scim/", 6)) {
 		/* SCIM clients parse RFC 7644 §3.12 error bodies, also for the
 		 * pipeline's own refusals (404, 405, 413, 429, ...). */

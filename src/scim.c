@@ -11,6 +11,7 @@
 #include "clock.h"
 #include "embedded.h"
 #include "id.h"
+#include "jsonw.h"
 #include "log.h"
 #include "outbox.h"
 #include "respond.h"
@@ -48,6 +49,7 @@ void scim_error(struct ctx *c, int status, const char *scim_type, const char *fm
 	va_start(ap, fmt);
 	vsnprintf(msg, sizeof msg, fmt, ap);
 	va_end(ap);
+	jsonw_sanitize(msg);
 	snprintf(st, sizeof st, "%d", status);
 	body = json_pack("{s:[s], s:s, s:s}", "schemas", URN_ERROR, "status", st, "detail", msg);
 	if (scim_type)
@@ -178,6 +180,10 @@ static int user_columns(json_t *doc, struct user_cols *u, char *err, size_t cap)
 		u->lower[i] = (char)tolower((unsigned char)u->user_name[i]);
 	u->lower[i] = '\0';
 	v = get_ci(doc, "displayName");
+	if (json_is_null(v)) {
+		del_ci(doc, "displayName"); /* null = unassigned (RFC 7643 §2.5) */
+		v = NULL;
+	}
 	if (v && !json_is_string(v)) {
 		snprintf(err, cap, "displayName must be a string");
 		goto bad;
@@ -997,6 +1003,7 @@ static void modify_user(struct ctx *c, int patch)
 		db_error(c, rc);
 		goto out;
 	}
+	auth_revocation_bump(); /* entries cached while the change committed */
 	if (patch && !wants_body(c)) {
 		char etag[32];
 
@@ -1102,6 +1109,7 @@ void scim_h_user_delete(struct ctx *c)
 		db_error(c, rc);
 		goto out;
 	}
+	auth_revocation_bump(); /* entries cached while the change committed */
 	c->res->status = 204;
 	buf_reset(&c->res->body);
 out:

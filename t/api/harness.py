@@ -818,3 +818,78 @@ def saml_grant(srv, assertion, scope=None, client=None, basic=True, pad=False,
             form += [("client_id", client[0]), ("client_secret", client[1])]
     return srv.request("POST", "/oauth/token", headers=headers,
                        body=urllib.parse.urlencode(form))
+
+
+# --------------------------------------------------------------------------
+# rate decision helpers (appended; used by test_rate_decisions*.py)
+
+import hashlib  # noqa: E402
+
+AUDIT_GENESIS = "0" * 64
+RD_ID_RE = re.compile(r"^rd_[0-9A-Za-z]+$")
+
+
+def audit_entry_hash(prev_hash, entry):
+    """sha256_hex(prev_hash + ":" + canonical JSON of {actor, at, details,
+    kind, seq}) — the chain rule of a decision's audit trail."""
+    canon = json.dumps({k: entry[k] for k in ("actor", "at", "details", "kind", "seq")},
+                       sort_keys=True, separators=(",", ":"), ensure_ascii=True)
+    return hashlib.sha256((prev_hash + ":" + canon).encode("utf-8")).hexdigest()
+
+
+def assert_audit_chain(tc, trail):
+    """Checks an audit-trail object independently of the server: seq 1..n,
+    each prev_hash the previous hash (the first 64 zeros), each hash
+    recomputed, head_hash the last hash, chain_valid true.  Returns the
+    entries."""
+    tc.assertIsInstance(trail, dict, trail)
+    entries = trail.get("entries")
+    tc.assertIsInstance(entries, list, trail)
+    tc.assertTrue(entries, "an audit trail is never empty: %r" % (trail,))
+    prev = AUDIT_GENESIS
+    for i, e in enumerate(entries):
+        tc.assertEqual(set(e), {"seq", "at", "kind", "actor", "details", "prev_hash", "hash"},
+                       e)
+        tc.assertEqual(e["seq"], i + 1, e)
+        tc.assertRegex(e["at"], DATETIME_RE)
+        tc.assertIsInstance(e["actor"], str, e)
+        tc.assertTrue(e["actor"], e)
+        if i:
+            tc.assertGreaterEqual(e["at"], entries[i - 1]["at"], "entries out of time order")
+        tc.assertEqual(e["prev_hash"], prev, "entry %d does not link to its predecessor" % (i + 1))
+        tc.assertEqual(e["hash"], audit_entry_hash(prev, e),
+                       "entry %d: hash does not match its content" % (i + 1))
+        prev = e["hash"]
+    tc.assertEqual(trail.get("head_hash"), prev, trail)
+    tc.assertIs(trail.get("chain_valid"), True, trail)
+    return entries
+
+
+def rate_decision_body(properties, ceiling_id, approver, room="DBL", date_from="2026-12-01",
+                       date_to="2026-12-03", currency="PLN", minor_units=45900,
+                       justification="Winter demand, approved in the weekly revenue call"):
+    """A complete POST /v2/rate-decisions body."""
+    return {"properties": list(properties), "room_type_code": room,
+            "date_range": {"from": date_from, "to": date_to},
+            "proposed_rate": {"currency": currency, "minor_units": minor_units},
+            "governance": {"brand_ceiling_id": ceiling_id,
+                           "approver_saml_subject": approver,
+                           "justification": justification}}
+
+
+def ctl_events(srv, portfolio_id):
+    """revopsctl event list: the portfolio's outbox events, oldest first."""
+    out = srv.ctl("event", "list", "--portfolio", portfolio_id, "--limit", "10000")
+    if not isinstance(out, list):
+        raise AssertionError("event list printed %r" % (out,))
+    return out
+
+
+def ctl_user(srv, portfolio_id, user_name, roles=None, display_name=None):
+    """revopsctl user create; returns its JSON (id, user_name, roles, ...)."""
+    args = ["user", "create", "--portfolio", portfolio_id, "--user-name", user_name]
+    if display_name:
+        args += ["--display-name", display_name]
+    if roles:
+        args += ["--roles", ",".join(roles)]
+    return srv.ctl(*args)

@@ -59,6 +59,15 @@ class EnvelopeTest(unittest.TestCase):
 
     # 1. envelope and ids ------------------------------------------------------
 
+    def test_invalid_utf8_in_path_is_a_clean_404(self):
+        # A path that is not valid UTF-8 once decoded is echoed in the
+        # message as '?' (never a 500, always valid JSON).
+        for path in ("/v2/%ff%fe", "/nothing%22%5C%01%c3%28", "/scim/v2/x%ff"):
+            with self.subTest(path=path):
+                r = self.srv.request("GET", path)
+                self.assertEqual(r.status, 404, r)
+                self.assertIsInstance(r.body, dict, r)
+
     def test_v2_success_envelope(self):
         r = self.get("/v2/portfolios/%s" % self.pf.id)
         data, meta = assert_success(self, r)

@@ -1,6 +1,7 @@
-"""A decision whose PMS writes are cut short by kill -9 is not left
-"pending" forever: the next start marks it failed, with an audit entry
-that says the outcome of its writes is unknown."""
+"""Slow PMS writes: a decision cut short by kill -9 is marked failed at
+the next start (not left "pending"), and writes waiting on the PMS never
+stall other requests (they run on the worker pool while their connection
+is suspended)."""
 
 import json
 import signal
@@ -11,7 +12,56 @@ import harness
 import pmssim
 
 
+def decision_body(seed, minor=40000):
+    return {"properties": [p["id"] for p in seed.properties], "room_type_code": "DBL",
+            "date_range": {"from": "2026-12-01", "to": "2026-12-02"},
+            "proposed_rate": {"currency": "PLN", "minor_units": minor},
+            "governance": {"brand_ceiling_id": seed.ceiling["id"],
+                           "approver_saml_subject": "approver@x.example",
+                           "justification": "slow PMS"}}
+
+
 class RecoveryTest(unittest.TestCase):
+    def test_slow_pms_does_not_stall_reads(self):
+        import time
+        with pmssim.PmsSim("--latency-ms", "3000") as sim:
+            srv = harness.Server(["--pms-url", sim.url, "--anon-rate-limit", "100000"])
+            try:
+                seed = srv.seed_portfolio("group", 2)
+                srv.ctl("user", "create", "--portfolio", seed.id, "--user-name",
+                        "approver@x.example", "--roles", "revenue-approver")
+                token = seed.token
+                results = []
+
+                def publish(i):
+                    r = srv.request("POST", "/v2/rate-decisions", body=decision_body(seed, 30000 + i),
+                                    token=token, portfolio=seed.id, timeout=30)
+                    results.append(r.status)
+
+                threads = [threading.Thread(target=publish, args=(i,)) for i in range(6)]
+                for t in threads:
+                    t.start()
+                # All six wait on the PMS at once: writes run concurrently on the
+                # worker pool, not one per HTTP thread.
+                harness.wait_until(
+                    lambda: len(seed.get("/v2/rate-decisions?status=pending").body["data"]) == 6,
+                    5.0, what="six publishes waiting on the PMS together")
+                # Meanwhile reads on fresh connections are answered at once.
+                t0 = time.monotonic()
+                n = 0
+                while time.monotonic() - t0 < 2.0:
+                    t1 = time.monotonic()
+                    r = srv.request("GET", "/healthz", timeout=5)
+                    self.assertEqual(r.status, 200, r)
+                    self.assertLess(time.monotonic() - t1, 0.5)
+                    n += 1
+                self.assertGreater(n, 20)
+                for t in threads:
+                    t.join(30)
+                self.assertEqual(sorted(results), [201] * 6)
+            finally:
+                srv.close()
+
     def test_interrupted_publish_is_marked_failed(self):
         with pmssim.PmsSim("--latency-ms", "6000") as sim:
             srv = harness.Server(["--pms-url", sim.url])

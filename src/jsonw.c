@@ -1,0 +1,103 @@
+#include "jsonw.h"
+
+#include <stdio.h>
+#include <string.h>
+
+/* Length of the valid UTF-8 sequence at p (1-4), or 0 when invalid. */
+static int utf8_len(const unsigned char *p)
+{
+	unsigned c = p[0];
+	int n, i;
+	unsigned cp;
+
+	if (c < 0x80)
+		return 1;
+	if ((c & 0xe0) == 0xc0)
+		n = 2, cp = c & 0x1f;
+	else if ((c & 0xf0) == 0xe0)
+		n = 3, cp = c & 0x0f;
+	else if ((c & 0xf8) == 0xf0)
+		n = 4, cp = c & 0x07;
+	else
+		return 0;
+	for (i = 1; i < n; i++) {
+		if ((p[i] & 0xc0) != 0x80)
+			return 0;
+		cp = cp << 6 | (p[i] & 0x3f);
+	}
+	if ((n == 2 && cp < 0x80) || (n == 3 && cp < 0x800) || (n == 4 && cp < 0x10000) ||
+	    cp > 0x10ffff || (cp >= 0xd800 && cp <= 0xdfff))
+		return 0;
+	return n;
+}
+
+int jsonw_str(struct buf *b, const char *s)
+{
+	const unsigned char *p = (const unsigned char *)s, *run;
+	char esc[8];
+	int n;
+
+	if (!s)
+		return buf_puts(b, "null");
+	if (buf_putc(b, '"') < 0)
+		return -1;
+	while (*p) {
+		run = p;
+		while (*p >= 0x20 && *p < 0x80 && *p != '"' && *p != '\\')
+			p++;
+		if (p > run && buf_append(b, run, (size_t)(p - run)) < 0)
+			return -1;
+		if (!*p)
+			break;
+		if (*p == '"' || *p == '\\') {
+			esc[0] = '\\';
+			esc[1] = (char)*p;
+			if (buf_append(b, esc, 2) < 0)
+				return -1;
+			p++;
+		} else if (*p < 0x20) {
+			snprintf(esc, sizeof esc, "\\u%04x", *p);
+			if (buf_append(b, esc, 6) < 0)
+				return -1;
+			p++;
+		} else if ((n = utf8_len(p)) > 0) {
+			if (buf_append(b, p, (size_t)n) < 0)
+				return -1;
+			p += n;
+		} else {
+			if (buf_puts(b, "\\ufffd") < 0)
+				return -1;
+			p++;
+		}
+	}
+	return buf_putc(b, '"');
+}
+
+int jsonw_key(struct buf *b, const char *key, int first)
+{
+	if (!first && buf_putc(b, ',') < 0)
+		return -1;
+	if (jsonw_str(b, key) < 0)
+		return -1;
+	return buf_putc(b, ':');
+}
+
+int jsonw_int(struct buf *b, int64_t v)
+{
+	return buf_printf(b, "%lld", (long long)v);
+}
+
+void jsonw_sanitize(char *s)
+{
+	unsigned char *p = (unsigned char *)s;
+	int n;
+
+	while (*p) {
+		n = *p < 0x20 ? 0 : utf8_len(p);
+		if (n == 0) {
+			*p++ = '?';
+			continue;
+		}
+		p += n;
+	}
+}

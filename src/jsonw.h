@@ -1,0 +1,21 @@
+/* jsonw: writes JSON text straight into a buf, for the hot paths (access
+ * log, list bodies) where building a jansson tree costs more than the work
+ * itself. Output is always valid JSON: strings are escaped, and bytes that
+ * are not valid UTF-8 become U+FFFD. */
+#ifndef REVOPS_JSONW_H
+#define REVOPS_JSONW_H
+#include <stdint.h>
+#include "buf.h"
+#include "common.h"
+
+/* Appends s as a quoted JSON string (NULL appends null). 0 or -1 (cap). */
+int jsonw_str(struct buf *b, const char *s) WUR;
+/* Appends "key": (with a leading comma unless first). */
+int jsonw_key(struct buf *b, const char *key, int first) WUR;
+int jsonw_int(struct buf *b, int64_t v) WUR;
+/* Replaces, in place, every byte of s that is not part of valid UTF-8 (or
+ * is a control character) with '?', so s can go into any JSON string.
+ * For messages that echo client input. */
+void jsonw_sanitize(char *s);
+
+#endif
