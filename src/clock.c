@@ -44,7 +44,7 @@ int64_t clock_business_ms(int64_t ms)
 
 /* Days since 1970-01-01 for a proleptic Gregorian date (Howard Hinnant's
  * days_from_civil), and its inverse; valid for any year we store. */
-static int64_t days_from_civil(int64_t y, unsigned m, unsigned d)
+int64_t clock_days_from_civil(int64_t y, unsigned m, unsigned d)
 {
 	int64_t era;
 	unsigned yoe, doy, doe;
@@ -116,6 +116,13 @@ static int is_leap(int64_t y)
 	return (y % 4 == 0 && y % 100 != 0) || y % 400 == 0;
 }
 
+int clock_days_in_month(int64_t y, unsigned m)
+{
+	static const unsigned mdays[] = {31, 28, 31, 30, 31, 30, 31, 31, 30, 31, 30, 31};
+
+	return m >= 1 && m <= 12 ? (int)(mdays[m - 1] + (m == 2 && is_leap(y))) : 0;
+}
+
 int clock_parse_date(const char *s, int64_t *days)
 {
 	static const unsigned mdays[] = {31, 28, 31, 30, 31, 30, 31, 31, 30, 31, 30, 31};
@@ -134,7 +141,7 @@ int clock_parse_date(const char *s, int64_t *days)
 		return -1;
 	if (d > mdays[m - 1] + (m == 2 && is_leap(y)))
 		return -1;
-	*days = days_from_civil(y, m, d);
+	*days = clock_days_from_civil(y, m, d);
 	return 0;
 }
 
@@ -164,5 +171,5 @@ int64_t clock_add_months(int64_t ms, int months)
 	dim = mdays[m - 1] + (m == 2 && is_leap(y));
 	if (d > dim)
 		d = dim;
-	return days_from_civil(y, m, d) * 86400000 + rem;
+	return clock_days_from_civil(y, m, d) * 86400000 + rem;
 }

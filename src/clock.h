@@ -24,6 +24,10 @@ void clock_format_http_date(int64_t ms, char out[30]);
 int clock_parse_date(const char *s, int64_t *days) WUR;
 /* Formats a day number as "YYYY-MM-DD". */
 void clock_format_date(int64_t days, char out[11]);
+/* Days since 1970-01-01 of the proleptic Gregorian date y-m-d (m 1-12). */
+int64_t clock_days_from_civil(int64_t y, unsigned m, unsigned d);
+/* Days in month m (1-12) of year y; 0 for a bad month. */
+int clock_days_in_month(int64_t y, unsigned m);
 /* Adds months to a ms timestamp, clamping the day of month. */
 int64_t clock_add_months(int64_t ms, int months);
 

@@ -18,6 +18,7 @@
 #include <string.h>
 #include <strings.h>
 #include <sys/socket.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "clock.h"
@@ -528,7 +529,7 @@ int http_server_start(const struct http_server_opts *o, http_handler_fn fn, void
 		MHD_OPTION_CONNECTION_LIMIT, (unsigned)o->max_connections,
 		MHD_OPTION_PER_IP_CONNECTION_LIMIT, (unsigned)o->per_ip_connections,
 		MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)o->idle_timeout_s,
-		MHD_OPTION_CONNECTION_MEMORY_LIMIT, (size_t)(64 * 1024),
+		MHD_OPTION_CONNECTION_MEMORY_LIMIT, (size_t)(32 * 1024),
 		MHD_OPTION_LISTEN_BACKLOG_SIZE, 1024u,
 		MHD_OPTION_STRICT_FOR_CLIENT, (int)1,
 		MHD_OPTION_LISTENING_ADDRESS_REUSE, 1u,
@@ -562,6 +563,16 @@ void http_server_quiesce(struct http_server *s)
 int http_server_in_flight(struct http_server *s)
 {
 	return atomic_load(&s->in_flight);
+}
+
+int http_server_drain(struct http_server *s, int64_t drain_ms)
+{
+	int64_t deadline = clock_mono_ms() + drain_ms;
+
+	http_server_quiesce(s);
+	while (http_server_in_flight(s) > 0 && clock_mono_ms() < deadline)
+		nanosleep(&(struct timespec){0, 10 * 1000 * 1000}, NULL);
+	return http_server_in_flight(s);
 }
 
 void http_server_stop(struct http_server *s)

@@ -3,6 +3,7 @@
  * includes microhttpd.h. */
 #ifndef REVOPS_HTTP_SERVER_H
 #define REVOPS_HTTP_SERVER_H
+#include <stdint.h>
 #include "common.h"
 #include "http.h"
 
@@ -31,6 +32,9 @@ int http_server_port(struct http_server *s);
 void http_server_quiesce(struct http_server *s);
 /* Requests received and not yet completed. */
 int http_server_in_flight(struct http_server *s);
+/* Stops accepting, then waits up to drain_ms for requests in flight to
+ * finish. Returns how many were still in flight at the deadline. */
+int http_server_drain(struct http_server *s, int64_t drain_ms);
 /* Closes every connection and stops the threads. */
 void http_server_stop(struct http_server *s);
 

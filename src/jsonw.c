@@ -1,34 +1,14 @@
 #include "jsonw.h"
 
+#include "validate.h"
+
 #include <stdio.h>
 #include <string.h>
 
-/* Length of the valid UTF-8 sequence at p (1-4), or 0 when invalid. */
+/* The sequence at p, bounded by the terminating NUL. */
 static int utf8_len(const unsigned char *p)
 {
-	unsigned c = p[0];
-	int n, i;
-	unsigned cp;
-
-	if (c < 0x80)
-		return 1;
-	if ((c & 0xe0) == 0xc0)
-		n = 2, cp = c & 0x1f;
-	else if ((c & 0xf0) == 0xe0)
-		n = 3, cp = c & 0x0f;
-	else if ((c & 0xf8) == 0xf0)
-		n = 4, cp = c & 0x07;
-	else
-		return 0;
-	for (i = 1; i < n; i++) {
-		if ((p[i] & 0xc0) != 0x80)
-			return 0;
-		cp = cp << 6 | (p[i] & 0x3f);
-	}
-	if ((n == 2 && cp < 0x80) || (n == 3 && cp < 0x800) || (n == 4 && cp < 0x10000) ||
-	    cp > 0x10ffff || (cp >= 0xd800 && cp <= 0xdfff))
-		return 0;
-	return n;
+	return (int)validate_utf8_step(p, strnlen((const char *)p, 4));
 }
 
 int jsonw_str(struct buf *b, const char *s)

@@ -24,13 +24,21 @@
 #include "pms.h"
 #include "rate_decision.h"
 #include "saml.h"
+#include "signals.h"
 #include "store.h"
 
 #define DRAIN_MS 10000
 
-static void chores(struct app *a, int64_t *last_purge)
+struct chores_state {
+	struct app *app;
+	int64_t last_purge;
+};
+
+static void chores(void *arg)
 {
-	int64_t now = clock_mono_ms();
+	struct chores_state *cs = arg;
+	struct app *a = cs->app;
+	int64_t *last_purge = &cs->last_purge, now = clock_mono_ms();
 	int n;
 
 	if (deprecation_reload(a->deprecations, a->store) < 0)
@@ -53,11 +61,10 @@ int main(int argc, char **argv)
 	struct http_server *srv = NULL;
 	struct app app;
 	struct http_server_opts o;
-	struct timespec tick = {1, 0};
 	struct buf err;
 	sigset_t sigs;
 	int rc, sig, app_ok = 0, exit_code = 1;
-	int64_t last_purge = 0, deadline;
+	struct chores_state cs = {NULL, 0};
 
 	rc = config_load(&cfg, argc, argv);
 	if (rc != 0)
@@ -67,11 +74,7 @@ int main(int argc, char **argv)
 	if (cfg.time_scale > 1.0)
 		log_msg(LOG_WARN, "config", "--time-scale %g: business durations shortened (testing only)",
 			cfg.time_scale);
-	signal(SIGPIPE, SIG_IGN);
-	sigemptyset(&sigs);
-	sigaddset(&sigs, SIGTERM);
-	sigaddset(&sigs, SIGINT);
-	pthread_sigmask(SIG_BLOCK, &sigs, NULL);
+	signals_block(&sigs);
 
 	if (saml_global_init() < 0 || httpc_global_init() < 0) {
 		log_msg(LOG_ERROR, "start", "cannot initialise xmlsec or libcurl");
@@ -118,23 +121,12 @@ int main(int argc, char **argv)
 	app.ready = 1;
 	log_msg(LOG_INFO, "listening", "port=%d url=%s", http_server_port(srv), cfg.public_url);
 
-	for (;;) {
-		sig = sigtimedwait(&sigs, NULL, &tick);
-		if (sig == SIGTERM || sig == SIGINT)
-			break;
-		if (sig < 0 && errno != EAGAIN && errno != EINTR) {
-			log_msg(LOG_ERROR, "signals", "sigtimedwait: %s", strerror(errno));
-			break;
-		}
-		chores(&app, &last_purge);
-	}
-	log_msg(LOG_INFO, "shutdown", "signal received: draining %d requests in flight",
-		http_server_in_flight(srv));
+	cs.app = &app;
+	sig = signals_wait(&sigs, chores, &cs);
+	log_msg(LOG_INFO, "shutdown", "%s: draining %d requests in flight",
+		sig > 0 ? "signal received" : "signal wait failed", http_server_in_flight(srv));
 	app.shutting_down = 1;
-	http_server_quiesce(srv);
-	deadline = clock_mono_ms() + DRAIN_MS;
-	while (http_server_in_flight(srv) > 0 && clock_mono_ms() < deadline)
-		nanosleep(&(struct timespec){0, 10 * 1000 * 1000}, NULL);
+	http_server_drain(srv, DRAIN_MS);
 	exit_code = 0;
 out:
 	http_server_stop(srv);

@@ -5,6 +5,7 @@
 
 #include "app.h"
 #include "clock.h"
+#include "jsonw.h"
 #include "pagination.h"
 #include "respond.h"
 #include "store.h"
@@ -26,14 +27,39 @@ static json_t *text_or_null(struct store_rows *r, int col)
 	return store_is_null(r, col) ? json_null() : json_string(store_text(r, col));
 }
 
+/* Writes one property (a PROPERTY_COLS row) as JSON text: the one place a
+ * property is rendered. The list endpoint writes these straight into the
+ * response; property_json parses the same text where a tree is needed. */
+static int property_write(struct buf *b, struct store_rows *r)
+{
+	static const char *const keys[] = {"id", "portfolio_id", "name", "brand",
+					   "pms_property_code", "billing_id", "timezone",
+					   "currency", "vat_entity_nip"};
+	char ts[CLOCK_RFC3339_LEN];
+	size_t i;
+
+	if (buf_putc(b, '{') < 0)
+		return -1;
+	for (i = 0; i < ARRAY_LEN(keys); i++)
+		if (jsonw_key(b, keys[i], i == 0) < 0 ||
+		    jsonw_str(b, store_is_null(r, (int)i) ? NULL : store_text(r, (int)i)) < 0)
+			return -1;
+	clock_format_ms(store_int(r, 9), ts);
+	if (jsonw_key(b, "created_at", 0) < 0 || jsonw_str(b, ts) < 0)
+		return -1;
+	return buf_putc(b, '}');
+}
+
 static json_t *property_json(struct store_rows *r)
 {
-	return json_pack("{s:s, s:s, s:s, s:s, s:s, s:s, s:s, s:s, s:o, s:o}", "id",
-			 store_text(r, 0), "portfolio_id", store_text(r, 1), "name",
-			 store_text(r, 2), "brand", store_text(r, 3), "pms_property_code",
-			 store_text(r, 4), "billing_id", store_text(r, 5), "timezone",
-			 store_text(r, 6), "currency", store_text(r, 7), "vat_entity_nip",
-			 text_or_null(r, 8), "created_at", time_json(store_int(r, 9)));
+	struct buf b;
+	json_t *o = NULL;
+
+	buf_init(&b, 0);
+	if (property_write(&b, r) == 0)
+		o = json_loadb(b.data, b.len, 0, NULL);
+	buf_free(&b);
+	return o ? o : json_null();
 }
 
 static int load_ceilings(struct store_tx *tx, const char *portfolio_id, json_t *arr)
@@ -219,7 +245,7 @@ void portfolio_h_properties(struct ctx *c)
 	char after[ID_MAX], scope[192], next[PAGINATION_CURSOR_MAX + 1], last[ID_MAX] = "";
 	struct store_tx *tx = NULL;
 	struct store_rows *r = NULL;
-	json_t *items = NULL;
+	struct buf items = {NULL, 0, 0, 0};
 	int limit, rc, n = 0, more = 0;
 
 	if (!own_portfolio(c))
@@ -240,7 +266,9 @@ void portfolio_h_properties(struct ctx *c)
 			 3, &r);
 	if (rc != STORE_OK)
 		goto fail;
-	items = json_array();
+	buf_init(&items, HTTP_BODY_MAX * 4);
+	if (buf_putc(&items, '[') < 0)
+		goto fail;
 	while ((rc = store_next(r)) == 1) {
 		if (!auth_property_allowed(&c->p, store_text(r, 0)))
 			continue;
@@ -248,20 +276,22 @@ void portfolio_h_properties(struct ctx *c)
 			more = 1;
 			break;
 		}
-		json_array_append_new(items, property_json(r));
+		if ((n && buf_putc(&items, ',') < 0) || property_write(&items, r) < 0)
+			goto fail;
 		snprintf(last, sizeof last, "%s", store_text(r, 0));
 		n++;
 	}
-	if (rc < 0)
+	if (rc < 0 || buf_putc(&items, ']') < 0)
 		goto fail;
 	store_rows_close(r);
 	store_rollback(tx);
 	if (more && pagination_cursor_encode(c->app->cursor_key, scope, last, next, sizeof next) < 0)
 		more = 0;
-	respond_list(c, items, more ? next : NULL);
+	respond_list_text(c, &items, more ? next : NULL);
+	buf_free(&items);
 	return;
 fail:
-	json_decref(items);
+	buf_free(&items);
 	store_rows_close(r);
 	store_rollback(tx);
 	respond_error(c, ERR_INTERNAL, NULL, "internal error");

@@ -631,6 +631,35 @@ static void respond_decision_error(struct ctx *c, enum err e, json_t *details, c
 	json_decref(body);
 }
 
+/* Takes the write lock again after the PMS writes and reads the tip of
+ * the decision's chain. Returns 0, or -1 after answering (the caller
+ * rolls *tx back, which may be NULL). */
+static int reopen_chain(struct ctx *c, const char *id, struct store_tx **tx,
+			struct audit_chain *ch)
+{
+	int rc = store_begin(c->app->store, 1, tx);
+
+	if (rc == STORE_OK && (rc = audit_open(*tx, id, ch)) == 0)
+		return 0;
+	db_error(c, rc == STORE_OK ? STORE_ERR : rc);
+	return -1;
+}
+
+/* Reads a decision back after its change committed, in a read transaction
+ * left in *tx for the caller to roll back. Returns it, or NULL after
+ * answering. */
+static json_t *reload(struct ctx *c, const char *id, struct store_tx **tx)
+{
+	json_t *d = NULL;
+	int rc = store_begin(c->app->store, 0, tx);
+
+	if (rc == STORE_OK && load_decision(*tx, c->p.portfolio_id, id, &d) == 1)
+		return d;
+	json_decref(d);
+	db_error(c, rc == STORE_OK ? STORE_ERR : rc);
+	return NULL;
+}
+
 void rate_decision_h_create(struct ctx *c)
 {
 	const json_t *b = c->body, *props = json_object_get(b, "properties");
@@ -695,7 +724,7 @@ void rate_decision_h_create(struct ctx *c)
 
 		if (!json_is_true(json_object_get(chk, "passed"))) {
 			json_t *reasons = json_object_get(chk, "reasons"), *dd;
-			char field[32], issue[400] = "";
+			char field[48], issue[400] = "";
 			size_t j;
 
 			ceiling_ok = 0;
@@ -812,13 +841,8 @@ void rate_decision_h_create(struct ctx *c)
 		respond_error(c, ERR_INTERNAL, NULL, "internal error");
 		goto out;
 	}
-	if ((rc = store_begin(c->app->store, 1, &tx)) != STORE_OK ||
-	    (rc = audit_open(tx, id, &ch)) < 0) {
-		if (rc == STORE_OK)
-			rc = STORE_ERR;
-		db_error(c, rc);
+	if (reopen_chain(c, id, &tx, &ch) < 0)
 		goto out;
-	}
 	if (outcome == 1) {
 		failure = record_failure(tx, &ch, c->p.portfolio_id, id, t, w, comp, cw, n, "publish",
 					 now);
@@ -868,11 +892,8 @@ void rate_decision_h_create(struct ctx *c)
 		goto out;
 	}
 	tx = NULL;
-	if ((rc = store_begin(c->app->store, 0, &tx)) != STORE_OK ||
-	    load_decision(tx, c->p.portfolio_id, id, &decision) != 1) {
-		db_error(c, rc == STORE_OK ? STORE_ERR : rc);
+	if (!(decision = reload(c, id, &tx)))
 		goto out;
-	}
 	{
 		/* The spec's response: id, status, properties_written,
 		 * audit_trail_url, pms_write_receipts. */
@@ -1156,12 +1177,8 @@ void rate_decision_h_revert(struct ctx *c)
 		respond_error(c, ERR_INTERNAL, NULL, "internal error");
 		goto out;
 	}
-	if ((rc = store_begin(c->app->store, 1, &tx)) != STORE_OK || (rc = audit_open(tx, id, &ch)) < 0) {
-		if (rc == STORE_OK)
-			rc = STORE_ERR;
-		db_error(c, rc);
+	if (reopen_chain(c, id, &tx, &ch) < 0)
 		goto out;
-	}
 	/* Compensation of a failed revert writes the decision's rate back. */
 	if (outcome == 1) {
 		failure = record_failure(tx, &ch, c->p.portfolio_id, id, rt, rw, comp, cw, k, "revert",
@@ -1221,11 +1238,8 @@ void rate_decision_h_revert(struct ctx *c)
 	tx = NULL;
 	json_decref(d);
 	d = NULL;
-	if ((rc = store_begin(c->app->store, 0, &tx)) != STORE_OK ||
-	    load_decision(tx, c->p.portfolio_id, id, &d) != 1) {
-		db_error(c, rc == STORE_OK ? STORE_ERR : rc);
+	if (!(d = reload(c, id, &tx)))
 		goto out;
-	}
 	respond_decision(c, 200, d);
 	d = NULL;
 out:

@@ -103,6 +103,30 @@ void respond_list(struct ctx *c, json_t *items, const char *next_cursor)
 	put_json(c, 200, body);
 }
 
+void respond_list_text(struct ctx *c, const struct buf *items, const char *next_cursor)
+{
+	struct buf *b = &c->res->body;
+	int ok;
+
+	buf_reset(b);
+	ok = buf_puts(b, "{\"data\":") == 0 && buf_append(b, items->data, items->len) == 0 &&
+	     buf_puts(b, ",\"meta\":{") == 0 && jsonw_key(b, "request_id", 1) == 0 &&
+	     jsonw_str(b, c->request_id) == 0;
+	if (ok && c->authenticated && c->match.route && c->match.route->v2)
+		ok = jsonw_key(b, "portfolio_id", 0) == 0 && jsonw_str(b, c->p.portfolio_id) == 0;
+	if (ok && c->authenticated && c->meta_sla_tier)
+		ok = jsonw_key(b, "sla_tier", 0) == 0 &&
+		     jsonw_str(b, auth_plan_sla_tier(c->p.plan)) == 0;
+	ok = ok && jsonw_key(b, "next_cursor", 0) == 0 && jsonw_str(b, next_cursor) == 0 &&
+	     buf_puts(b, "}}") == 0;
+	if (!ok) {
+		respond_error(c, ERR_INTERNAL, NULL, "internal error");
+		return;
+	}
+	c->res->status = 200;
+	c->res->content_type = "application/json";
+}
+
 void respond_error(struct ctx *c, enum err e, json_t *details, const char *fmt, ...)
 {
 	char msg[512];

@@ -40,6 +40,10 @@ int err_status(enum err e);
 void respond_data(struct ctx *c, int status, json_t *data);
 /* A list page: data is an array (stolen); next_cursor NULL means last page. */
 void respond_list(struct ctx *c, json_t *items, const char *next_cursor);
+/* A list page whose items are already JSON text (a JSON array): the hot
+ * list paths write items straight from the database rows. */
+struct buf;
+void respond_list_text(struct ctx *c, const struct buf *items, const char *next_cursor);
 /* An error body; details (stolen, may be NULL) is an array of {field, issue}. */
 void respond_error(struct ctx *c, enum err e, json_t *details, const char *fmt, ...)
 	PRINTF(4, 5);

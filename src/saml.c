@@ -13,6 +13,7 @@
  * Everything that does not fit is refused with a short reason that never
  * quotes the document. */
 #include "saml.h"
+#include "clock.h"
 
 #include <limits.h>
 #include <stdio.h>
@@ -315,19 +316,6 @@ static int digits(const char *s, int n, int *out)
 	return 0;
 }
 
-/* Days from 1970-01-01 to the proleptic Gregorian date y-m-d. */
-static int64_t days_from_civil(int y, int m, int d)
-{
-	int64_t era, yoe, doy, doe;
-
-	y -= m <= 2;
-	era = (y >= 0 ? y : y - 399) / 400;
-	yoe = y - era * 400;
-	doy = (153 * (m + (m > 2 ? -3 : 9)) + 2) / 5 + d - 1;
-	doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
-	return era * 146097 + doe - 719468;
-}
-
 /* Parses "YYYY-MM-DDThh:mm:ss[.f+](Z|(+|-)hh:mm)" into milliseconds since the
  * epoch. A time zone is required; fractions beyond milliseconds are
  * truncated. Returns 0, or -1 on anything else. */
@@ -369,7 +357,7 @@ static int parse_datetime(const char *s, int64_t *ms)
 	} else {
 		return -1;
 	}
-	*ms = ((days_from_civil(y, mo, d) * 86400 + h * 3600 + mi * 60 + sec -
+	*ms = ((clock_days_from_civil(y, (unsigned)mo, (unsigned)d) * 86400 + h * 3600 + mi * 60 + sec -
 		(int64_t)sign * (oh * 3600 + om * 60)) * 1000) + frac;
 	return 0;
 }

@@ -891,6 +891,47 @@ void scim_h_user_get(struct ctx *c)
 	json_decref(groups);
 }
 
+/* Opens a write transaction and loads the resource named by the path
+ * under it, checking If-Match. Returns 1 with *tx and *row (the caller
+ * finishes both), or 0 after answering (nothing left open). */
+static int load_for_change(struct ctx *c, int user, struct store_tx **tx, struct res_row *row)
+{
+	int rc;
+
+	memset(row, 0, sizeof *row);
+	if ((rc = store_begin(c->app->store, 1, tx)) != STORE_OK) {
+		*tx = NULL;
+		db_error(c, rc);
+		return 0;
+	}
+	rc = load_one(*tx, user, c->p.portfolio_id, ctx_param(c, 0), row);
+	if (rc == 1 && check_if_match(c, row->version) == 0)
+		return 1;
+	if (rc == 0)
+		scim_error(c, 404, NULL, "no %s %s", user ? "user" : "group", ctx_param(c, 0));
+	else if (rc < 0)
+		db_error(c, rc);
+	store_rollback(*tx);
+	*tx = NULL;
+	row_free(row);
+	return 0;
+}
+
+/* Applies a PATCH body to doc; on a refusal answers 400 with the scimType
+ * of the PATCH engine's error and returns -1. */
+static int apply_patch(struct ctx *c, json_t *doc, const json_t *body)
+{
+	static const char *types[] = {NULL, "invalidSyntax", "invalidPath", "noTarget",
+				      "invalidValue", "mutability"};
+	char err[256];
+	int rc = scim_patch_apply(doc, body, err, sizeof err);
+
+	if (rc == SCIM_PATCH_OK)
+		return 0;
+	scim_error(c, 400, rc >= -5 && rc <= -1 ? types[-rc] : "invalidValue", "%s", err);
+	return -1;
+}
+
 /* Stores a changed user document (PUT or PATCH result) inside tx: columns,
  * version, and on deactivation the revocation of every token of the user
  * with an sso.user.deprovisioned event. Answers and returns -1 on a
@@ -956,34 +997,14 @@ static void modify_user(struct ctx *c, int patch)
 	struct store_tx *tx = NULL;
 	struct res_row row = {0}, fresh = {0};
 	json_t *doc = NULL, *groups = NULL;
-	char err[256];
 	int rc;
 
-	if ((rc = store_begin(c->app->store, 1, &tx)) != STORE_OK) {
-		tx = NULL;
-		db_error(c, rc);
-		goto out;
-	}
-	rc = load_one(tx, 1, c->p.portfolio_id, ctx_param(c, 0), &row);
-	if (rc <= 0) {
-		if (rc == 0)
-			scim_error(c, 404, NULL, "no user %s", ctx_param(c, 0));
-		else
-			db_error(c, rc);
-		goto out;
-	}
-	if (check_if_match(c, row.version) < 0)
-		goto out;
+	if (!load_for_change(c, 1, &tx, &row))
+		return;
 	if (patch) {
 		doc = json_deep_copy(row.doc);
-		rc = scim_patch_apply(doc, c->body, err, sizeof err);
-		if (rc != SCIM_PATCH_OK) {
-			static const char *types[] = {NULL, "invalidSyntax", "invalidPath", "noTarget",
-						      "invalidValue", "mutability"};
-
-			scim_error(c, 400, rc >= -5 && rc <= -1 ? types[-rc] : "invalidValue", "%s", err);
+		if (apply_patch(c, doc, c->body) < 0)
 			goto out;
-		}
 		del_ci(doc, "groups");
 		del_ci(doc, "id");
 		del_ci(doc, "meta");
@@ -1071,21 +1092,8 @@ void scim_h_user_delete(struct ctx *c)
 	char name[USER_NAME_MAX * 4 + 1];
 	int rc, revoked;
 
-	if ((rc = store_begin(c->app->store, 1, &tx)) != STORE_OK) {
-		tx = NULL;
-		db_error(c, rc);
-		goto out;
-	}
-	rc = load_one(tx, 1, c->p.portfolio_id, ctx_param(c, 0), &row);
-	if (rc <= 0) {
-		if (rc == 0)
-			scim_error(c, 404, NULL, "no user %s", ctx_param(c, 0));
-		else
-			db_error(c, rc);
-		goto out;
-	}
-	if (check_if_match(c, row.version) < 0)
-		goto out;
+	if (!load_for_change(c, 1, &tx, &row))
+		return;
 	snprintf(name, sizeof name, "%s", json_string_value(get_ci(row.doc, "userName")) ?
 		 json_string_value(get_ci(row.doc, "userName")) : "");
 	revoked = auth_revoke_user_tokens(tx, row.id, clock_now_ms());
@@ -1255,35 +1263,14 @@ static void modify_group(struct ctx *c, int patch)
 	struct store_tx *tx = NULL;
 	struct res_row row = {0};
 	json_t *doc = NULL, *body = NULL;
-	char err[256];
-	int rc;
 
-	if ((rc = store_begin(c->app->store, 1, &tx)) != STORE_OK) {
-		tx = NULL;
-		db_error(c, rc);
-		goto out;
-	}
-	rc = load_one(tx, 0, c->p.portfolio_id, ctx_param(c, 0), &row);
-	if (rc <= 0) {
-		if (rc == 0)
-			scim_error(c, 404, NULL, "no group %s", ctx_param(c, 0));
-		else
-			db_error(c, rc);
-		goto out;
-	}
-	if (check_if_match(c, row.version) < 0)
-		goto out;
+	if (!load_for_change(c, 0, &tx, &row))
+		return;
 	if (patch) {
 		doc = json_deep_copy(row.doc);
 		body = normalize_member_ops(c->body);
-		rc = scim_patch_apply(doc, body, err, sizeof err);
-		if (rc != SCIM_PATCH_OK) {
-			static const char *types[] = {NULL, "invalidSyntax", "invalidPath", "noTarget",
-						      "invalidValue", "mutability"};
-
-			scim_error(c, 400, rc >= -5 && rc <= -1 ? types[-rc] : "invalidValue", "%s", err);
+		if (apply_patch(c, doc, body) < 0)
 			goto out;
-		}
 		del_ci(doc, "id");
 		del_ci(doc, "meta");
 	} else {
@@ -1315,26 +1302,14 @@ void scim_h_group_delete(struct ctx *c)
 	struct res_row row;
 	int rc;
 
-	if ((rc = store_begin(c->app->store, 1, &tx)) != STORE_OK) {
-		db_error(c, rc);
+	if (!load_for_change(c, 0, &tx, &row))
 		return;
-	}
-	rc = load_one(tx, 0, c->p.portfolio_id, ctx_param(c, 0), &row);
-	if (rc == 1 && check_if_match(c, row.version) < 0) {
-		store_rollback(tx);
-		row_free(&row);
-		return;
-	}
-	if (rc == 1)
-		rc = store_exec(tx, "DELETE FROM scim_groups WHERE portfolio_id = $1 AND id = $2",
-				(struct store_val[]){sv_text(c->p.portfolio_id), sv_text(row.id)}, 2);
+	rc = store_exec(tx, "DELETE FROM scim_groups WHERE portfolio_id = $1 AND id = $2",
+			(struct store_val[]){sv_text(c->p.portfolio_id), sv_text(row.id)}, 2);
 	row_free(&row);
-	if (rc <= 0) {
+	if (rc < 0) {
 		store_rollback(tx);
-		if (rc == 0)
-			scim_error(c, 404, NULL, "no group %s", ctx_param(c, 0));
-		else
-			db_error(c, rc);
+		db_error(c, rc);
 		return;
 	}
 	if ((rc = store_commit(tx)) != STORE_OK) {

@@ -1,4 +1,6 @@
 #include "scim_filter.h"
+#include "clock.h"
+#include "validate.h"
 
 #include <errno.h>
 #include <stdarg.h>
@@ -142,46 +144,12 @@ static int contains(const char *hay, const char *needle, int exact)
 	return 0;
 }
 
-/* Length (1-4) of the well-formed UTF-8 sequence at p with n > 0 bytes left,
- * or 0 (overlong forms, surrogates, > U+10FFFF, truncated). */
-static size_t utf8_step(const unsigned char *p, size_t n)
-{
-	unsigned char c = p[0], lo = 0x80, hi = 0xBF;
-	size_t len, i;
-
-	if (c < 0x80)
-		return 1;
-	if (c >= 0xC2 && c <= 0xDF) {
-		len = 2;
-	} else if (c >= 0xE0 && c <= 0xEF) {
-		len = 3;
-		if (c == 0xE0)
-			lo = 0xA0;
-		else if (c == 0xED)
-			hi = 0x9F;
-	} else if (c >= 0xF0 && c <= 0xF4) {
-		len = 4;
-		if (c == 0xF0)
-			lo = 0x90;
-		else if (c == 0xF4)
-			hi = 0x8F;
-	} else {
-		return 0;
-	}
-	if (n < len || p[1] < lo || p[1] > hi)
-		return 0;
-	for (i = 2; i < len; i++)
-		if (p[i] < 0x80 || p[i] > 0xBF)
-			return 0;
-	return len;
-}
-
 static int utf8_valid(const char *s, size_t n)
 {
 	size_t i = 0, k;
 
 	while (i < n) {
-		k = utf8_step((const unsigned char *)s + i, n - i);
+		k = validate_utf8_step((const unsigned char *)s + i, n - i);
 		if (!k)
 			return 0;
 		i += k;
@@ -237,27 +205,6 @@ static int digits(const char *s, int n, int *v)
 	return 1;
 }
 
-static int64_t days_from_civil(int64_t y, int m, int d)
-{
-	int64_t era, yoe, doy, doe;
-
-	y -= m <= 2;
-	era = (y >= 0 ? y : y - 399) / 400;
-	yoe = y - era * 400;
-	doy = (153 * (m + (m > 2 ? -3 : 9)) + 2) / 5 + d - 1;
-	doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
-	return era * 146097 + doe - 719468;
-}
-
-static int days_in_month(int y, int m)
-{
-	static const int dm[] = { 31, 28, 31, 30, 31, 30, 31, 31, 30, 31, 30, 31 };
-
-	if (m == 2 && ((y % 4 == 0 && y % 100 != 0) || y % 400 == 0))
-		return 29;
-	return dm[m - 1];
-}
-
 /* Parses an RFC 3339 / ISO 8601 date-time, YYYY-MM-DDTHH:MM:SS[.f+][Z|±HH[:]MM]
  * (no offset = UTC, fraction of any length). Returns 0 and *out, or -1. */
 static int parse_datetime(const char *s, struct instant *out)
@@ -293,12 +240,12 @@ static int parse_datetime(const char *s, struct instant *out)
 			return -1;
 		p += 2;
 	}
-	if (*p || mo < 1 || mo > 12 || d < 1 || d > days_in_month(y, mo) || h > 23 || mi > 59 ||
+	if (*p || mo < 1 || mo > 12 || d < 1 || d > clock_days_in_month(y, (unsigned)mo) || h > 23 || mi > 59 ||
 	    sec > 60 || oh > 23 || om > 59)
 		return -1;
 	while (n > 0 && out->frac[n - 1] == '0')
 		out->frac[--n] = '\0';
-	out->sec = days_from_civil(y, mo, d) * 86400 + h * 3600 + mi * 60 + sec -
+	out->sec = clock_days_from_civil(y, (unsigned)mo, (unsigned)d) * 86400 + h * 3600 + mi * 60 + sec -
 		   sign * (oh * 3600 + om * 60);
 	return 0;
 }

@@ -14,7 +14,7 @@
  * bytes left, or 0 when it is ill-formed: a stray continuation byte, an
  * overlong form (C0, C1, E0 80-9F, F0 80-8F), a surrogate (ED A0-BF), a value
  * above U+10FFFF (F4 90-BF, F5-FF) or a sequence cut short. */
-static size_t utf8_step(const unsigned char *p, size_t n)
+size_t validate_utf8_step(const unsigned char *p, size_t n)
 {
 	unsigned char c = p[0], lo = 0x80, hi = 0xBF;
 	size_t len, i;
@@ -56,7 +56,7 @@ static int utf8_count(const char *s, size_t n, size_t *codepoints)
 	size_t i = 0, cp = 0, k;
 
 	while (i < n) {
-		k = utf8_step(p + i, n - i);
+		k = validate_utf8_step(p + i, n - i);
 		if (!k)
 			return -1;
 		i += k;
@@ -151,7 +151,7 @@ static int prescan(const char *body, size_t len, struct buf *err)
 			return -1;
 		}
 		if (c >= 0x80) {
-			k = utf8_step(p + i, len - i);
+			k = validate_utf8_step(p + i, len - i);
 			if (!k) {
 				set_err_at(err, body, i, "request body is not valid UTF-8");
 				return -1;
@@ -206,7 +206,7 @@ static void clean_text(const char *text, char *out, size_t outcap)
 			i++;
 		} else if (p[i] < 0x80) {
 			out[o++] = (char)p[i++];
-		} else if ((k = utf8_step(p + i, n - i)) != 0) {
+		} else if ((k = validate_utf8_step(p + i, n - i)) != 0) {
 			memcpy(out + o, p + i, k);
 			o += k;
 			i += k;

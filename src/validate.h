@@ -74,6 +74,10 @@ int validate_utf8_len(const char *s, size_t *codepoints) WUR;
  * handlers' own semantic problems ("must be a positive integer"). Does
  * nothing when details already holds VALIDATE_MAX_DETAILS entries, when
  * either string is not valid UTF-8, or when memory runs out. */
+/* Length (1-4) of the well-formed UTF-8 sequence at p, of at most n bytes,
+ * or 0 when it is ill-formed (overlong, surrogate, above U+10FFFF, cut
+ * short). The one UTF-8 decoder of the project. */
+size_t validate_utf8_step(const unsigned char *p, size_t n);
 void validate_add_detail(json_t *details, const char *field, const char *issue);
 
 #endif

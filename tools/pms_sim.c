@@ -25,6 +25,7 @@
 #include "clock.h"
 #include "http_server.h"
 #include "log.h"
+#include "signals.h"
 #include "pms_sim_core.h"
 #include "router.h"
 #include "validate.h"
@@ -272,20 +273,14 @@ int main(int argc, char **argv)
 	struct sim_server ss = {NULL, 0};
 	struct http_server *srv = NULL;
 	struct http_server_opts ho;
-	struct timespec tick = {1, 0};
 	sigset_t sigs;
 	int rc, sig, v6, exit_code = 1;
-	int64_t deadline;
 
 	rc = parse_args(argc, argv, &o);
 	if (rc != 0)
 		return rc > 0 ? 0 : 2;
 	log_init(1);
-	signal(SIGPIPE, SIG_IGN);
-	sigemptyset(&sigs);
-	sigaddset(&sigs, SIGTERM);
-	sigaddset(&sigs, SIGINT);
-	pthread_sigmask(SIG_BLOCK, &sigs, NULL);
+	signals_block(&sigs);
 
 	ss.sim = pms_sim_new(o.fail_codes);
 	if (!ss.sim) {
@@ -306,21 +301,10 @@ int main(int argc, char **argv)
 		log_msg(LOG_INFO, "config", "latency %d ms per write, %d threads", o.latency_ms,
 			o.threads);
 
-	for (;;) {
-		sig = sigtimedwait(&sigs, NULL, &tick);
-		if (sig == SIGTERM || sig == SIGINT)
-			break;
-		if (sig < 0 && errno != EAGAIN && errno != EINTR) {
-			log_msg(LOG_ERROR, "signals", "sigtimedwait: %s", strerror(errno));
-			break;
-		}
-	}
-	log_msg(LOG_INFO, "shutdown", "signal received: draining %d requests in flight",
-		http_server_in_flight(srv));
-	http_server_quiesce(srv);
-	deadline = clock_mono_ms() + DRAIN_MS;
-	while (http_server_in_flight(srv) > 0 && clock_mono_ms() < deadline)
-		nanosleep(&(struct timespec){0, 10 * 1000 * 1000}, NULL);
+	sig = signals_wait(&sigs, NULL, NULL);
+	log_msg(LOG_INFO, "shutdown", "%s: draining %d requests in flight",
+		sig > 0 ? "signal received" : "signal wait failed", http_server_in_flight(srv));
+	http_server_drain(srv, DRAIN_MS);
 	exit_code = 0;
 out:
 	http_server_stop(srv);
