@@ -16,6 +16,7 @@
 #include "deprecation.h"
 #include "embedded.h"
 #include "idempotency.h"
+#include "keyfile.h"
 #include "log.h"
 #include "metrics.h"
 #include "oauth.h"
@@ -26,6 +27,7 @@
 #include "scim.h"
 #include "store.h"
 #include "validate.h"
+#include "webhook.h"
 
 static void h_healthz(struct ctx *c)
 {
@@ -87,6 +89,14 @@ const struct route app_routes[] = {
 	   AUTH_SCOPE_RATES_READ),
 	V2W("POST", "/v2/rate-decisions/{id}/revert", rate_decision_h_revert,
 	    AUTH_SCOPE_RATES_WRITE, rate_revert_spec),
+	{"POST", "/v1/webhooks", webhook_h_create_v1, ROUTE_BEARER, AUTH_SCOPE_WEBHOOKS_MANAGE, 0,
+	 BODY_JSON, webhook_v1_spec, 0},
+	V2W("POST", "/v2/webhooks", webhook_h_create_v2, AUTH_SCOPE_WEBHOOKS_MANAGE, webhook_v2_spec),
+	V2("GET", "/v2/webhooks", webhook_h_list, AUTH_SCOPE_WEBHOOKS_MANAGE),
+	V2("GET", "/v2/webhooks/{id}", webhook_h_get, AUTH_SCOPE_WEBHOOKS_MANAGE),
+	V2("DELETE", "/v2/webhooks/{id}", webhook_h_delete, AUTH_SCOPE_WEBHOOKS_MANAGE),
+	V2("POST", "/v2/webhooks/signing-secret/rotate", webhook_h_rotate,
+	   AUTH_SCOPE_WEBHOOKS_MANAGE),
 #define SCIM(m, p, f, b) {m, p, f, ROUTE_SCIM, 0, 0, b, NULL, 1}
 	SCIM("GET", "/scim/v2/ServiceProviderConfig", scim_h_service_provider_config, BODY_NONE),
 	SCIM("GET", "/scim/v2/serviceConfiguration", scim_h_service_provider_config, BODY_NONE),
@@ -154,7 +164,8 @@ int app_init(struct app *a, const struct config *cfg, struct store *st)
 	a->metrics = metrics_new();
 	a->deprecations = deprecation_new();
 	if (!a->rl_portfolio || !a->rl_anon || !a->metrics || !a->deprecations ||
-	    load_cursor_key(a) < 0 || deprecation_reload(a->deprecations, st) < 0) {
+	    load_cursor_key(a) < 0 || deprecation_reload(a->deprecations, st) < 0 ||
+	    keyfile_load(cfg->data_dir, a->seal_key) < 0) {
 		app_free(a);
 		return -1;
 	}
@@ -168,6 +179,7 @@ void app_free(struct app *a)
 	metrics_free(a->metrics);
 	deprecation_free(a->deprecations);
 	crypto_wipe(a->cursor_key, sizeof a->cursor_key);
+	crypto_wipe(a->seal_key, sizeof a->seal_key);
 	memset(a, 0, sizeof *a);
 }
 

@@ -25,6 +25,7 @@ struct app {
 	struct deprecation *deprecations;
 	struct pms *pms;               /* the PMS connector (--pms-url) */
 	unsigned char cursor_key[32];
+	unsigned char seal_key[32];    /* seals stored secrets (<data-dir>/revops.key) */
 	volatile int shutting_down;
 	volatile int ready;           /* start-up (demo seeding) finished */
 };

@@ -270,3 +270,70 @@ out:
 	BIO_free(cb);
 	return rc;
 }
+
+char *crypto_seal(const unsigned char key[32], const char *plaintext, const char *aad)
+{
+	EVP_CIPHER_CTX *ctx = EVP_CIPHER_CTX_new();
+	size_t n = strlen(plaintext);
+	unsigned char *raw = malloc(12 + n + 16);
+	char *out = malloc(3 + (12 + n + 16 + 2) / 3 * 4 + 1);
+	int len, ok = 0;
+
+	if (!ctx || !raw || !out || crypto_random(raw, 12) < 0)
+		goto done;
+	if (EVP_EncryptInit_ex(ctx, EVP_aes_256_gcm(), NULL, key, raw) != 1 ||
+	    (aad && EVP_EncryptUpdate(ctx, NULL, &len, (const unsigned char *)aad, (int)strlen(aad)) != 1) ||
+	    EVP_EncryptUpdate(ctx, raw + 12, &len, (const unsigned char *)plaintext, (int)n) != 1 ||
+	    EVP_EncryptFinal_ex(ctx, raw + 12 + len, &len) != 1 ||
+	    EVP_CIPHER_CTX_ctrl(ctx, EVP_CTRL_GCM_GET_TAG, 16, raw + 12 + n) != 1)
+		goto done;
+	memcpy(out, "v1:", 3);
+	crypto_b64url_encode(raw, 12 + n + 16, out + 3);
+	ok = 1;
+done:
+	EVP_CIPHER_CTX_free(ctx);
+	if (raw)
+		crypto_wipe(raw, 12 + n + 16);
+	free(raw);
+	if (!ok) {
+		free(out);
+		return NULL;
+	}
+	return out;
+}
+
+char *crypto_open(const unsigned char key[32], const char *sealed, const char *aad)
+{
+	EVP_CIPHER_CTX *ctx = NULL;
+	size_t slen, rawlen = 0;
+	unsigned char *raw = NULL;
+	char *out = NULL;
+	int len, ok = 0;
+
+	if (!sealed || strncmp(sealed, "v1:", 3) != 0)
+		return NULL;
+	slen = strlen(sealed + 3);
+	raw = malloc(slen / 4 * 3 + 3);
+	if (!raw || crypto_b64url_decode(sealed + 3, slen, raw, slen / 4 * 3 + 3, &rawlen) < 0 ||
+	    rawlen < 12 + 16)
+		goto done;
+	out = malloc(rawlen - 28 + 1);
+	ctx = EVP_CIPHER_CTX_new();
+	if (!out || !ctx || EVP_DecryptInit_ex(ctx, EVP_aes_256_gcm(), NULL, key, raw) != 1 ||
+	    (aad && EVP_DecryptUpdate(ctx, NULL, &len, (const unsigned char *)aad, (int)strlen(aad)) != 1) ||
+	    EVP_DecryptUpdate(ctx, (unsigned char *)out, &len, raw + 12, (int)(rawlen - 28)) != 1 ||
+	    EVP_CIPHER_CTX_ctrl(ctx, EVP_CTRL_GCM_SET_TAG, 16, raw + rawlen - 16) != 1 ||
+	    EVP_DecryptFinal_ex(ctx, (unsigned char *)out + len, &len) != 1)
+		goto done;
+	out[rawlen - 28] = '\0';
+	ok = (int)strlen(out) == (int)(rawlen - 28); /* no NUL inside */
+done:
+	EVP_CIPHER_CTX_free(ctx);
+	free(raw);
+	if (!ok && out) {
+		crypto_wipe(out, rawlen > 28 ? rawlen - 28 : 0);
+		free(out);
+		out = NULL;
+	}
+	return out;
+}

@@ -34,6 +34,15 @@ size_t crypto_b64_encode(const void *in, size_t n, char *out);
  * name cn, valid for days. Returns 0 with *key_pem and *cert_pem (free()),
  * or -1. Used for the demo's identity provider. */
 int crypto_self_signed(const char *cn, int days, char **key_pem, char **cert_pem) WUR;
+/* Seals plaintext with AES-256-GCM under key: the result is "v1:" +
+ * base64url(12-byte nonce || ciphertext || 16-byte tag), NUL-terminated,
+ * malloc'ed. aad (may be NULL) is authenticated, not stored: opening needs
+ * the same aad (bind a secret to its row, e.g. the subscription id).
+ * Returns NULL on failure. */
+char *crypto_seal(const unsigned char key[32], const char *plaintext, const char *aad);
+/* Opens what crypto_seal made. Returns the malloc'ed plaintext, or NULL
+ * when the text is malformed, the key or aad is wrong, or it was altered. */
+char *crypto_open(const unsigned char key[32], const char *sealed, const char *aad);
 /* 1 when pem holds exactly one parseable X.509 certificate, else 0. */
 int crypto_cert_pem_valid(const char *pem);
 /* Overwrites n bytes in a way the compiler may not elide. */

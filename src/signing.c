@@ -1,0 +1,216 @@
+#include "signing.h"
+
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "crypto.h"
+
+#define SECRET_PREFIX "whsec_"
+#define SECRET_PREFIX_LEN (sizeof SECRET_PREFIX - 1)
+#define SECRET_RAW_LEN 32
+/* Standard Webhooks symmetric keys: at least 24 bytes (192 bits), at most
+ * 512 bits. The reference test vector uses a 24-byte key, ours are 32. */
+#define STD_KEY_MIN 24
+#define STD_KEY_MAX 64
+/* Base64 of a SHA-256 MAC: 4 * ceil(32 / 3) characters. */
+#define MAC_B64_LEN 44
+/* "v1," + base64 MAC + NUL. */
+#define STD_SIG_LEN (3 + MAC_B64_LEN + 1)
+/* Longest timestamp we parse: 18 digits cannot overflow int64_t. */
+#define TS_DIGITS_MAX 18
+
+int signing_new_secret(char out[SIGNING_SECRET_LEN])
+{
+	unsigned char raw[SECRET_RAW_LEN];
+
+	if (crypto_random(raw, sizeof raw) < 0)
+		return -1;
+	memcpy(out, SECRET_PREFIX, SECRET_PREFIX_LEN);
+	crypto_b64_encode(raw, sizeof raw, out + SECRET_PREFIX_LEN);
+	crypto_wipe(raw, sizeof raw);
+	return 0;
+}
+
+void signing_service_signature(const char *secret, const void *body, size_t len,
+			       char out[SIGNING_HEX_LEN])
+{
+	unsigned char mac[CRYPTO_SHA256_LEN];
+
+	crypto_hmac_sha256(secret, strlen(secret), body, len, mac);
+	crypto_hex(mac, sizeof mac, out);
+}
+
+/* Value of one hex digit in either case, or -1. */
+static int hex_val(char c)
+{
+	if (c >= '0' && c <= '9')
+		return c - '0';
+	if (c >= 'a' && c <= 'f')
+		return c - 'a' + 10;
+	if (c >= 'A' && c <= 'F')
+		return c - 'A' + 10;
+	return -1;
+}
+
+/* Decodes exactly 2n hex digits (any case) from s into out. Returns 0, or -1
+ * on a non-hex character. The caller has checked the length. */
+static int hex_decode(const char *s, unsigned char *out, size_t n)
+{
+	size_t i;
+	int hi, lo;
+
+	for (i = 0; i < n; i++) {
+		hi = hex_val(s[2 * i]);
+		lo = hex_val(s[2 * i + 1]);
+		if (hi < 0 || lo < 0)
+			return -1;
+		out[i] = (unsigned char)(hi << 4 | lo);
+	}
+	return 0;
+}
+
+int signing_verify_service(const char *secret, const void *body, size_t len,
+			   const char *header)
+{
+	unsigned char want[CRYPTO_SHA256_LEN], got[CRYPTO_SHA256_LEN];
+	int ok;
+
+	if (!secret || !header || (!body && len))
+		return 0;
+	/* The length and the characters of the header are public; only the
+	 * comparison with the expected MAC has to take constant time. */
+	if (strlen(header) != 2 * CRYPTO_SHA256_LEN ||
+	    hex_decode(header, got, sizeof got) < 0)
+		return 0;
+	crypto_hmac_sha256(secret, strlen(secret), body, len, want);
+	ok = crypto_equal(want, got, sizeof want);
+	crypto_wipe(want, sizeof want);
+	return ok;
+}
+
+/* Decodes the key of a "whsec_<base64>" secret into key (STD_KEY_MAX bytes;
+ * the caller wipes it whatever the outcome). Returns the key length, or -1
+ * when the prefix is missing, the rest is not padded standard base64, or the
+ * key is outside STD_KEY_MIN..STD_KEY_MAX. */
+static int std_key(const char *secret, unsigned char key[STD_KEY_MAX])
+{
+	size_t klen;
+
+	if (strncmp(secret, SECRET_PREFIX, SECRET_PREFIX_LEN) != 0)
+		return -1;
+	secret += SECRET_PREFIX_LEN;
+	if (crypto_b64_decode(secret, strlen(secret), key, STD_KEY_MAX, &klen) < 0 ||
+	    klen < STD_KEY_MIN)
+		return -1;
+	return (int)klen;
+}
+
+/* Signs "<msg_id>.<timestamp>.<body>" with the decoded key. The message is
+ * assembled in one heap buffer because crypto offers a one-shot HMAC only;
+ * the key is wiped before returning. Returns 0, or -1 on a bad secret, a
+ * NULL argument, cap < 48 or an allocation failure. */
+int signing_standard_signature(const char *secret, const char *msg_id, int64_t timestamp,
+			       const void *body, size_t len, char *out, size_t cap)
+{
+	unsigned char key[STD_KEY_MAX], mac[CRYPTO_SHA256_LEN];
+	char ts[24];
+	unsigned char *msg = NULL;
+	size_t idlen, tslen, head;
+	int klen, tsn, rc = -1;
+
+	if (!secret || !msg_id || !out || cap < STD_SIG_LEN || (!body && len))
+		return -1;
+	klen = std_key(secret, key);
+	if (klen < 0)
+		goto out;
+	tsn = snprintf(ts, sizeof ts, "%" PRId64, timestamp);
+	if (tsn < 0 || (size_t)tsn >= sizeof ts)
+		goto out;
+	tslen = (size_t)tsn;
+	idlen = strlen(msg_id);
+	head = idlen + 1 + tslen + 1;
+	if (len > SIZE_MAX - head)
+		goto out;
+	msg = malloc(head + len);
+	if (!msg)
+		goto out;
+	memcpy(msg, msg_id, idlen);
+	msg[idlen] = '.';
+	memcpy(msg + idlen + 1, ts, tslen);
+	msg[head - 1] = '.';
+	if (len)
+		memcpy(msg + head, body, len);
+	crypto_hmac_sha256(key, (size_t)klen, msg, head + len, mac);
+	memcpy(out, "v1,", 3);
+	crypto_b64_encode(mac, sizeof mac, out + 3);
+	rc = 0;
+out:
+	free(msg);
+	crypto_wipe(key, sizeof key);
+	return rc;
+}
+
+/* Parses a webhook-timestamp value: 1 to TS_DIGITS_MAX ASCII digits and
+ * nothing else. Returns 0 with *ts, or -1. */
+static int parse_timestamp(const char *s, int64_t *ts)
+{
+	int64_t v = 0;
+	size_t i;
+
+	for (i = 0; s[i]; i++) {
+		if (s[i] < '0' || s[i] > '9' || i >= TS_DIGITS_MAX)
+			return -1;
+		v = v * 10 + (s[i] - '0');
+	}
+	if (i == 0)
+		return -1;
+	*ts = v;
+	return 0;
+}
+
+/* 1 when |now - ts| <= tol, computed without signed overflow: for a > b the
+ * unsigned difference of the two's-complement values is exact. */
+static int within_tolerance(int64_t ts, int64_t now, int64_t tol)
+{
+	uint64_t diff;
+
+	if (tol < 0)
+		return 0;
+	diff = ts > now ? (uint64_t)ts - (uint64_t)now : (uint64_t)now - (uint64_t)ts;
+	return diff <= (uint64_t)tol;
+}
+
+/* Every "v1," entry of the header is compared (no early exit), so the time
+ * taken depends on the header's shape, not on where a match is. Entries of
+ * other schemes (v1a, v2, …) are skipped, as the specification allows. */
+int signing_verify_standard(const char *secret, const char *msg_id,
+			    const char *timestamp_header, const void *body, size_t len,
+			    const char *signature_header, int64_t now_s, int64_t tolerance_s)
+{
+	char want[STD_SIG_LEN];
+	const char *p, *end;
+	size_t n;
+	int64_t ts;
+	int ok = 0;
+
+	if (!secret || !msg_id || !timestamp_header || !signature_header)
+		return 0;
+	if (parse_timestamp(timestamp_header, &ts) < 0 ||
+	    !within_tolerance(ts, now_s, tolerance_s))
+		return 0;
+	if (signing_standard_signature(secret, msg_id, ts, body, len, want, sizeof want) < 0)
+		return 0;
+	for (p = signature_header; *p; p = end) {
+		while (*p == ' ')
+			p++;
+		end = p;
+		while (*end && *end != ' ')
+			end++;
+		n = (size_t)(end - p);
+		if (n == STD_SIG_LEN - 1 && memcmp(p, "v1,", 3) == 0)
+			ok |= crypto_equal(p + 3, want + 3, MAC_B64_LEN);
+	}
+	return ok;
+}
