@@ -169,6 +169,7 @@ int app_init(struct app *a, const struct config *cfg, struct store *st)
 		app_free(a);
 		return -1;
 	}
+	idempotency_set_seal_key(a->seal_key);
 	return 0;
 }
 

@@ -8,6 +8,24 @@
 #include "log.h"
 #include "store.h"
 
+static unsigned char seal_key[32];
+static int have_seal_key;
+
+void idempotency_set_seal_key(const unsigned char key[32])
+{
+	memcpy(seal_key, key, sizeof seal_key);
+	have_seal_key = 1;
+}
+
+/* The associated data a stored body is sealed to: it cannot be moved to
+ * another row and opened there. */
+static void seal_aad(const char *portfolio, const char *principal, const char *key, struct buf *b)
+{
+	buf_init(b, 0);
+	if (buf_printf(b, "%s|%s|%s", portfolio, principal, key) < 0)
+		buf_free(b);
+}
+
 int idempotency_key_valid(const char *key)
 {
 	size_t i;
@@ -61,7 +79,8 @@ static int load_row(struct store_tx *tx, const struct store_val *k, struct idem_
 
 	memset(row, 0, sizeof *row);
 	rc = store_query(tx,
-			 "SELECT fingerprint, state, locked_at, expires_at, status, headers, body"
+			 "SELECT fingerprint, state, locked_at, expires_at, status, headers, body,"
+			 " portfolio_id, principal_id, idem_key"
 			 " FROM idempotency_keys WHERE portfolio_id = $1 AND principal_id = $2"
 			 " AND idem_key = $3",
 			 k, 3, &r);
@@ -82,6 +101,21 @@ static int load_row(struct store_tx *tx, const struct store_val *k, struct idem_
 			if (buf_append(&out->body, store_text(r, 6) ? store_text(r, 6) : "",
 				       store_len(r, 6)) < 0)
 				rc = -1;
+			if (rc >= 0 && have_seal_key && out->body.len > 3 &&
+			    !strncmp(out->body.data, "v1:", 3)) {
+				struct buf aad;
+				char *plain;
+
+				seal_aad(store_text(r, 7), store_text(r, 8), store_text(r, 9), &aad);
+				plain = aad.data ? crypto_open(seal_key, out->body.data, aad.data) : NULL;
+				buf_free(&aad);
+				buf_reset(&out->body);
+				if (!plain || buf_puts(&out->body, plain) < 0)
+					rc = -1; /* unreadable: never replay or re-run blindly */
+				if (plain)
+					crypto_wipe(plain, strlen(plain));
+				free(plain);
+			}
 		}
 	}
 	store_rows_close(r);
@@ -137,9 +171,19 @@ int idempotency_finish(struct store *st, const char *portfolio, const char *prin
 		       size_t len)
 {
 	struct store_tx *tx;
-	char *h = headers ? json_dumps(headers, JSON_COMPACT) : NULL;
+	char *h = headers ? json_dumps(headers, JSON_COMPACT) : NULL, *sealed = NULL, *plain = NULL;
+	struct buf aad = {NULL, 0, 0, 0};
 	int rc = -1;
 
+	if (have_seal_key && len) {
+		plain = strndup(body, len);
+		seal_aad(portfolio, principal, key, &aad);
+		if (!plain || strlen(plain) != len || !aad.data ||
+		    !(sealed = crypto_seal(seal_key, plain, aad.data)))
+			goto out; /* a body that cannot be sealed is not stored */
+		body = sealed;
+		len = strlen(sealed);
+	}
 	if (store_begin(st, 1, &tx) != STORE_OK)
 		goto out;
 	if (store_exec(tx,
@@ -154,6 +198,11 @@ int idempotency_finish(struct store *st, const char *portfolio, const char *prin
 	rc = store_commit(tx) == STORE_OK ? 0 : -1;
 out:
 	free(h);
+	free(sealed);
+	if (plain)
+		crypto_wipe(plain, strlen(plain));
+	free(plain);
+	buf_free(&aad);
 	return rc;
 }
 

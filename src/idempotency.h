@@ -36,6 +36,11 @@ struct idem_stored {
 	struct buf body;
 };
 
+/* Sets the key that seals stored response bodies (AES-256-GCM, bound to
+ * portfolio, principal and key), so a response that carries a secret (a
+ * webhook signing secret on creation) is never stored readable. Call once
+ * at start; without it bodies are stored as they are. */
+void idempotency_set_seal_key(const unsigned char key[32]);
 /* 1 when key is 1..255 printable ASCII characters (0x20..0x7e). */
 int idempotency_key_valid(const char *key);
 /* SHA-256 hex over method, path, query and body, each length-prefixed. */

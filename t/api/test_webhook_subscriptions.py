@@ -80,6 +80,28 @@ class WebhookSubscriptionsTest(unittest.TestCase):
         self.assertEqual(os.stat(os.path.join(self.srv.data_dir, "revops.key")).st_mode & 0o777,
                          0o600)
 
+    def test_idempotent_create_stores_no_plaintext_secret(self):
+        # A replay returns the stored answer (secret included: the same
+        # response, by the Idempotency-Key contract), but what is stored for
+        # the replay is sealed: the secret is nowhere in the database files.
+        seed = self.srv.seed_portfolio("group", 1)
+        hdr = {"Idempotency-Key": "create-hook-1"}
+        body = {"url": PUBLIC, "events": ["rate.suggested"]}
+        first = self.post(seed, "/v1/webhooks", body, headers=hdr)
+        assert_success(self, first, 201, v2=False)
+        again = self.post(seed, "/v1/webhooks", body, headers=hdr)
+        self.assertEqual(again.status, 201, again)
+        self.assertEqual(again.headers.get("Idempotent-Replayed"), "true")
+        self.assertEqual(again.body["data"]["id"], first.body["data"]["id"])
+        secret = first.body["data"]["signing_secret"]
+        blob = b""
+        for name in ("revops.db", "revops.db-wal"):
+            path = os.path.join(self.srv.data_dir, name)
+            if os.path.exists(path):
+                with open(path, "rb") as f:
+                    blob += f.read()
+        self.assertNotIn(secret[6:].encode(), blob)
+
     def test_list_get_delete(self):
         seed = self.srv.seed_portfolio("group", 1)
         ids = []

@@ -382,6 +382,46 @@ static void test_concurrent_claims(void **state)
 	assert_int_equal(count_rows(f->st), ROUNDS);
 }
 
+/* With a seal key set, a stored body is sealed (no plaintext in the
+ * table), replays give the original bytes back, and a sealed row copied
+ * under another key cannot be opened (bound to its portfolio/principal/key). */
+static void test_sealed_bodies(void **state)
+{
+	struct fixture *f = *state;
+	static const unsigned char key[32] = {7, 7, 7};
+	const char *body = "{\"data\":{\"signing_secret\":\"whsec_TOPSECRET\"}}";
+	struct idem_stored out;
+	struct store_tx *tx;
+	struct store_rows *r;
+	char fp[65];
+
+	idempotency_set_seal_key(key);
+	fp_of(body, fp);
+	assert_int_equal(begin_at(f->st, "pf_1", "cli_1", "sealed", fp, T0, WINDOW), IDEM_PROCEED);
+	assert_int_equal(idempotency_finish(f->st, "pf_1", "cli_1", "sealed", 201, NULL, body,
+					    strlen(body)), 0);
+	assert_int_equal(store_begin(f->st, 0, &tx), STORE_OK);
+	assert_int_equal(store_query(tx, "SELECT body FROM idempotency_keys WHERE idem_key = 'sealed'",
+				     NULL, 0, &r), STORE_OK);
+	assert_int_equal(store_next(r), 1);
+	assert_null(strstr(store_text(r, 0), "whsec_"));
+	assert_int_equal(strncmp(store_text(r, 0), "v1:", 3), 0);
+	store_rows_close(r);
+	store_rollback(tx);
+	assert_int_equal(idempotency_begin(f->st, "pf_1", "cli_1", "sealed", fp, T0 + 1, WINDOW, &out),
+			 IDEM_REPLAY);
+	assert_int_equal(out.body.len, strlen(body));
+	assert_memory_equal(out.body.data, body, strlen(body));
+	idempotency_stored_free(&out);
+	/* moved to another key: it does not open, and nothing is replayed */
+	assert_int_equal(store_begin(f->st, 1, &tx), STORE_OK);
+	assert_int_equal(store_exec(tx, "UPDATE idempotency_keys SET idem_key = 'moved'"
+					" WHERE idem_key = 'sealed'", NULL, 0), 1);
+	assert_int_equal(store_commit(tx), STORE_OK);
+	assert_int_equal(idempotency_begin(f->st, "pf_1", "cli_1", "moved", fp, T0 + 2, WINDOW, &out),
+			 IDEM_ERROR);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -394,6 +434,7 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_abandoned_lease, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_purge, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_concurrent_claims, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_sealed_bodies, setup, teardown),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
