@@ -55,90 +55,30 @@ QUIET_BUSY=${QUIET_BUSY:-0.10}
 NOISY_CORES=${NOISY_CORES:-0.10}
 NOISY_RETRIES=${NOISY_RETRIES:-2}
 
-ROOT=$(cd "$(dirname "$0")/.." && pwd)
-BENCH="$ROOT/bench"
-case "$BUILD" in /*) ;; *) BUILD="$ROOT/$BUILD" ;; esac
-REVOPSD="$BUILD/revopsd"
-REVOPSCTL="$BUILD/revopsctl"
-NPROC=$(nproc)
+# Shared helpers (work dir and exit trap, free ports, start-up waits, the
+# quiet-machine wait, wrk runs with CPU accounting, perf): bench/lib.sh.
+# shellcheck source=bench/lib.sh
+. "$(dirname "$0")/lib.sh"
 
-die() { echo "bench: $*" >&2; exit 1; }
-log() { echo "bench: $*" >&2; }
-
-for bin in "$REVOPSD" "$REVOPSCTL"; do
-  [ -x "$bin" ] || die "$bin missing: run 'make build' (or 'make bench') first"
-done
-for tool in wrk nginx curl python3; do
-  command -v "$tool" >/dev/null || die "$tool not found: run 'scripts/install-deps.sh --bench'"
-done
+bench_resolve_build
+bench_require_bins "$REVOPSD" "$REVOPSCTL"
+bench_require_tools wrk nginx curl python3
 NGINX=$(command -v nginx)
 
-W=$(mktemp -d "${TMPDIR:-/tmp}/revops-bench.XXXXXX")
-RES="$W/results"
-mkdir -p "$RES" "$W/www" "$W/nginx-tmp"
+bench_init_workdir
+mkdir -p "$W/www" "$W/nginx-tmp"
+WRK_SCRIPT="$BENCH/auth.lua"
 
 REVOPSD_PID=""
 NGINX_PID=""
-WRK_PID=""
-PERF_PID=""
 
-stop_pid() { # stop_pid PID [SIGNAL]: signal, wait up to 10 s, then KILL
-  local pid=$1 sig=${2:-TERM} i
-  [ -n "$pid" ] || return 0
-  kill -0 "$pid" 2>/dev/null || { wait "$pid" 2>/dev/null || true; return 0; }
-  kill "-$sig" "$pid" 2>/dev/null || true
-  for i in $(seq 1 100); do
-    kill -0 "$pid" 2>/dev/null || break
-    sleep 0.1
-  done
-  kill -0 "$pid" 2>/dev/null && kill -KILL "$pid" 2>/dev/null
-  wait "$pid" 2>/dev/null || true
-}
-
-cleanup() {
-  local rc=$?
-  trap - EXIT INT TERM
-  stop_pid "$PERF_PID" INT
-  stop_pid "$WRK_PID"
+bench_stop_servers() { # called by the exit trap after perf and wrk are stopped
   stop_pid "$REVOPSD_PID"
   stop_pid "$NGINX_PID" QUIT
-  if [ -n "${RESULTS_DIR:-}" ] && [ -d "$RES" ]; then
-    mkdir -p "$RESULTS_DIR" && cp -r "$RES"/. "$RESULTS_DIR"/ || true
-  fi
-  if [ "$KEEP" = 1 ]; then log "work dir kept: $W"; else rm -rf "$W"; fi
-  exit "$rc"
-}
-trap cleanup EXIT
-trap 'exit 130' INT
-trap 'exit 143' TERM
-
-free_port() {
-  python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'
-}
-
-json_field() { # json_field FIELD < json
-  python3 -c 'import json,sys; print(json.load(sys.stdin)[sys.argv[1]])' "$1"
-}
-
-wait_http() { # wait_http URL PID WHAT: until URL answers 200 (10 s)
-  local url=$1 pid=$2 what=$3 i
-  for i in $(seq 1 100); do
-    kill -0 "$pid" 2>/dev/null || die "$what exited during start-up"
-    if [ "$(curl -s -o /dev/null -w '%{http_code}' "$url" || true)" = 200 ]; then return 0; fi
-    sleep 0.1
-  done
-  die "$what did not answer $url within 10 s"
 }
 
 # ---------------------------------------------------------------- machine
-CPU_MODEL=$(lscpu 2>/dev/null | sed -n 's/^Model name:[[:space:]]*//p' | head -1)
-echo "== revops bench $(date -u +%Y-%m-%dT%H:%M:%SZ)"
-echo "machine: nproc=$NPROC cpu='${CPU_MODEL:-unknown}' kernel=$(uname -r) loadavg=$(cut -d' ' -f1-3 /proc/loadavg)"
-case "$BUILD/" in
-  "$ROOT"/*) REV="$(git -C "$ROOT" describe --always --dirty 2>/dev/null || echo unknown), " ;;
-  *) REV="" ;;
-esac
-echo "revops:  $REV$REVOPSD built $(date -u -r "$REVOPSD" +%Y-%m-%dT%H:%M:%SZ)"
+bench_print_machine "revops bench"
 echo "tools:   $(wrk -v 2>&1 | head -1 | cut -d' ' -f1-2); $("$NGINX" -v 2>&1)"
 echo "wrk:     -t$THREADS -c$CONNECTIONS -d${DURATION}s --latency (warm-up ${WARMUP}s each), runs=$RUNS"
 echo "server:  revopsd --threads $NPROC; nginx worker_processes $NPROC; wrk shares the same $NPROC cores"
@@ -166,18 +106,13 @@ REVOPSD_URL="http://127.0.0.1:$REVOPSD_PORT"
 BENCH_TOKEN=""
 
 start_revopsd() { # start_revopsd log|nolog
-  local mode=$1 errf i
+  local mode=$1 errf
   if [ "$mode" = log ]; then errf="$W/revopsd-access.log"; else errf=/dev/null; fi
   "$REVOPSD" --listen "127.0.0.1:$REVOPSD_PORT" --data-dir "$W" --log-format json \
     --threads "$NPROC" 2>"$errf" >"$W/revopsd-stdout.log" &
   REVOPSD_PID=$!
   if [ "$mode" = log ]; then
-    for i in $(seq 1 100); do
-      grep -q '"event":"listening"' "$errf" 2>/dev/null && break
-      kill -0 "$REVOPSD_PID" 2>/dev/null || { cat "$errf" >&2; die "revopsd exited during start-up"; }
-      sleep 0.1
-    done
-    grep -q '"event":"listening"' "$errf" || die "revopsd logged no \"listening\" event within 10 s"
+    wait_listening "$errf" "$REVOPSD_PID" revopsd
   fi
   wait_http "$REVOPSD_URL/healthz" "$REVOPSD_PID" revopsd
   BENCH_TOKEN=$(curl -sf -u "$CLIENT_ID:$CLIENT_SECRET" -d grant_type=client_credentials \
@@ -258,62 +193,10 @@ get_body "$NGINX_URL$URL_PATH" "$W/nginx-body"
 log "nginx serving the same $BODY_BYTES-byte body on $NGINX_URL$URL_PATH"
 
 # ---------------------------------------------------------------- wrk
-run_wrk() { # run_wrk URL SECONDS OUTFILE
-  wrk -t"$THREADS" -c"$CONNECTIONS" -d"$2"s --latency -s "$BENCH/auth.lua" "$1" >"$3" 2>&1 &
-  WRK_PID=$!
-  wait "$WRK_PID" || { cat "$3" >&2; die "wrk failed on $1"; }
-  WRK_PID=""
-}
-
-wait_quiet() { # wait until other processes leave the machine (almost) idle
-  local waited=0 busy
-  while :; do
-    busy=$(python3 "$BENCH/cpu.py" idle 1)
-    awk -v b="$busy" -v m="$QUIET_BUSY" 'BEGIN { exit !(b <= m) }' && return 0
-    waited=$((waited + 1))
-    if [ "$waited" -ge "$QUIET_MAX" ]; then
-      log "WARNING: machine still $(awk -v b="$busy" 'BEGIN { printf "%.0f", b * 100 }')% busy" \
-        "after ${QUIET_MAX}s; measuring anyway (see the other% column)"
-      return 0
-    fi
-    [ "$waited" -eq 1 ] && log "waiting for other processes to leave the CPU (busy $busy)..."
-  done
-}
-
-cpu_secs() { # cpu_secs TIMESFILE: children user+sys seconds from `times`
-  awk 'NR == 2 { split($1, u, /[ms]/); split($2, s, /[ms]/); print u[1] * 60 + u[2] + s[1] * 60 + s[2] }' "$1"
-}
-
-measure_once() { # measure_once URL PID OUTFILE: warm-up, measure, CPU shares
-  local t0 t1 m0 m1
-  run_wrk "$1$URL_PATH" "$WARMUP" "$W/warmup.txt"
-  m0=$(python3 "$BENCH/cpu.py" snapshot "$2")
-  times >"$W/times0" # children CPU: from here on only wrk runs as our child
-  t0=$(date +%s.%N)
-  run_wrk "$1$URL_PATH" "$DURATION" "$3"
-  t1=$(date +%s.%N)
-  times >"$W/times1"
-  m1=$(python3 "$BENCH/cpu.py" snapshot "$2")
-  # CPU used during the run, in cores: server (process tree), wrk, the rest.
-  awk -v t0="$t0" -v t1="$t1" -v c0="$(cpu_secs "$W/times0")" -v c1="$(cpu_secs "$W/times1")" \
-    -v m0="$m0" -v m1="$m1" -v n="$NPROC" 'BEGIN {
-    split(m0, a, " "); split(m1, b, " "); wall = t1 - t0;
-    total = b[1] - a[1]; server = b[2] - a[2]; wrk = c1 - c0;
-    other = total - server - wrk; if (other < 0) other = 0;
-    printf "bench-cpu: wall=%.2f cores=%d server=%.3f wrk=%.3f other=%.3f\n",
-      wall, n, server / wall, wrk / wall, other / wall }' >>"$3"
-}
-
 measure() { # measure TARGET URL ROUND
-  local out="$RES/r$3-$1.txt" pid try other
+  local out="$RES/r$3-$1.txt" pid
   if [ "$1" = nginx ]; then pid=$NGINX_PID; else pid=$REVOPSD_PID; fi
-  for try in $(seq 0 "$NOISY_RETRIES"); do
-    wait_quiet
-    measure_once "$2" "$pid" "$out"
-    other=$(sed -n 's/^bench-cpu: .* other=//p' "$out")
-    awk -v o="$other" -v m="$NOISY_CORES" 'BEGIN { exit !(o > m) }' || break
-    [ "$try" -lt "$NOISY_RETRIES" ] && log "run $3 $1: other processes took $other cores; measuring again"
-  done
+  measure_quiet "run $3 $1" "$out" measure_once "$2$URL_PATH" "$pid" "$out"
   python3 "$BENCH/wrk_report.py" check "$out" || {
     [ "$1" = nginx ] || { cat "$out" >&2; die "$1: not every answer was a 200 (see above)"; }
   }
@@ -346,25 +229,9 @@ if [ "$PERF" = 1 ]; then
     "$REVOPSD_URL$URL_PATH" >"$W/perf-wrk.txt" 2>&1 &
   WRK_PID=$!
   sleep "$WARMUP"
-  perf record -F 999 --call-graph dwarf,16384 -o "$RES/perf.data" -p "$REVOPSD_PID" \
-    -- sleep "$PERF_SECONDS" >"$W/perf-record.log" 2>&1 &
-  PERF_PID=$!
-  wait "$PERF_PID" || { cat "$W/perf-record.log" >&2; die "perf record failed"; }
-  PERF_PID=""
+  perf_record "$REVOPSD_PID"
   wait "$WRK_PID" || true
   WRK_PID=""
-  perf_top() { # perf_top LINES OUTFILE PERF-REPORT-ARGS...: filtered head, no SIGPIPE
-    local n=$1 f=$2; shift 2
-    perf report -i "$RES/perf.data" --stdio "$@" -g none >"$f.full" 2>/dev/null || true
-    grep -v -e '^$' -e '^#' "$f.full" | sed -n "1,${n}p" >"$f"
-    rm -f "$f.full"
-    cat "$f"
-  }
-  echo "-- self time by shared object"
-  perf_top 12 "$RES/perf-dso.txt" --no-children --sort dso
-  echo "-- self time by symbol (top 40)"
-  perf_top 40 "$RES/perf-self.txt" --no-children --sort symbol,dso
-  echo "-- inclusive time (callees included) by symbol (top 60)"
-  perf_top 60 "$RES/perf-children.txt" --children --sort symbol
+  perf_summary
   stop_revopsd
 fi

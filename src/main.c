@@ -41,6 +41,8 @@ static void chores(void *arg)
 	int64_t *last_purge = &cs->last_purge, now = clock_mono_ms();
 	int n;
 
+	if (store_checkpoint(a->store) < 0)
+		log_msg(LOG_WARN, "store", "checkpoint failed; will retry");
 	if (deprecation_reload(a->deprecations, a->store) < 0)
 		log_msg(LOG_WARN, "deprecations", "reload failed; keeping the previous registry");
 	if (now - *last_purge >= 60000) {
@@ -84,6 +86,7 @@ int main(int argc, char **argv)
 					     cfg.allow_private_targets});
 	if (store_open(cfg.database, cfg.threads + cfg.workers + 2, &st) < 0)
 		goto out;
+	store_background_checkpoints(st);
 	if (app_init(&app, &cfg, st) < 0) {
 		log_msg(LOG_ERROR, "start", "cannot initialise");
 		goto out;

@@ -892,20 +892,24 @@ void rate_decision_h_create(struct ctx *c)
 		goto out;
 	}
 	tx = NULL;
-	if (!(decision = reload(c, id, &tx)))
-		goto out;
 	{
 		/* The spec's response: id, status, properties_written,
-		 * audit_trail_url, pms_write_receipts. */
-		json_t *resp = json_pack("{s:O, s:O, s:O, s:O, s:O}", "id",
-					 json_object_get(decision, "id"), "status",
-					 json_object_get(decision, "status"), "properties_written",
-					 json_object_get(decision, "properties_written"),
-					 "audit_trail_url", json_object_get(decision, "audit_trail_url"),
-					 "pms_write_receipts",
-					 json_object_get(decision, "pms_write_receipts"));
+		 * audit_trail_url, pms_write_receipts (built from what was just
+		 * committed, without reading it back). */
+		json_t *short_rec = json_array(), *rec;
+		char url[128];
 
-		respond_decision(c, 201, resp);
+		json_array_foreach(receipts, i, rec)
+			json_array_append_new(short_rec,
+					      json_pack("{s:O, s:O, s:O}", "property",
+							json_object_get(rec, "property"), "pms_ref",
+							json_object_get(rec, "pms_ref"), "at",
+							json_object_get(rec, "at")));
+		snprintf(url, sizeof url, "/rate-decisions/%s/audit-trail", id);
+		respond_decision(c, 201,
+				 json_pack("{s:s, s:s, s:O, s:s, s:o}", "id", id, "status", "published",
+					   "properties_written", props, "audit_trail_url", url,
+					   "pms_write_receipts", short_rec));
 	}
 out:
 	store_rollback(tx);

@@ -62,6 +62,13 @@ int store_open(const char *url, int pool_size, struct store **out) WUR;
 void store_close(struct store *st);
 /* 0 when the database answers a trivial query, else -1. */
 int store_ping(struct store *st) WUR;
+/* Server processes: stop checkpointing the WAL inside commits (where it
+ * lands on a request's latency) and call store_checkpoint from a
+ * background thread instead, about once a second. */
+void store_background_checkpoints(struct store *st);
+/* A passive checkpoint: copies committed WAL frames into the database
+ * without blocking readers or writers. Returns 0 or -1. */
+int store_checkpoint(struct store *st);
 /* The schema version after migrations. */
 int store_schema_version(struct store *st);
 

@@ -48,6 +48,12 @@ static int tx_step(struct conn *c, int which)
 struct store {
 	pthread_mutex_t lock;
 	pthread_cond_t freed;
+	/* Writers of this process queue here before BEGIN IMMEDIATE: SQLite's
+	 * busy handler sleeps 1-100 ms between retries and is not woken when
+	 * the lock frees, which under load left most writers asleep with the
+	 * CPU idle (measured: p99 0.8 s). Other processes still meet the busy
+	 * timeout. */
+	pthread_mutex_t write_lock;
 	struct conn *conns;
 	int nconns;
 	int version;
@@ -56,6 +62,7 @@ struct store {
 struct store_tx {
 	struct store *st;
 	struct conn *c;
+	int write;
 };
 
 struct store_rows {
@@ -390,10 +397,15 @@ int store_begin(struct store *st, int write, struct store_tx **out)
 	if (!tx)
 		return STORE_ERR;
 	tx->st = st;
+	tx->write = write;
 	tx->c = pool_get(st);
+	if (write)
+		pthread_mutex_lock(&st->write_lock);
 	rc = tx_step(tx->c, which);
 	if (rc != SQLITE_OK) {
 		rc = map_rc(tx->c->db, rc, tx_sql[which]);
+		if (write)
+			pthread_mutex_unlock(&st->write_lock);
 		pool_put(st, tx->c);
 		free(tx);
 		return rc;
@@ -410,6 +422,8 @@ int store_commit(struct store_tx *tx)
 		rc = map_rc(tx->c->db, rc, "COMMIT");
 		tx_step(tx->c, TX_ROLLBACK);
 	}
+	if (tx->write)
+		pthread_mutex_unlock(&tx->st->write_lock);
 	pool_put(tx->st, tx->c);
 	free(tx);
 	return rc == SQLITE_OK ? STORE_OK : rc;
@@ -421,6 +435,8 @@ void store_rollback(struct store_tx *tx)
 		return;
 	if (!sqlite3_get_autocommit(tx->c->db))
 		tx_step(tx->c, TX_ROLLBACK);
+	if (tx->write)
+		pthread_mutex_unlock(&tx->st->write_lock);
 	pool_put(tx->st, tx->c);
 	free(tx);
 }
@@ -524,6 +540,7 @@ int store_open(const char *url, int pool_size, struct store **out)
 		return -1;
 	pthread_mutex_init(&st->lock, NULL);
 	pthread_cond_init(&st->freed, NULL);
+	pthread_mutex_init(&st->write_lock, NULL);
 	st->nconns = pool_size < 1 ? 1 : pool_size;
 	st->conns = calloc((size_t)st->nconns, sizeof *st->conns);
 	if (!st->conns)
@@ -551,6 +568,7 @@ void store_close(struct store *st)
 	free(st->conns);
 	pthread_mutex_destroy(&st->lock);
 	pthread_cond_destroy(&st->freed);
+	pthread_mutex_destroy(&st->write_lock);
 	free(st);
 }
 
@@ -565,6 +583,27 @@ int store_ping(struct store *st)
 	rc = store_query_int(tx, "SELECT 1", NULL, 0, &one);
 	store_rollback(tx);
 	return rc == 1 && one == 1 ? 0 : -1;
+}
+
+void store_background_checkpoints(struct store *st)
+{
+	int i;
+
+	for (i = 0; i < st->nconns; i++)
+		sqlite3_wal_autocheckpoint(st->conns[i].db, 0);
+}
+
+int store_checkpoint(struct store *st)
+{
+	struct conn *c = pool_get(st);
+	int rc = sqlite3_wal_checkpoint_v2(c->db, NULL, SQLITE_CHECKPOINT_PASSIVE, NULL, NULL);
+
+	pool_put(st, c);
+	if (rc != SQLITE_OK && rc != SQLITE_BUSY && rc != SQLITE_LOCKED) {
+		log_msg(LOG_WARN, "store_checkpoint", "%s", sqlite3_errstr(rc));
+		return -1;
+	}
+	return 0;
 }
 
 int store_schema_version(struct store *st)
