@@ -33,7 +33,7 @@ static const struct opt opts[] = {
 	O("token-ttl", OPT_INT, token_ttl, "access token lifetime in seconds (3600)"),
 	O("log-format", OPT_LOGFMT, log_json, "json|text (text on a TTY, else json)"),
 	O("threads", OPT_INT, threads, "HTTP threads that read requests and serve reads (cores)"),
-	O("workers", OPT_INT, workers, "threads that run writes, which may wait on the PMS (32)"),
+	O("workers", OPT_INT, workers, "threads that run writes, which may wait on the PMS (8)"),
 	O("max-connections", OPT_INT, max_connections, "concurrent connections (4096)"),
 	O("idle-timeout", OPT_INT, idle_timeout,
 	  "seconds before an idle or stalled connection is closed (30)"),
@@ -141,7 +141,7 @@ int config_load(struct config *cfg, int argc, char **argv)
 	cfg->log_json = !isatty(STDERR_FILENO);
 	cfg->threads = cores > 0 ? (int)cores : 2;
 	cfg->max_connections = 4096;
-	cfg->workers = 32;
+	cfg->workers = 8;
 	cfg->anon_per_minute = 600;
 	cfg->idle_timeout = 30;
 

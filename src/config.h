@@ -19,7 +19,7 @@ struct config {
 	int token_ttl;
 	int log_json;
 	int threads;            /* HTTP (MHD) threads; default = cores */
-	int workers;            /* threads that run writes; default 32 */
+	int workers;            /* threads that run writes; default 8 */
 	int max_connections;
 	int anon_per_minute;    /* unauthenticated calls per client address */
 	int idle_timeout;       /* seconds before an idle or stalled connection is closed */
