@@ -154,28 +154,6 @@ int portfolio_has_property(struct store_tx *tx, const char *portfolio_id,
 	return rc;
 }
 
-/* Reads ?limit and ?cursor for a list named scope. Returns 0, or -1 after
- * answering 400. */
-static int page_args(struct ctx *c, const char *scope, int *limit, char *after, size_t cap)
-{
-	const char *cur = http_query(c->req, "cursor");
-
-	if (pagination_limit(http_query(c->req, "limit"), auth_plan_max_page(c->p.plan), limit) <
-	    0) {
-		respond_error(c, ERR_REQUEST_MALFORMED, NULL,
-			      "limit must be an integer from 1 to %d on the %s plan",
-			      auth_plan_max_page(c->p.plan), c->p.plan);
-		return -1;
-	}
-	after[0] = '\0';
-	if (cur && pagination_cursor_decode(c->app->cursor_key, scope, cur, after, cap) < 0) {
-		respond_error(c, ERR_REQUEST_MALFORMED, NULL,
-			      "cursor is not valid for this list");
-		return -1;
-	}
-	return 0;
-}
-
 /* The one-portfolio list: a token belongs to exactly one portfolio. */
 void portfolio_h_list(struct ctx *c)
 {
@@ -185,7 +163,7 @@ void portfolio_h_list(struct ctx *c)
 	int limit, rc;
 
 	snprintf(scope, sizeof scope, "portfolios|%s", c->p.portfolio_id);
-	if (page_args(c, scope, &limit, after, sizeof after) < 0)
+	if (respond_page_args(c, scope, &limit, after, sizeof after) < 0)
 		return;
 	if (store_begin(c->app->store, 0, &tx) != STORE_OK) {
 		respond_error(c, ERR_UNAVAILABLE, NULL, "database unavailable");
@@ -252,7 +230,7 @@ void portfolio_h_properties(struct ctx *c)
 		return;
 	snprintf(scope, sizeof scope, "properties|%s|%s", c->p.portfolio_id,
 		 c->property_header ? c->property_header : "");
-	if (page_args(c, scope, &limit, after, sizeof after) < 0)
+	if (respond_page_args(c, scope, &limit, after, sizeof after) < 0)
 		return;
 	if (store_begin(c->app->store, 0, &tx) != STORE_OK) {
 		respond_error(c, ERR_UNAVAILABLE, NULL, "database unavailable");

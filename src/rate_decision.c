@@ -99,14 +99,6 @@ static json_t *time_json(int64_t ms)
 	return json_string(ts);
 }
 
-static void db_error(struct ctx *c, int rc)
-{
-	if (rc == STORE_BUSY)
-		respond_error(c, ERR_UNAVAILABLE, NULL, "the database is busy; retry");
-	else
-		respond_error(c, ERR_INTERNAL, NULL, "internal error");
-}
-
 /* "client:cli_…" or "user:<userName>": who proposed (or asked for) a change. */
 static int principal_actor(struct ctx *c, struct store_tx *tx, char *out, size_t cap,
 			   char *user_name, size_t ucap)
@@ -275,7 +267,7 @@ static int decision_visible(struct ctx *c, int rc, const json_t *d)
 		return 0;
 	}
 	if (rc < 0) {
-		db_error(c, rc);
+		respond_store_error(c, rc);
 		return 0;
 	}
 	json_array_foreach(json_object_get(d, "properties"), i, v)
@@ -641,7 +633,7 @@ static int reopen_chain(struct ctx *c, const char *id, struct store_tx **tx,
 
 	if (rc == STORE_OK && (rc = audit_open(*tx, id, ch)) == 0)
 		return 0;
-	db_error(c, rc == STORE_OK ? STORE_ERR : rc);
+	respond_store_error(c, rc == STORE_OK ? STORE_ERR : rc);
 	return -1;
 }
 
@@ -656,7 +648,7 @@ static json_t *reload(struct ctx *c, const char *id, struct store_tx **tx)
 	if (rc == STORE_OK && load_decision(*tx, c->p.portfolio_id, id, &d) == 1)
 		return d;
 	json_decref(d);
-	db_error(c, rc == STORE_OK ? STORE_ERR : rc);
+	respond_store_error(c, rc == STORE_OK ? STORE_ERR : rc);
 	return NULL;
 }
 
@@ -705,7 +697,7 @@ void rate_decision_h_create(struct ctx *c)
 	}
 	if ((rc = store_begin(c->app->store, 1, &tx)) != STORE_OK) {
 		tx = NULL;
-		db_error(c, rc);
+		respond_store_error(c, rc);
 		goto out;
 	}
 	rc = load_targets(tx, c->p.portfolio_id, props, t, &bad);
@@ -716,7 +708,7 @@ void rate_decision_h_create(struct ctx *c)
 	}
 	if (rc < 0 || (rc = load_ceiling(tx, c->p.portfolio_id, ceiling_id, &ce)) < 0 ||
 	    (rc = principal_actor(c, tx, actor, sizeof actor, proposer_name, sizeof proposer_name)) < 0) {
-		db_error(c, rc);
+		respond_store_error(c, rc);
 		goto out;
 	}
 	for (i = 0; i < n; i++) {
@@ -745,7 +737,7 @@ void rate_decision_h_create(struct ctx *c)
 		rc = check_approver(tx, c->p.portfolio_id, approver, c->p.user_id, approver_id, &roles,
 				    &why);
 		if (rc < 0) {
-			db_error(c, rc);
+			respond_store_error(c, rc);
 			goto out;
 		}
 	}
@@ -768,7 +760,7 @@ void rate_decision_h_create(struct ctx *c)
 					     sv_text(str(b, "governance.justification")), sv_text(actor),
 					     sv_text(props_s), sv_int(now)}, 14);
 	if (rc < 0 || (rc = audit_open(tx, id, &ch)) < 0) {
-		db_error(c, rc);
+		respond_store_error(c, rc);
 		goto out;
 	}
 	d = json_pack("{s:O, s:s, s:{s:s, s:s}, s:o, s:s, s:s, s:s}", "properties", props,
@@ -782,7 +774,7 @@ void rate_decision_h_create(struct ctx *c)
 	for (i = 0; i < n && rc == 0; i++)
 		rc = audit_append(tx, &ch, "ceiling_check", "revops", json_array_get(checks, i), now);
 	if (rc < 0) {
-		db_error(c, rc);
+		respond_store_error(c, rc);
 		goto out;
 	}
 	if (!ceiling_ok || why) {
@@ -794,7 +786,7 @@ void rate_decision_h_create(struct ctx *c)
 			rc = set_status(tx, id, "rejected", NULL, d);
 		if (rc < 0 || (rc = store_commit(tx)) != STORE_OK) {
 			tx = NULL;
-			db_error(c, rc);
+			respond_store_error(c, rc);
 			goto out;
 		}
 		tx = NULL;
@@ -818,7 +810,7 @@ void rate_decision_h_create(struct ctx *c)
 	d = NULL;
 	if (rc < 0 || (rc = store_commit(tx)) != STORE_OK) {
 		tx = NULL;
-		db_error(c, rc);
+		respond_store_error(c, rc);
 		goto out;
 	}
 	tx = NULL;
@@ -851,7 +843,7 @@ void rate_decision_h_create(struct ctx *c)
 			rc = set_status(tx, id, "failed", NULL, failure);
 		if (rc < 0 || (rc = store_commit(tx)) != STORE_OK) {
 			tx = NULL;
-			db_error(c, rc);
+			respond_store_error(c, rc);
 			goto out;
 		}
 		tx = NULL;
@@ -888,7 +880,7 @@ void rate_decision_h_create(struct ctx *c)
 				   NULL, 0);
 	if (rc < 0 || (rc = store_commit(tx)) != STORE_OK) {
 		tx = NULL;
-		db_error(c, rc);
+		respond_store_error(c, rc);
 		goto out;
 	}
 	tx = NULL;
@@ -934,7 +926,7 @@ void rate_decision_h_get(struct ctx *c)
 	int rc;
 
 	if ((rc = store_begin(c->app->store, 0, &tx)) != STORE_OK) {
-		db_error(c, rc);
+		respond_store_error(c, rc);
 		return;
 	}
 	rc = load_decision(tx, c->p.portfolio_id, ctx_param(c, 0), &d);
@@ -953,7 +945,7 @@ void rate_decision_h_audit(struct ctx *c)
 	int rc;
 
 	if ((rc = store_begin(c->app->store, 0, &tx)) != STORE_OK) {
-		db_error(c, rc);
+		respond_store_error(c, rc);
 		return;
 	}
 	rc = load_decision(tx, c->p.portfolio_id, ctx_param(c, 0), &d);
@@ -971,7 +963,7 @@ void rate_decision_h_audit(struct ctx *c)
 void rate_decision_h_list(struct ctx *c)
 {
 	static const char *statuses[] = {"pending", "published", "rejected", "failed", "reverted"};
-	const char *status = http_query(c->req, "status"), *cur = http_query(c->req, "cursor");
+	const char *status = http_query(c->req, "status");
 	char after[ID_MAX] = "", scope[256], next[PAGINATION_CURSOR_MAX + 1], last[ID_MAX] = "";
 	struct store_tx *tx = NULL;
 	struct store_rows *r = NULL;
@@ -988,20 +980,12 @@ void rate_decision_h_list(struct ctx *c)
 			return;
 		}
 	}
-	if (pagination_limit(http_query(c->req, "limit"), auth_plan_max_page(c->p.plan), &limit) < 0) {
-		respond_error(c, ERR_REQUEST_MALFORMED, NULL,
-			      "limit must be an integer from 1 to %d on the %s plan",
-			      auth_plan_max_page(c->p.plan), c->p.plan);
-		return;
-	}
 	snprintf(scope, sizeof scope, "rate-decisions|%s|%s|%s", c->p.portfolio_id,
 		 status ? status : "", c->property_header ? c->property_header : "");
-	if (cur && pagination_cursor_decode(c->app->cursor_key, scope, cur, after, sizeof after) < 0) {
-		respond_error(c, ERR_REQUEST_MALFORMED, NULL, "cursor is not valid for this list");
+	if (respond_page_args(c, scope, &limit, after, sizeof after) < 0)
 		return;
-	}
 	if ((rc = store_begin(c->app->store, 0, &tx)) != STORE_OK) {
-		db_error(c, rc);
+		respond_store_error(c, rc);
 		return;
 	}
 	rc = store_query(tx,
@@ -1045,7 +1029,7 @@ fail:
 	json_decref(items);
 	store_rows_close(r);
 	store_rollback(tx);
-	db_error(c, rc);
+	respond_store_error(c, rc);
 }
 
 /* ---------------------------------------------------------- revert */
@@ -1126,7 +1110,7 @@ void rate_decision_h_revert(struct ctx *c)
 	}
 	if ((rc = store_begin(c->app->store, 1, &tx)) != STORE_OK) {
 		tx = NULL;
-		db_error(c, rc);
+		respond_store_error(c, rc);
 		goto out;
 	}
 	rc = load_decision(tx, c->p.portfolio_id, id, &d);
@@ -1140,7 +1124,7 @@ void rate_decision_h_revert(struct ctx *c)
 	if ((rc = principal_actor(c, tx, actor, sizeof actor, proposer_name, sizeof proposer_name)) < 0 ||
 	    (rc = check_approver(tx, c->p.portfolio_id, approver, c->p.user_id, approver_id, &roles,
 				 &why)) < 0) {
-		db_error(c, rc);
+		respond_store_error(c, rc);
 		goto out;
 	}
 	if (why) {
@@ -1153,7 +1137,7 @@ void rate_decision_h_revert(struct ctx *c)
 	store_rollback(tx);
 	tx = NULL;
 	if (n < 0) {
-		db_error(c, n);
+		respond_store_error(c, n);
 		goto out;
 	}
 	/* Write each property's previous rate back; properties that had none
@@ -1190,7 +1174,7 @@ void rate_decision_h_revert(struct ctx *c)
 		rc = failure ? audit_append(tx, &ch, "failed", "revops", failure, now) : STORE_ERR;
 		if (rc < 0 || (rc = store_commit(tx)) != STORE_OK) {
 			tx = NULL;
-			db_error(c, rc);
+			respond_store_error(c, rc);
 			goto out;
 		}
 		tx = NULL;
@@ -1236,7 +1220,7 @@ void rate_decision_h_revert(struct ctx *c)
 	}
 	if (rc < 0 || (rc = store_commit(tx)) != STORE_OK) {
 		tx = NULL;
-		db_error(c, rc);
+		respond_store_error(c, rc);
 		goto out;
 	}
 	tx = NULL;

@@ -7,7 +7,9 @@
 #include "app.h"
 #include "jsonw.h"
 #include "log.h"
+#include "pagination.h"
 #include "scim.h"
+#include "store.h"
 
 static const struct {
 	const char *code;
@@ -159,4 +161,30 @@ void respond_error(struct ctx *c, enum err e, json_t *details, const char *fmt, 
 void respond_raw_json(struct ctx *c, int status, json_t *body)
 {
 	put_json(c, status, body);
+}
+
+void respond_store_error(struct ctx *c, int rc)
+{
+	if (rc == STORE_BUSY)
+		respond_error(c, ERR_UNAVAILABLE, NULL, "the database is busy; retry");
+	else
+		respond_error(c, ERR_INTERNAL, NULL, "internal error");
+}
+
+int respond_page_args(struct ctx *c, const char *scope, int *limit, char *after, size_t cap)
+{
+	const char *cur = http_query(c->req, "cursor");
+
+	if (pagination_limit(http_query(c->req, "limit"), auth_plan_max_page(c->p.plan), limit) < 0) {
+		respond_error(c, ERR_REQUEST_MALFORMED, NULL,
+			      "limit must be an integer from 1 to %d on the %s plan",
+			      auth_plan_max_page(c->p.plan), c->p.plan);
+		return -1;
+	}
+	after[0] = '\0';
+	if (cur && pagination_cursor_decode(c->app->cursor_key, scope, cur, after, cap) < 0) {
+		respond_error(c, ERR_REQUEST_MALFORMED, NULL, "cursor is not valid for this list");
+		return -1;
+	}
+	return 0;
 }

@@ -47,6 +47,12 @@ void respond_list_text(struct ctx *c, const struct buf *items, const char *next_
 /* An error body; details (stolen, may be NULL) is an array of {field, issue}. */
 void respond_error(struct ctx *c, enum err e, json_t *details, const char *fmt, ...)
 	PRINTF(4, 5);
+/* Answers a failed store call: 503 when the database was busy, else 500. */
+void respond_store_error(struct ctx *c, int rc);
+/* Reads ?limit (plan maximum) and ?cursor for the list named scope, the
+ * last item's id going to after (cap bytes; "" for the first page).
+ * Returns 0, or -1 after answering 400. */
+int respond_page_args(struct ctx *c, const char *scope, int *limit, char *after, size_t cap) WUR;
 /* A body that is not the envelope (OAuth token responses, /healthz). */
 void respond_raw_json(struct ctx *c, int status, json_t *body);
 

@@ -53,14 +53,6 @@ int webhook_event_known(const char *surface, const char *type)
 	return 0;
 }
 
-static void db_error(struct ctx *c, int rc)
-{
-	if (rc == STORE_BUSY)
-		respond_error(c, ERR_UNAVAILABLE, NULL, "the database is busy; retry");
-	else
-		respond_error(c, ERR_INTERNAL, NULL, "internal error");
-}
-
 /* Checks a target URL the way every send will: https, and (unless
  * --allow-private-targets) resolving only to public addresses. */
 static void check_url(struct ctx *c, const char *field, const char *url, json_t *details)
@@ -211,14 +203,14 @@ static void create(struct ctx *c, const char *surface)
 	}
 	if ((rc = store_begin(c->app->store, 1, &tx)) != STORE_OK) {
 		tx = NULL;
-		db_error(c, rc);
+		respond_store_error(c, rc);
 		goto out;
 	}
 	rc = store_query_int(tx, "SELECT COUNT(*) FROM webhook_subscriptions WHERE portfolio_id = $1"
 				 " AND status = 'enabled'",
 			     (struct store_val[]){sv_text(c->p.portfolio_id)}, 1, &count);
 	if (rc < 0) {
-		db_error(c, rc);
+		respond_store_error(c, rc);
 		goto out;
 	}
 	if (count >= MAX_SUBSCRIPTIONS) {
@@ -227,7 +219,7 @@ static void create(struct ctx *c, const char *surface)
 		goto out;
 	}
 	if (!strcmp(surface, "v2") && (rc = portfolio_secret(c, tx, 0, secret)) < 0) {
-		db_error(c, rc);
+		respond_store_error(c, rc);
 		goto out;
 	}
 	rc = store_exec(tx,
@@ -239,12 +231,12 @@ static void create(struct ctx *c, const char *surface)
 					     sv_text(json_string_value(json_object_get(c->body, "description"))),
 					     sv_text(sealed), sv_int(now)}, 9);
 	if (rc < 0 || (rc = load_subscription(tx, c->p.portfolio_id, id, &sub)) != 1) {
-		db_error(c, rc < 0 ? rc : STORE_ERR);
+		respond_store_error(c, rc < 0 ? rc : STORE_ERR);
 		goto out;
 	}
 	if ((rc = store_commit(tx)) != STORE_OK) {
 		tx = NULL;
-		db_error(c, rc);
+		respond_store_error(c, rc);
 		goto out;
 	}
 	tx = NULL;
@@ -274,26 +266,17 @@ void webhook_h_create_v2(struct ctx *c)
 
 void webhook_h_list(struct ctx *c)
 {
-	const char *cur = http_query(c->req, "cursor");
 	char after[ID_MAX] = "", scope[128], next[PAGINATION_CURSOR_MAX + 1], last[ID_MAX] = "";
 	struct store_tx *tx = NULL;
 	struct store_rows *r = NULL;
 	json_t *items = NULL;
 	int limit, rc, n = 0, more = 0;
 
-	if (pagination_limit(http_query(c->req, "limit"), auth_plan_max_page(c->p.plan), &limit) < 0) {
-		respond_error(c, ERR_REQUEST_MALFORMED, NULL,
-			      "limit must be an integer from 1 to %d on the %s plan",
-			      auth_plan_max_page(c->p.plan), c->p.plan);
-		return;
-	}
 	snprintf(scope, sizeof scope, "webhooks|%s", c->p.portfolio_id);
-	if (cur && pagination_cursor_decode(c->app->cursor_key, scope, cur, after, sizeof after) < 0) {
-		respond_error(c, ERR_REQUEST_MALFORMED, NULL, "cursor is not valid for this list");
+	if (respond_page_args(c, scope, &limit, after, sizeof after) < 0)
 		return;
-	}
 	if ((rc = store_begin(c->app->store, 0, &tx)) != STORE_OK) {
-		db_error(c, rc);
+		respond_store_error(c, rc);
 		return;
 	}
 	rc = store_query(tx, "SELECT " SUB_COLS " FROM webhook_subscriptions WHERE portfolio_id = $1"
@@ -323,7 +306,7 @@ fail:
 	json_decref(items);
 	store_rows_close(r);
 	store_rollback(tx);
-	db_error(c, rc);
+	respond_store_error(c, rc);
 }
 
 /* Answers 404/403 for load_subscription's 0/2; 1 to go on. */
@@ -337,7 +320,7 @@ static int visible(struct ctx *c, int rc)
 		respond_error(c, ERR_INSUFFICIENT_ROLE, NULL,
 			      "the subscription belongs to another portfolio");
 	else
-		db_error(c, rc);
+		respond_store_error(c, rc);
 	return 0;
 }
 
@@ -348,7 +331,7 @@ void webhook_h_get(struct ctx *c)
 	int rc;
 
 	if ((rc = store_begin(c->app->store, 0, &tx)) != STORE_OK) {
-		db_error(c, rc);
+		respond_store_error(c, rc);
 		return;
 	}
 	rc = load_subscription(tx, c->p.portfolio_id, ctx_param(c, 0), &sub);
@@ -367,7 +350,7 @@ void webhook_h_delete(struct ctx *c)
 	int rc;
 
 	if ((rc = store_begin(c->app->store, 1, &tx)) != STORE_OK) {
-		db_error(c, rc);
+		respond_store_error(c, rc);
 		return;
 	}
 	rc = load_subscription(tx, c->p.portfolio_id, ctx_param(c, 0), &sub);
@@ -382,11 +365,11 @@ void webhook_h_delete(struct ctx *c)
 			(struct store_val[]){sv_text(ctx_param(c, 0)), sv_int(clock_now_ms())}, 2);
 	if (rc < 0) {
 		store_rollback(tx);
-		db_error(c, rc);
+		respond_store_error(c, rc);
 		return;
 	}
 	if ((rc = store_commit(tx)) != STORE_OK) {
-		db_error(c, rc);
+		respond_store_error(c, rc);
 		return;
 	}
 	c->res->status = 204;
@@ -400,17 +383,17 @@ void webhook_h_rotate(struct ctx *c)
 	int rc;
 
 	if ((rc = store_begin(c->app->store, 1, &tx)) != STORE_OK) {
-		db_error(c, rc);
+		respond_store_error(c, rc);
 		return;
 	}
 	rc = portfolio_secret(c, tx, 1, secret);
 	if (rc < 0) {
 		store_rollback(tx);
-		db_error(c, rc);
+		respond_store_error(c, rc);
 		goto out;
 	}
 	if ((rc = store_commit(tx)) != STORE_OK) {
-		db_error(c, rc);
+		respond_store_error(c, rc);
 		goto out;
 	}
 	clock_format_ms(clock_now_ms(), ts);

@@ -182,7 +182,8 @@ class VerifySignatureCliTest(unittest.TestCase):
             with tempfile.NamedTemporaryFile() as f:
                 f.write(body)
                 f.flush()
-                for sig, code in ((good, 0), (good.upper(), 0), ("0" + good[1:], 4)):
+                bad = ("1" if good[0] == "0" else "0") + good[1:]  # one digit changed
+                for sig, code in ((good, 0), (good.upper(), 0), (bad, 4)):
                     p = subprocess.run([harness.REVOPSCTL, "verify", "signature", "--secret", secret,
                                         "--body-file", f.name, "--signature", sig],
                                        capture_output=True, text=True, timeout=30)
