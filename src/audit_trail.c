@@ -4,6 +4,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "buf.h"
 #include "clock.h"
 #include "crypto.h"
 #include "store.h"
@@ -54,51 +55,104 @@ static char *canonical(const json_t *v)
 	return s;
 }
 
-void audit_entry_hash(const char *prev_hash, int64_t seq, const char *at, const char *kind,
-		      const char *actor, const json_t *details, char out[65])
+/* The hash of an entry whose details are already canonical text: the
+ * canonical entry is assembled around them (keys in sorted order: actor,
+ * at, details, kind, seq), so details are serialised once. */
+static void hash_canonical(const char *prev_hash, int64_t seq, const char *at, const char *kind,
+			   const char *actor, const char *details_canon, char out[65])
 {
-	json_t *e = json_pack("{s:s, s:s, s:O, s:s, s:I}", "actor", actor, "at", at, "details",
-			      (json_t *)details, "kind", kind, "seq", (json_int_t)seq);
-	char *canon = e ? canonical(e) : NULL;
-	size_t plen = strlen(prev_hash), clen = canon ? strlen(canon) : 0;
-	char *msg = malloc(plen + 1 + clen + 1);
+	json_t *ja = json_string(actor), *jt = json_string(at), *jk = json_string(kind);
+	char *ca = ja ? canonical(ja) : NULL, *ct = jt ? canonical(jt) : NULL;
+	char *ck = jk ? canonical(jk) : NULL;
+	struct buf b;
 
-	if (!canon || !msg) {
+	buf_init(&b, 0);
+	if (!ca || !ct || !ck ||
+	    buf_printf(&b, "%s:{\"actor\":%s,\"at\":%s,\"details\":%s,\"kind\":%s,\"seq\":%lld}",
+		       prev_hash, ca, ct, details_canon, ck, (long long)seq) < 0) {
 		memset(out, 'x', 64); /* never a valid hash: the chain reads invalid */
 		out[64] = '\0';
 	} else {
-		memcpy(msg, prev_hash, plen);
-		msg[plen] = ':';
-		memcpy(msg + plen + 1, canon, clen);
-		crypto_sha256_hex(msg, plen + 1 + clen, out);
+		crypto_sha256_hex(b.data, b.len, out);
 	}
-	free(msg);
-	free(canon);
-	json_decref(e);
+	buf_free(&b);
+	free(ca);
+	free(ct);
+	free(ck);
+	json_decref(ja);
+	json_decref(jt);
+	json_decref(jk);
+}
+
+void audit_entry_hash(const char *prev_hash, int64_t seq, const char *at, const char *kind,
+		      const char *actor, const json_t *details, char out[65])
+{
+	char *d = canonical(details);
+
+	if (!d) {
+		memset(out, 'x', 64);
+		out[64] = '\0';
+		return;
+	}
+	hash_canonical(prev_hash, seq, at, kind, actor, d, out);
+	free(d);
+}
+
+int audit_prepare(struct audit_chain *ch, const char *kind, const char *actor,
+		  const json_t *details, int64_t at_ms, struct audit_entry *e)
+{
+	char at[CLOCK_RFC3339_LEN];
+
+	memset(e, 0, sizeof *e);
+	if (strlen(kind) >= sizeof e->kind || strlen(actor) >= sizeof e->actor)
+		return -1;
+	e->details = canonical(details);
+	if (!e->details)
+		return -1;
+	e->seq = ch->seq + 1;
+	e->at_ms = at_ms;
+	memcpy(e->kind, kind, strlen(kind) + 1);
+	memcpy(e->actor, actor, strlen(actor) + 1);
+	memcpy(e->prev, ch->head, sizeof e->prev);
+	clock_format_ms(at_ms, at);
+	hash_canonical(e->prev, e->seq, at, kind, actor, e->details, e->hash);
+	ch->seq = e->seq;
+	memcpy(ch->head, e->hash, sizeof ch->head);
+	return 0;
+}
+
+int audit_insert(struct store_tx *tx, const char *decision_id, const struct audit_entry *e)
+{
+	int rc = store_exec(tx,
+			    "INSERT INTO audit_entries (decision_id, seq, at, kind, actor, details,"
+			    " prev_hash, hash) VALUES ($1, $2, $3, $4, $5, $6, $7, $8)",
+			    (struct store_val[]){sv_text(decision_id), sv_int(e->seq), sv_int(e->at_ms),
+						 sv_text(e->kind), sv_text(e->actor), sv_text(e->details),
+						 sv_text(e->prev), sv_text(e->hash)}, 8);
+
+	return rc < 0 ? rc : 0;
+}
+
+void audit_entry_free(struct audit_entry *e)
+{
+	free(e->details);
+	e->details = NULL;
 }
 
 int audit_append(struct store_tx *tx, struct audit_chain *ch, const char *kind,
 		 const char *actor, const json_t *details, int64_t at_ms)
 {
-	char at[CLOCK_RFC3339_LEN], hash[65], *details_s;
+	struct audit_chain next = *ch;
+	struct audit_entry e;
 	int rc;
 
-	clock_format_ms(at_ms, at);
-	audit_entry_hash(ch->head, ch->seq + 1, at, kind, actor, details, hash);
-	details_s = canonical(details);
-	if (!details_s)
+	if (audit_prepare(&next, kind, actor, details, at_ms, &e) < 0)
 		return STORE_ERR;
-	rc = store_exec(tx,
-			"INSERT INTO audit_entries (decision_id, seq, at, kind, actor, details,"
-			" prev_hash, hash) VALUES ($1, $2, $3, $4, $5, $6, $7, $8)",
-			(struct store_val[]){sv_text(ch->decision_id), sv_int(ch->seq + 1),
-					     sv_int(at_ms), sv_text(kind), sv_text(actor),
-					     sv_text(details_s), sv_text(ch->head), sv_text(hash)}, 8);
-	free(details_s);
+	rc = audit_insert(tx, ch->decision_id, &e);
+	audit_entry_free(&e);
 	if (rc < 0)
 		return rc;
-	ch->seq++;
-	memcpy(ch->head, hash, sizeof ch->head);
+	*ch = next;
 	return 0;
 }
 

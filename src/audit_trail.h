@@ -30,6 +30,26 @@ struct audit_chain {
 /* Reads the tip of decision_id's chain inside tx. Returns 0 or a negative
  * store status. */
 int audit_open(struct store_tx *tx, const char *decision_id, struct audit_chain *ch) WUR;
+/* One entry computed ahead of its insert, so the JSON and hashing work can
+ * run outside the write lock (audit_prepare), leaving only the INSERT
+ * (audit_insert) inside it. */
+struct audit_entry {
+	int64_t seq;
+	int64_t at_ms;
+	char kind[32];
+	char actor[320];
+	char *details;   /* canonical JSON; owned */
+	char prev[65];
+	char hash[65];
+};
+
+/* Computes the next entry of ch (no I/O) and advances ch. Returns 0 or -1. */
+int audit_prepare(struct audit_chain *ch, const char *kind, const char *actor,
+		  const json_t *details, int64_t at_ms, struct audit_entry *e) WUR;
+/* Inserts a prepared entry of ch's decision inside tx. Returns 0 or a
+ * negative store status. */
+int audit_insert(struct store_tx *tx, const char *decision_id, const struct audit_entry *e) WUR;
+void audit_entry_free(struct audit_entry *e);
 /* Appends one entry inside tx and advances ch. details is borrowed.
  * Returns 0 or a negative store status. */
 int audit_append(struct store_tx *tx, struct audit_chain *ch, const char *kind,

@@ -666,8 +666,11 @@ void rate_decision_h_create(struct ctx *c)
 	int comp[MAX_PROPERTIES];
 	struct ceiling ce = {0};
 	struct audit_chain ch;
+	struct audit_entry ent[MAX_PROPERTIES + 3];
+	int nent = 0, rejected;
 	struct store_tx *tx = NULL;
 	json_t *details = json_array(), *checks = json_array(), *roles = NULL, *d = NULL;
+	json_t *final = NULL;
 	json_t *receipts = NULL, *failure = NULL, *decision = NULL, *data = NULL;
 	char id[ID_MAX], actor[300], proposer_name[300], approver_id[ID_MAX] = "";
 	char *props_s = NULL;
@@ -695,7 +698,9 @@ void rate_decision_h_create(struct ctx *c)
 			goto out;
 		}
 	}
-	if ((rc = store_begin(c->app->store, 1, &tx)) != STORE_OK) {
+	/* Governance reads one consistent snapshot without the write lock;
+	 * the lock is taken only for the inserts below. */
+	if ((rc = store_begin(c->app->store, 0, &tx)) != STORE_OK) {
 		tx = NULL;
 		respond_store_error(c, rc);
 		goto out;
@@ -741,10 +746,50 @@ void rate_decision_h_create(struct ctx *c)
 			goto out;
 		}
 	}
-	/* Record the decision and the governance outcome before any PMS call. */
+	/* Record the decision and the governance outcome before any PMS call.
+	 * The entries (JSON, hashes) are computed first; the write lock then
+	 * covers only the inserts. A new decision's chain starts at genesis. */
+	store_rollback(tx);
+	tx = NULL;
 	props_s = json_dumps(props, JSON_COMPACT);
 	if (!props_s || id_new("rd_", id, sizeof id) < 0) {
 		respond_error(c, ERR_INTERNAL, NULL, "internal error");
+		goto out;
+	}
+	memset(&ch, 0, sizeof ch);
+	snprintf(ch.decision_id, sizeof ch.decision_id, "%s", id);
+	snprintf(ch.head, sizeof ch.head, "%s", AUDIT_GENESIS);
+	rejected = !ceiling_ok || why;
+	d = json_pack("{s:O, s:s, s:{s:s, s:s}, s:o, s:s, s:s, s:s}", "properties", props,
+		      "room_type_code", room, "date_range", "from", from, "to", to,
+		      "proposed_rate", money(currency, minor), "brand_ceiling_id", ceiling_id,
+		      "approver_saml_subject", approver, "justification",
+		      str(b, "governance.justification"));
+	rc = audit_prepare(&ch, "proposed", actor, d, now, &ent[nent++]);
+	json_decref(d);
+	d = NULL;
+	for (i = 0; i < n && rc == 0; i++)
+		rc = audit_prepare(&ch, "ceiling_check", "revops", json_array_get(checks, i), now,
+				   &ent[nent++]);
+	if (rc == 0 && rejected) {
+		final = ceiling_ok ? json_pack("{s:s, s:s}", "code", "SVC-GOVERNANCE-REJECTED", "reason", why)
+				   : json_pack("{s:s, s:O}", "code", "SVC-RATE-CEILING-EXCEEDED",
+					       "failed_checks", details);
+		rc = audit_prepare(&ch, "rejected", "revops", final, now, &ent[nent++]);
+	} else if (rc == 0) {
+		d = json_pack("{s:s, s:s, s:O}", "approver_saml_subject", approver, "user_id",
+			      approver_id, "roles", roles);
+		rc = audit_prepare(&ch, "approved", approver, d, now, &ent[nent++]);
+		json_decref(d);
+		d = NULL;
+	}
+	if (rc < 0) {
+		respond_error(c, ERR_INTERNAL, NULL, "internal error");
+		goto out;
+	}
+	if ((rc = store_begin(c->app->store, 1, &tx)) != STORE_OK) {
+		tx = NULL;
+		respond_store_error(c, rc);
 		goto out;
 	}
 	rc = store_exec(tx,
@@ -754,42 +799,22 @@ void rate_decision_h_create(struct ctx *c)
 			" updated_at) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13,"
 			" $14, $14)",
 			(struct store_val[]){sv_text(id), sv_text(c->p.portfolio_id),
-					     sv_text(ceiling_ok && !why ? "pending" : "rejected"),
+					     sv_text(rejected ? "rejected" : "pending"),
 					     sv_text(room), sv_text(from), sv_text(to), sv_text(currency),
 					     sv_int(minor), sv_text(ceiling_id), sv_text(approver),
 					     sv_text(str(b, "governance.justification")), sv_text(actor),
 					     sv_text(props_s), sv_int(now)}, 14);
-	if (rc < 0 || (rc = audit_open(tx, id, &ch)) < 0) {
-		respond_store_error(c, rc);
-		goto out;
-	}
-	d = json_pack("{s:O, s:s, s:{s:s, s:s}, s:o, s:s, s:s, s:s}", "properties", props,
-		      "room_type_code", room, "date_range", "from", from, "to", to,
-		      "proposed_rate", money(currency, minor), "brand_ceiling_id", ceiling_id,
-		      "approver_saml_subject", approver, "justification",
-		      str(b, "governance.justification"));
-	rc = audit_append(tx, &ch, "proposed", actor, d, now);
-	json_decref(d);
-	d = NULL;
-	for (i = 0; i < n && rc == 0; i++)
-		rc = audit_append(tx, &ch, "ceiling_check", "revops", json_array_get(checks, i), now);
-	if (rc < 0) {
-		respond_store_error(c, rc);
-		goto out;
-	}
-	if (!ceiling_ok || why) {
-		d = ceiling_ok ? json_pack("{s:s, s:s}", "code", "SVC-GOVERNANCE-REJECTED", "reason", why)
-			       : json_pack("{s:s, s:O}", "code", "SVC-RATE-CEILING-EXCEEDED",
-					   "failed_checks", details);
-		rc = audit_append(tx, &ch, "rejected", "revops", d, now);
-		if (rc == 0)
-			rc = set_status(tx, id, "rejected", NULL, d);
-		if (rc < 0 || (rc = store_commit(tx)) != STORE_OK) {
-			tx = NULL;
-			respond_store_error(c, rc);
-			goto out;
-		}
+	for (i = 0; i < (size_t)nent && rc >= 0; i++)
+		rc = audit_insert(tx, id, &ent[i]);
+	if (rc >= 0 && rejected)
+		rc = set_status(tx, id, "rejected", NULL, final);
+	if (rc < 0 || (rc = store_commit(tx)) != STORE_OK) {
 		tx = NULL;
+		respond_store_error(c, rc);
+		goto out;
+	}
+	tx = NULL;
+	if (rejected) {
 		if (!ceiling_ok) {
 			respond_decision_error(c, ERR_RATE_CEILING_EXCEEDED, details, id,
 					       "the proposed rate fails the brand ceiling; nothing was "
@@ -803,17 +828,6 @@ void rate_decision_h_create(struct ctx *c)
 		}
 		goto out;
 	}
-	d = json_pack("{s:s, s:s, s:O}", "approver_saml_subject", approver, "user_id", approver_id,
-		      "roles", roles);
-	rc = audit_append(tx, &ch, "approved", approver, d, now);
-	json_decref(d);
-	d = NULL;
-	if (rc < 0 || (rc = store_commit(tx)) != STORE_OK) {
-		tx = NULL;
-		respond_store_error(c, rc);
-		goto out;
-	}
-	tx = NULL;
 
 	/* The PMS writes, outside any transaction. */
 	memset(w, 0, sizeof w);
@@ -833,9 +847,9 @@ void rate_decision_h_create(struct ctx *c)
 		respond_error(c, ERR_INTERNAL, NULL, "internal error");
 		goto out;
 	}
-	if (reopen_chain(c, id, &tx, &ch) < 0)
-		goto out;
 	if (outcome == 1) {
+		if (reopen_chain(c, id, &tx, &ch) < 0)
+			goto out;
 		failure = record_failure(tx, &ch, c->p.portfolio_id, id, t, w, comp, cw, n, "publish",
 					 now);
 		rc = failure ? audit_append(tx, &ch, "failed", "revops", failure, now) : STORE_ERR;
@@ -851,6 +865,13 @@ void rate_decision_h_create(struct ctx *c)
 				       "a PMS write failed; the writes already made were compensated");
 		goto out;
 	}
+	/* Success: the chain's tip is still the one computed above (no one
+	 * else appends to a pending decision), so these entries too are
+	 * prepared before taking the write lock. */
+	for (i = 0; i < (size_t)nent; i++)
+		audit_entry_free(&ent[i]);
+	nent = 0;
+	rc = 0;
 	receipts = json_array();
 	for (i = 0; i < n && rc == 0; i++) {
 		json_array_append_new(receipts,
@@ -860,7 +881,7 @@ void rate_decision_h_create(struct ctx *c)
 						w[i].has_previous ? money(w[i].prev_currency, w[i].prev_minor_units)
 								  : json_null()));
 		d = write_entry(&t[i], &w[i], "publish");
-		rc = audit_append(tx, &ch, "pms_write", "pms", d, now);
+		rc = audit_prepare(&ch, "pms_write", "pms", d, now, &ent[nent++]);
 		json_decref(d);
 		d = NULL;
 	}
@@ -869,13 +890,24 @@ void rate_decision_h_create(struct ctx *c)
 			 "brand_ceiling_id", ceiling_id);
 	if (rc == 0) {
 		d = json_pack("{s:O}", "properties_written", props);
-		rc = audit_append(tx, &ch, "published", "revops", d, now);
+		rc = audit_prepare(&ch, "published", "revops", d, now, &ent[nent++]);
 		json_decref(d);
 		d = NULL;
 	}
-	if (rc == 0)
+	if (rc < 0) {
+		respond_error(c, ERR_INTERNAL, NULL, "internal error");
+		goto out;
+	}
+	if ((rc = store_begin(c->app->store, 1, &tx)) != STORE_OK) {
+		tx = NULL;
+		respond_store_error(c, rc);
+		goto out;
+	}
+	for (i = 0; i < (size_t)nent && rc >= 0; i++)
+		rc = audit_insert(tx, id, &ent[i]);
+	if (rc >= 0)
 		rc = set_status(tx, id, "published", receipts, NULL);
-	if (rc == 0)
+	if (rc >= 0)
 		rc = outbox_append(tx, "v2", "rate.decision.published", c->p.portfolio_id, props, data,
 				   NULL, 0);
 	if (rc < 0 || (rc = store_commit(tx)) != STORE_OK) {
@@ -914,6 +946,9 @@ out:
 	json_decref(decision);
 	json_decref(data);
 	json_decref(ce.room_types);
+	json_decref(final);
+	for (i = 0; i < (size_t)nent; i++)
+		audit_entry_free(&ent[i]);
 	free(props_s);
 }
 
