@@ -652,6 +652,31 @@ static json_t *reload(struct ctx *c, const char *id, struct store_tx **tx)
 	return NULL;
 }
 
+/* Prepares the next entry of ch into ent[*n] (details stolen). Returns 0
+ * or -1. */
+static int prepare_next(struct audit_chain *ch, const char *kind, const char *actor,
+			json_t *details, int64_t now, struct audit_entry *ent, int *n)
+{
+	int rc = details ? audit_prepare(ch, kind, actor, details, now, &ent[*n]) : -1;
+
+	json_decref(details);
+	if (rc == 0)
+		(*n)++;
+	return rc;
+}
+
+/* Takes the write lock; on failure answers and returns -1. */
+static int begin_write(struct ctx *c, struct store_tx **tx)
+{
+	int rc = store_begin(c->app->store, 1, tx);
+
+	if (rc == STORE_OK)
+		return 0;
+	*tx = NULL;
+	respond_store_error(c, rc);
+	return -1;
+}
+
 void rate_decision_h_create(struct ctx *c)
 {
 	const json_t *b = c->body, *props = json_object_get(b, "properties");
@@ -760,38 +785,33 @@ void rate_decision_h_create(struct ctx *c)
 	snprintf(ch.decision_id, sizeof ch.decision_id, "%s", id);
 	snprintf(ch.head, sizeof ch.head, "%s", AUDIT_GENESIS);
 	rejected = !ceiling_ok || why;
-	d = json_pack("{s:O, s:s, s:{s:s, s:s}, s:o, s:s, s:s, s:s}", "properties", props,
-		      "room_type_code", room, "date_range", "from", from, "to", to,
-		      "proposed_rate", money(currency, minor), "brand_ceiling_id", ceiling_id,
-		      "approver_saml_subject", approver, "justification",
-		      str(b, "governance.justification"));
-	rc = audit_prepare(&ch, "proposed", actor, d, now, &ent[nent++]);
-	json_decref(d);
-	d = NULL;
+	rc = prepare_next(&ch, "proposed", actor,
+			  json_pack("{s:O, s:s, s:{s:s, s:s}, s:o, s:s, s:s, s:s}", "properties",
+				    props, "room_type_code", room, "date_range", "from", from, "to", to,
+				    "proposed_rate", money(currency, minor), "brand_ceiling_id",
+				    ceiling_id, "approver_saml_subject", approver, "justification",
+				    str(b, "governance.justification")),
+			  now, ent, &nent);
 	for (i = 0; i < n && rc == 0; i++)
-		rc = audit_prepare(&ch, "ceiling_check", "revops", json_array_get(checks, i), now,
-				   &ent[nent++]);
+		rc = prepare_next(&ch, "ceiling_check", "revops",
+				  json_incref(json_array_get(checks, i)), now, ent, &nent);
 	if (rc == 0 && rejected) {
 		final = ceiling_ok ? json_pack("{s:s, s:s}", "code", "SVC-GOVERNANCE-REJECTED", "reason", why)
 				   : json_pack("{s:s, s:O}", "code", "SVC-RATE-CEILING-EXCEEDED",
 					       "failed_checks", details);
-		rc = audit_prepare(&ch, "rejected", "revops", final, now, &ent[nent++]);
+		rc = prepare_next(&ch, "rejected", "revops", json_incref(final), now, ent, &nent);
 	} else if (rc == 0) {
-		d = json_pack("{s:s, s:s, s:O}", "approver_saml_subject", approver, "user_id",
-			      approver_id, "roles", roles);
-		rc = audit_prepare(&ch, "approved", approver, d, now, &ent[nent++]);
-		json_decref(d);
-		d = NULL;
+		rc = prepare_next(&ch, "approved", approver,
+				  json_pack("{s:s, s:s, s:O}", "approver_saml_subject", approver,
+					    "user_id", approver_id, "roles", roles),
+				  now, ent, &nent);
 	}
 	if (rc < 0) {
 		respond_error(c, ERR_INTERNAL, NULL, "internal error");
 		goto out;
 	}
-	if ((rc = store_begin(c->app->store, 1, &tx)) != STORE_OK) {
-		tx = NULL;
-		respond_store_error(c, rc);
+	if (begin_write(c, &tx) < 0)
 		goto out;
-	}
 	rc = store_exec(tx,
 			"INSERT INTO rate_decisions (id, portfolio_id, status, room_type_code,"
 			" date_from, date_to, currency, minor_units, brand_ceiling_id,"
@@ -880,29 +900,21 @@ void rate_decision_h_create(struct ctx *c)
 						"at", w[i].at, "previous_rate",
 						w[i].has_previous ? money(w[i].prev_currency, w[i].prev_minor_units)
 								  : json_null()));
-		d = write_entry(&t[i], &w[i], "publish");
-		rc = audit_prepare(&ch, "pms_write", "pms", d, now, &ent[nent++]);
-		json_decref(d);
-		d = NULL;
+		rc = prepare_next(&ch, "pms_write", "pms", write_entry(&t[i], &w[i], "publish"), now,
+				  ent, &nent);
 	}
 	data = json_pack("{s:s, s:s, s:{s:s, s:s}, s:s, s:s}", "decision_id", id, "room_type_code",
 			 room, "date_range", "from", from, "to", to, "approver_saml_subject", approver,
 			 "brand_ceiling_id", ceiling_id);
-	if (rc == 0) {
-		d = json_pack("{s:O}", "properties_written", props);
-		rc = audit_prepare(&ch, "published", "revops", d, now, &ent[nent++]);
-		json_decref(d);
-		d = NULL;
-	}
+	if (rc == 0)
+		rc = prepare_next(&ch, "published", "revops",
+				  json_pack("{s:O}", "properties_written", props), now, ent, &nent);
 	if (rc < 0) {
 		respond_error(c, ERR_INTERNAL, NULL, "internal error");
 		goto out;
 	}
-	if ((rc = store_begin(c->app->store, 1, &tx)) != STORE_OK) {
-		tx = NULL;
-		respond_store_error(c, rc);
+	if (begin_write(c, &tx) < 0)
 		goto out;
-	}
 	for (i = 0; i < (size_t)nent && rc >= 0; i++)
 		rc = audit_insert(tx, id, &ent[i]);
 	if (rc >= 0)
