@@ -12,6 +12,8 @@
 #include "clock.h"
 #include "crypto.h"
 #include "id.h"
+#include "outbox.h"
+#include "webhook.h"
 #include "portfolio.h"
 #include "store.h"
 
@@ -605,6 +607,69 @@ int admin_event_list(struct store *st, const char *portfolio_id, int64_t after, 
 		return fail(err, "could not list events");
 	}
 	return 0;
+}
+
+#define EMIT_TX_EVENTS 10000
+
+int admin_event_emit(struct store *st, const char *portfolio_id, const char *surface,
+		     const char *type, int64_t count, const char *property, json_t **out,
+		     struct buf *err)
+{
+	struct store_tx *tx = NULL;
+	json_t *props = NULL, *data = NULL;
+	int64_t i, one;
+	int rc;
+
+	*out = NULL;
+	if (!surface)
+		surface = "v2";
+	if (!portfolio_id || !type)
+		return fail(err, "--portfolio and --type are required");
+	if (strcmp(surface, "v1") && strcmp(surface, "v2"))
+		return fail(err, "--surface must be v1 or v2");
+	if (!webhook_event_known(surface, type))
+		return fail(err, "--type is not an event type of that surface");
+	if (count < 1 || count > 10000000)
+		return fail(err, "--count must be 1-10000000");
+	if (store_begin(st, 0, &tx) != STORE_OK)
+		return fail(err, "database unavailable");
+	rc = store_query_int(tx, "SELECT 1 FROM portfolios WHERE id = $1",
+			     (struct store_val[]){sv_text(portfolio_id)}, 1, &one);
+	if (rc == 1 && property)
+		rc = store_query_int(tx, "SELECT 1 FROM properties WHERE id = $1 AND portfolio_id = $2",
+				     (struct store_val[]){sv_text(property), sv_text(portfolio_id)}, 2,
+				     &one);
+	store_rollback(tx);
+	tx = NULL;
+	if (rc != 1)
+		return fail(err, rc < 0 ? "database unavailable" : "no such portfolio or property");
+	props = property ? json_pack("[s]", property) : json_array();
+	for (i = 0; i < count; i++) {
+		if (!tx && store_begin(st, 1, &tx) != STORE_OK) {
+			tx = NULL;
+			rc = fail(err, "database unavailable");
+			goto out;
+		}
+		data = json_pack("{s:b, s:I}", "synthetic", 1, "n", (json_int_t)i);
+		rc = outbox_append(tx, surface, type, portfolio_id, props, data, NULL, 0);
+		json_decref(data);
+		if (rc < 0) {
+			rc = fail(err, "could not append the event");
+			goto out;
+		}
+		if ((i + 1) % EMIT_TX_EVENTS == 0 || i + 1 == count) {
+			rc = commit(tx, err);
+			tx = NULL;
+			if (rc < 0)
+				goto out;
+		}
+	}
+	*out = json_pack("{s:I}", "emitted", (json_int_t)count);
+	rc = 0;
+out:
+	store_rollback(tx);
+	json_decref(props);
+	return rc;
 }
 
 int admin_audit_verify(struct store *st, const char *decision_id, json_t **out,

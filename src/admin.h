@@ -61,6 +61,14 @@ int admin_demo_seed(struct store *st, const char *public_url, const char *data_d
  * the start), oldest first, at most limit. */
 int admin_event_list(struct store *st, const char *portfolio_id, int64_t after, int64_t limit,
 		     json_t **out, struct buf *err) WUR;
+/* Appends count synthetic events (data {"synthetic": true, "n": i}) of a
+ * known type of the surface ("v1" or "v2"; NULL = v2) to the portfolio's
+ * outbox, one transaction per 10,000, for exercising webhook receivers
+ * and the delivery benchmark. property (a prop_ id of the portfolio, may
+ * be NULL) becomes the events' only property. {"emitted": n}. */
+int admin_event_emit(struct store *st, const char *portfolio_id, const char *surface,
+		     const char *type, int64_t count, const char *property, json_t **out,
+		     struct buf *err) WUR;
 /* Recomputes a decision's audit chain from the stored entries (offline,
  * the same computation as the API's chain_valid): {decision_id, entries,
  * head_hash, chain_valid}. */

@@ -28,6 +28,7 @@
 #include "store.h"
 #include "validate.h"
 #include "webhook.h"
+#include "delivery.h"
 
 static void h_healthz(struct ctx *c)
 {
@@ -93,6 +94,18 @@ const struct route app_routes[] = {
 	 BODY_JSON, webhook_v1_spec, 0},
 	V2W("POST", "/v2/webhooks", webhook_h_create_v2, AUTH_SCOPE_WEBHOOKS_MANAGE, webhook_v2_spec),
 	V2("GET", "/v2/webhooks", webhook_h_list, AUTH_SCOPE_WEBHOOKS_MANAGE),
+	{"POST", "/v1/webhooks/{id}/ping", delivery_h_ping_v1, ROUTE_BEARER,
+	 AUTH_SCOPE_WEBHOOKS_MANAGE, 0, BODY_NONE, NULL, 0},
+	{"POST", "/v1/webhooks/deliveries/{id}/retry", delivery_h_retry, ROUTE_BEARER,
+	 AUTH_SCOPE_WEBHOOKS_MANAGE, 0, BODY_NONE, NULL, 0},
+	/* Literal segments before /v2/webhooks/{id}: the first match wins. */
+	V2("GET", "/v2/webhooks/dead-letters", delivery_h_dead_letters, AUTH_SCOPE_WEBHOOKS_MANAGE),
+	V2("GET", "/v2/webhooks/sla", delivery_h_sla, AUTH_SCOPE_WEBHOOKS_MANAGE),
+	V2("GET", "/v2/webhooks/deliveries/{id}", delivery_h_get, AUTH_SCOPE_WEBHOOKS_MANAGE),
+	V2("POST", "/v2/webhooks/deliveries/{id}/replay", delivery_h_replay,
+	   AUTH_SCOPE_WEBHOOKS_MANAGE),
+	V2("GET", "/v2/webhooks/{id}/deliveries", delivery_h_list, AUTH_SCOPE_WEBHOOKS_MANAGE),
+	V2("POST", "/v2/webhooks/{id}/ping", delivery_h_ping_v2, AUTH_SCOPE_WEBHOOKS_MANAGE),
 	V2("GET", "/v2/webhooks/{id}", webhook_h_get, AUTH_SCOPE_WEBHOOKS_MANAGE),
 	V2("DELETE", "/v2/webhooks/{id}", webhook_h_delete, AUTH_SCOPE_WEBHOOKS_MANAGE),
 	V2("POST", "/v2/webhooks/signing-secret/rotate", webhook_h_rotate,

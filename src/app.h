@@ -15,6 +15,7 @@ struct ratelimit;
 struct metrics;
 struct deprecation;
 struct pms;
+struct dispatch;
 
 struct app {
 	const struct config *cfg;
@@ -24,6 +25,7 @@ struct app {
 	struct metrics *metrics;
 	struct deprecation *deprecations;
 	struct pms *pms;               /* the PMS connector (--pms-url) */
+	struct dispatch *dispatch;     /* the webhook delivery engine */
 	unsigned char cursor_key[32];
 	unsigned char seal_key[32];    /* seals stored secrets (<data-dir>/revops.key) */
 	volatile int shutting_down;

@@ -29,6 +29,8 @@ static const struct opt opts[] = {
 	O("trust-ca", OPT_STR, trust_ca, "extra CA bundle for outbound HTTPS"),
 	O("allow-private-targets", OPT_FLAG, allow_private_targets,
 	  "allow outbound targets on private addresses"),
+	O("webhook-uncapped", OPT_FLAG, webhook_uncapped,
+	  "benchmarks only: lift the webhook throughput caps"),
 	O("time-scale", OPT_NUM, time_scale, "testing only: divide business durations by N"),
 	O("token-ttl", OPT_INT, token_ttl, "access token lifetime in seconds (3600)"),
 	O("log-format", OPT_LOGFMT, log_json, "json|text (text on a TTY, else json)"),

@@ -15,6 +15,7 @@ struct config {
 	char pms_url[512];
 	char trust_ca[1024];
 	int allow_private_targets;
+	int webhook_uncapped;
 	double time_scale;
 	int token_ttl;
 	int log_json;

@@ -18,8 +18,10 @@
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
+#include <sys/socket.h>
 
 #include "clock.h"
+#include "egress.h"
 #include "log.h"
 
 /* How long past its deadline a transfer may run before we end it ourselves. */
@@ -31,17 +33,22 @@ struct xfer {
 	struct httpc_request *req;
 	CURL *easy;
 	struct curl_slist *hdrs;
+	struct curl_slist *resolve;
+	int64_t start_us;
 	int64_t deadline_us;
+	struct xfer *prev, *next; /* an async client's running list */
 	int active;             /* added to the multi handle, not yet finished */
 	int finished;           /* out fields of req are final */
 	int too_big;
 	int oom;
+	int refused;            /* the egress guard refused an address */
 	char errbuf[CURL_ERROR_SIZE];
 };
 
 static pthread_key_t multi_key;
 static int initialized;
 static char *trust_ca;
+static int allow_private;
 
 static void multi_destroy(void *p)
 {
@@ -94,8 +101,10 @@ void httpc_configure(const struct httpc_opts *o)
 {
 	free(trust_ca);
 	trust_ca = NULL;
+	allow_private = 0;
 	if (!o)
 		return;
+	allow_private = o->allow_private;
 	if (o->trust_ca && o->trust_ca[0]) {
 		trust_ca = strdup(o->trust_ca);
 		if (!trust_ca)
@@ -103,7 +112,6 @@ void httpc_configure(const struct httpc_opts *o)
 		else
 			check_ca_path();
 	}
-	/* o->allow_private: reserved for the SSRF guard, not used yet. */
 }
 
 void httpc_thread_cleanup(void)
@@ -119,6 +127,23 @@ void httpc_thread_cleanup(void)
 	curl_multi_cleanup(m);
 }
 
+/* A multi handle with our connection settings, or NULL. */
+static CURLM *multi_new(void)
+{
+	CURLM *m = curl_multi_init();
+
+	if (!m)
+		return NULL;
+	if (curl_multi_setopt(m, CURLMOPT_PIPELINING, (long)CURLPIPE_NOTHING) != CURLM_OK ||
+	    curl_multi_setopt(m, CURLMOPT_MAX_HOST_CONNECTIONS, HTTPC_MAX_HOST_CONNECTIONS) !=
+		    CURLM_OK ||
+	    curl_multi_setopt(m, CURLMOPT_MAXCONNECTS, HTTPC_MAX_CACHED_CONNECTIONS) != CURLM_OK) {
+		curl_multi_cleanup(m);
+		return NULL;
+	}
+	return m;
+}
+
 /* The calling thread's multi handle, made on first use. NULL when out of
  * memory. */
 static CURLM *thread_multi(void)
@@ -127,18 +152,27 @@ static CURLM *thread_multi(void)
 
 	if (m)
 		return m;
-	m = curl_multi_init();
-	if (!m)
-		return NULL;
-	if (curl_multi_setopt(m, CURLMOPT_PIPELINING, (long)CURLPIPE_NOTHING) != CURLM_OK ||
-	    curl_multi_setopt(m, CURLMOPT_MAX_HOST_CONNECTIONS, HTTPC_MAX_HOST_CONNECTIONS) !=
-		    CURLM_OK ||
-	    curl_multi_setopt(m, CURLMOPT_MAXCONNECTS, HTTPC_MAX_CACHED_CONNECTIONS) != CURLM_OK ||
-	    pthread_setspecific(multi_key, m) != 0) {
+	m = multi_new();
+	if (m && pthread_setspecific(multi_key, m) != 0) {
 		curl_multi_cleanup(m);
-		return NULL;
+		m = NULL;
 	}
 	return m;
+}
+
+/* CURLOPT_OPENSOCKETFUNCTION of guarded requests: the SSRF backstop. The
+ * resolve pin already decides the address; this refuses any forbidden
+ * address libcurl might still try. */
+static curl_socket_t open_socket(void *arg, curlsocktype purpose, struct curl_sockaddr *a)
+{
+	struct xfer *x = arg;
+
+	(void)purpose;
+	if (!egress_address_allowed(&a->addr, NULL, 0)) {
+		x->refused = 1;
+		return CURL_SOCKET_BAD;
+	}
+	return socket(a->family, a->socktype, a->protocol);
 }
 
 static void set_error(struct httpc_request *r, enum httpc_error err, const char *msg)
@@ -260,9 +294,15 @@ static int xfer_prepare(struct xfer *x, int64_t start_us)
 			set_error(r, HTTPC_EOTHER, "header contains a line break");
 		return ret;
 	}
+	if (r->resolve && r->resolve[0]) {
+		x->resolve = curl_slist_append(NULL, r->resolve);
+		if (!x->resolve)
+			return -1;
+	}
 	e = x->easy = curl_easy_init();
 	if (!e)
 		return -1;
+	x->start_us = start_us;
 	x->deadline_us = start_us + (int64_t)timeout * 1000;
 	SETOPT(CURLOPT_PRIVATE, (void *)x);
 	SETOPT(CURLOPT_ERRORBUFFER, x->errbuf);
@@ -283,6 +323,12 @@ static int xfer_prepare(struct xfer *x, int64_t start_us)
 	SETOPT(CURLOPT_HTTPHEADER, x->hdrs);
 	SETOPT(CURLOPT_WRITEFUNCTION, on_write);
 	SETOPT(CURLOPT_WRITEDATA, (void *)x);
+	if (x->resolve)
+		SETOPT(CURLOPT_RESOLVE, x->resolve);
+	if (r->egress_guard && !allow_private) {
+		SETOPT(CURLOPT_OPENSOCKETFUNCTION, open_socket);
+		SETOPT(CURLOPT_OPENSOCKETDATA, (void *)x);
+	}
 	if (is_get) {
 		SETOPT(CURLOPT_HTTPGET, 1L);
 	} else if (is_head) {
@@ -308,6 +354,8 @@ static enum httpc_error classify(CURLcode rc, const struct xfer *x)
 {
 	if (x->too_big)
 		return HTTPC_ETOOBIG;
+	if (x->refused)
+		return HTTPC_EREFUSED_TARGET;
 	switch (rc) {
 	case CURLE_OK:
 		return HTTPC_OK;
@@ -345,9 +393,21 @@ static enum httpc_error classify(CURLcode rc, const struct xfer *x)
 	}
 }
 
+/* Frees what x holds (not x itself). */
+static void xfer_release(struct xfer *x)
+{
+	if (x->easy)
+		curl_easy_cleanup(x->easy);
+	x->easy = NULL;
+	curl_slist_free_all(x->hdrs);
+	x->hdrs = NULL;
+	curl_slist_free_all(x->resolve);
+	x->resolve = NULL;
+}
+
 /* Ends x: takes it off the multi handle, records status, error, reuse and
  * duration, and frees the easy handle and header list. */
-static void xfer_finish(CURLM *m, struct xfer *x, CURLcode rc, int64_t start_us)
+static void xfer_finish(CURLM *m, struct xfer *x, CURLcode rc)
 {
 	struct httpc_request *r = x->req;
 	long status = 0, connects = 0;
@@ -365,19 +425,18 @@ static void xfer_finish(CURLM *m, struct xfer *x, CURLcode rc, int64_t start_us)
 	else if (r->error == HTTPC_ETOOBIG)
 		snprintf(r->errmsg, sizeof r->errmsg, "response larger than %zu bytes",
 			 r->response.max);
+	else if (r->error == HTTPC_EREFUSED_TARGET && x->refused)
+		set_error(r, r->error, "the target address is not allowed (SSRF guard)");
 	else if (r->error != HTTPC_OK)
 		set_error(r, r->error, x->errbuf[0] ? x->errbuf : curl_easy_strerror(rc));
 	r->reused = status > 0 && connects == 0;
-	r->duration_ms = (double)(clock_mono_us() - start_us) / 1000.0;
-	curl_easy_cleanup(x->easy);
-	x->easy = NULL;
-	curl_slist_free_all(x->hdrs);
-	x->hdrs = NULL;
+	r->duration_ms = (double)(clock_mono_us() - x->start_us) / 1000.0;
+	xfer_release(x);
 }
 
-/* Reads curl's completion messages and finishes those transfers. Returns
- * how many finished. */
-static size_t drain(CURLM *m, int64_t start_us)
+/* Reads curl's completion messages and finishes those transfers, calling
+ * on_done (when not NULL) for each. Returns how many finished. */
+static size_t drain(CURLM *m, void (*on_done)(struct xfer *, void *), void *arg)
 {
 	struct CURLMsg *msg;
 	struct xfer *x;
@@ -395,7 +454,9 @@ static size_t drain(CURLM *m, int64_t start_us)
 		x = (struct xfer *)(void *)priv;
 		if (!x || !x->active)
 			continue;
-		xfer_finish(m, x, rc, start_us);
+		xfer_finish(m, x, rc);
+		if (on_done)
+			on_done(x, arg);
 		done++;
 	}
 	return done;
@@ -404,7 +465,7 @@ static size_t drain(CURLM *m, int64_t start_us)
 /* Ends transfers past deadline + grace as timed out and returns how many;
  * sets *wait_ms to the time until the nearest remaining deadline (at most
  * POLL_MAX_MS). */
-static size_t expire(CURLM *m, struct xfer *xs, size_t n, int64_t start_us, int *wait_ms)
+static size_t expire(CURLM *m, struct xfer *xs, size_t n, int *wait_ms)
 {
 	int64_t now = clock_mono_us(), left, nearest = (int64_t)POLL_MAX_MS * 1000;
 	size_t i, done = 0;
@@ -414,7 +475,7 @@ static size_t expire(CURLM *m, struct xfer *xs, size_t n, int64_t start_us, int 
 			continue;
 		left = xs[i].deadline_us + DEADLINE_GRACE_US - now;
 		if (left <= 0) {
-			xfer_finish(m, &xs[i], CURLE_OPERATION_TIMEDOUT, start_us);
+			xfer_finish(m, &xs[i], CURLE_OPERATION_TIMEDOUT);
 			done++;
 		} else if (left < nearest) {
 			nearest = left;
@@ -484,10 +545,10 @@ int httpc_perform(struct httpc_request *reqs, size_t n)
 		mc = curl_multi_perform(m, &running);
 		if (mc != CURLM_OK)
 			goto multi_fail;
-		pending -= drain(m, start_us);
+		pending -= drain(m, NULL, NULL);
 		if (pending == 0)
 			break;
-		pending -= expire(m, xs, n, start_us, &wait_ms);
+		pending -= expire(m, xs, n, &wait_ms);
 		if (pending == 0)
 			break;
 		mc = curl_multi_poll(m, NULL, 0, wait_ms, NULL);
@@ -513,11 +574,201 @@ multi_fail:
 	if (m)
 		httpc_thread_cleanup();
 out:
-	for (i = 0; xs && i < n; i++) {
-		if (xs[i].easy)
-			curl_easy_cleanup(xs[i].easy);
-		curl_slist_free_all(xs[i].hdrs);
-	}
+	for (i = 0; xs && i < n; i++)
+		xfer_release(&xs[i]);
 	free(xs);
 	return ret;
+}
+
+/* The asynchronous client: its own multi handle, the running transfers in
+ * a list (for deadlines), and finished requests queued until polled. */
+struct httpc_async {
+	CURLM *m;
+	struct xfer *running;   /* head of the list of running transfers */
+	size_t nrunning;        /* started, not yet returned by poll */
+	struct httpc_request **done;
+	size_t ndone, done_cap;
+};
+
+struct httpc_async *httpc_async_new(void)
+{
+	struct httpc_async *a;
+
+	if (!initialized)
+		return NULL;
+	a = calloc(1, sizeof *a);
+	if (!a)
+		return NULL;
+	a->m = multi_new();
+	if (!a->m) {
+		free(a);
+		return NULL;
+	}
+	return a;
+}
+
+static void unlink_xfer(struct httpc_async *a, struct xfer *x)
+{
+	if (x->prev)
+		x->prev->next = x->next;
+	else
+		a->running = x->next;
+	if (x->next)
+		x->next->prev = x->prev;
+	x->prev = x->next = NULL;
+}
+
+void httpc_async_free(struct httpc_async *a)
+{
+	struct xfer *x, *next;
+
+	if (!a)
+		return;
+	for (x = a->running; x; x = next) {
+		next = x->next;
+		if (x->active)
+			curl_multi_remove_handle(a->m, x->easy);
+		xfer_release(x);
+		free(x);
+	}
+	curl_multi_cleanup(a->m);
+	free(a->done);
+	free(a);
+}
+
+/* Queues x's request as finished (the queue grew when x started) and
+ * frees x. */
+static void async_done(struct xfer *x, void *arg)
+{
+	struct httpc_async *a = arg;
+
+	unlink_xfer(a, x);
+	a->done[a->ndone++] = x->req;
+	free(x);
+}
+
+int httpc_async_start(struct httpc_async *a, struct httpc_request *r)
+{
+	struct xfer *x;
+	int rc;
+
+	r->status = 0;
+	r->error = HTTPC_OK;
+	r->errmsg[0] = '\0';
+	r->duration_ms = 0;
+	r->reused = 0;
+	buf_init(&r->response, r->max_response ? r->max_response : HTTPC_DEFAULT_MAX_RESPONSE);
+	if (buf_append(&r->response, "", 0) < 0)
+		return -1;
+	if (a->done_cap < a->nrunning + a->ndone + 1) {
+		size_t cap = a->done_cap ? a->done_cap * 2 : 64;
+		struct httpc_request **d = realloc(a->done, cap * sizeof *d);
+
+		if (!d)
+			return -1;
+		a->done = d;
+		a->done_cap = cap;
+	}
+	x = calloc(1, sizeof *x);
+	if (!x)
+		return -1;
+	x->req = r;
+	rc = xfer_prepare(x, clock_mono_us());
+	if (rc != 0) {
+		xfer_release(x);
+		free(x);
+		return rc;
+	}
+	if (curl_multi_add_handle(a->m, x->easy) != CURLM_OK) {
+		xfer_release(x);
+		free(x);
+		set_error(r, HTTPC_EOTHER, "cannot add the transfer");
+		return 1;
+	}
+	x->active = 1;
+	x->next = a->running;
+	if (a->running)
+		a->running->prev = x;
+	a->running = x;
+	a->nrunning++;
+	return 0;
+}
+
+/* Ends running transfers past their deadline (plus grace) as timed out;
+ * returns the milliseconds until the nearest remaining deadline. */
+static int async_expire(struct httpc_async *a)
+{
+	int64_t now = clock_mono_us(), left, nearest = (int64_t)POLL_MAX_MS * 1000;
+	struct xfer *x, *next;
+
+	for (x = a->running; x; x = next) {
+		next = x->next;
+		left = x->deadline_us + DEADLINE_GRACE_US - now;
+		if (left <= 0) {
+			xfer_finish(a->m, x, CURLE_OPERATION_TIMEDOUT);
+			async_done(x, a);
+		} else if (left < nearest) {
+			nearest = left;
+		}
+	}
+	return (int)((nearest + 999) / 1000);
+}
+
+/* The multi handle broke: every running transfer fails. */
+static void async_fail_all(struct httpc_async *a, CURLMcode mc)
+{
+	struct xfer *x, *next;
+
+	for (x = a->running; x; x = next) {
+		next = x->next;
+		xfer_finish(a->m, x, CURLE_OK);
+		set_error(x->req, HTTPC_EOTHER, curl_multi_strerror(mc));
+		x->req->status = 0;
+		async_done(x, a);
+	}
+}
+
+int httpc_async_poll(struct httpc_async *a, int wait_ms, struct httpc_request **done, size_t cap)
+{
+	CURLMcode mc;
+	int running, deadline_ms, ret = 0;
+	size_t n;
+
+	mc = curl_multi_perform(a->m, &running);
+	if (mc == CURLM_OK)
+		drain(a->m, async_done, a);
+	if (mc == CURLM_OK && a->ndone == 0) {
+		deadline_ms = async_expire(a);
+		if (a->ndone == 0) {
+			if (wait_ms > deadline_ms && a->running)
+				wait_ms = deadline_ms;
+			mc = curl_multi_poll(a->m, NULL, 0, wait_ms < 0 ? 0 : wait_ms, NULL);
+			if (mc == CURLM_OK)
+				mc = curl_multi_perform(a->m, &running);
+			if (mc == CURLM_OK)
+				drain(a->m, async_done, a);
+		}
+	}
+	if (mc != CURLM_OK) {
+		async_fail_all(a, mc);
+		ret = -1;
+	}
+	n = a->ndone < cap ? a->ndone : cap;
+	if (n) {
+		memcpy(done, a->done, n * sizeof *done);
+		memmove(a->done, a->done + n, (a->ndone - n) * sizeof *done);
+		a->ndone -= n;
+		a->nrunning -= n;
+	}
+	return ret < 0 && n == 0 ? -1 : (int)n;
+}
+
+size_t httpc_async_running(const struct httpc_async *a)
+{
+	return a->nrunning;
+}
+
+void httpc_async_wakeup(struct httpc_async *a)
+{
+	curl_multi_wakeup(a->m);
 }

@@ -50,6 +50,11 @@ struct httpc_request {
 					* fails the request (HTTPC_EOTHER). */
 	long timeout_ms;               /* total time for this request; <= 0: 15 s */
 	size_t max_response;           /* cap on response bytes kept (more: HTTPC_ETOOBIG); 0 = 1 MiB */
+	const char *resolve;           /* "host:port:address" pin for CURLOPT_RESOLVE (an
+					* egress_target's resolve_entry), or NULL / "" */
+	int egress_guard;              /* 1: refuse forbidden addresses (webhook targets) unless
+					* httpc_opts.allow_private; 0: trusted URL (the PMS) */
+	void *user;                    /* the caller's, untouched */
 	/* out */
 	long status;                   /* HTTP status, 0 when no response; may be set
 					* with an error (e.g. HTTPC_ETOOBIG after the headers) */
@@ -71,8 +76,10 @@ struct httpc_opts {
 	 * trust_ca replaces the system store; httpc_configure logs a warning
 	 * then. NULL: system CAs only. Copied. */
 	const char *trust_ca;
-	/* Reserved for the SSRF guard of a later issue (address checks through
-	 * CURLOPT_OPENSOCKETFUNCTION and resolve pinning); ignored for now. */
+	/* 0 (the default): every socket opened for a request with egress_guard
+	 * is checked with egress_address_allowed() first, and a forbidden
+	 * address fails the request with HTTPC_EREFUSED_TARGET (the backstop
+	 * behind the resolve pin). 1 (--allow-private-targets): no check. */
 	int allow_private;
 };
 
@@ -105,6 +112,35 @@ void httpc_configure(const struct httpc_opts *o);
  * httpc_thread_cleanup()). The caller's strings must stay valid until the
  * call returns. */
 int httpc_perform(struct httpc_request *reqs, size_t n) WUR;
+/* An asynchronous client for one thread: requests are started one by one
+ * and run concurrently on the client's own multi handle (connections kept
+ * between requests), and finished ones are collected by httpc_async_poll,
+ * so a slow request never holds back the others. Only httpc_async_wakeup
+ * may be called from another thread. */
+struct httpc_async;
+
+/* Returns a new client or NULL (out of memory, or before httpc_global_init). */
+struct httpc_async *httpc_async_new(void);
+/* Ends every request still running (their out fields are not filled) and
+ * frees the client. NULL is ignored. */
+void httpc_async_free(struct httpc_async *a);
+/* Starts req, which (with its strings) must stay valid until poll returns
+ * it. Returns 0 when started, or 1 when it failed before any transfer: then
+ * its out fields are final and it is NOT returned by poll. -1: out of
+ * memory (req untouched but for response, which is safe to buf_free). */
+int httpc_async_start(struct httpc_async *a, struct httpc_request *req) WUR;
+/* Runs transfers for up to wait_ms (less when one finishes, a deadline
+ * passes or httpc_async_wakeup is called) and stores up to cap finished
+ * requests in done[], out fields final (duration_ms from its start).
+ * Returns how many, or -1 when the multi handle failed (every running
+ * request is then finished with HTTPC_EOTHER and returned by later polls). */
+int httpc_async_poll(struct httpc_async *a, int wait_ms, struct httpc_request **done,
+		     size_t cap) WUR;
+/* Requests started and not yet returned by poll. */
+size_t httpc_async_running(const struct httpc_async *a);
+/* Makes a poll in progress (or the next one) return at once. Thread-safe. */
+void httpc_async_wakeup(struct httpc_async *a);
+
 /* Closes the calling thread's kept connections and frees its multi handle.
  * The next httpc_perform on this thread starts a fresh one. */
 void httpc_thread_cleanup(void);

@@ -16,6 +16,7 @@
 #include "clock.h"
 #include "config.h"
 #include "deprecation.h"
+#include "dispatch.h"
 #include "http_server.h"
 #include "idempotency.h"
 #include "log.h"
@@ -28,6 +29,9 @@
 #include "store.h"
 
 #define DRAIN_MS 10000
+/* Attempts in flight at shutdown get this long; later ones keep their lease
+ * and are sent again at the next start. */
+#define DISPATCH_DRAIN_MS 3000
 
 struct chores_state {
 	struct app *app;
@@ -84,7 +88,8 @@ int main(int argc, char **argv)
 	}
 	httpc_configure(&(struct httpc_opts){cfg.trust_ca[0] ? cfg.trust_ca : NULL,
 					     cfg.allow_private_targets});
-	if (store_open(cfg.database, cfg.threads + cfg.workers + 2, &st) < 0)
+	/* + the checkpointer, revopsctl-style chores and the two delivery threads */
+	if (store_open(cfg.database, cfg.threads + cfg.workers + 4, &st) < 0)
 		goto out;
 	store_background_checkpoints(st);
 	if (app_init(&app, &cfg, st) < 0) {
@@ -100,6 +105,10 @@ int main(int argc, char **argv)
 	if (rc > 0)
 		log_msg(LOG_WARN, "rate_decisions",
 			"%d decisions were interrupted during PMS writes; marked failed", rc);
+	if (dispatch_start(st, &(struct dispatch_opts){cfg.webhook_uncapped,
+						      cfg.allow_private_targets, app.seal_key},
+			   &app.dispatch) < 0)
+		goto out;
 	o = (struct http_server_opts){cfg.listen_host, cfg.listen_port, cfg.threads,
 				      cfg.max_connections, cfg.max_connections, cfg.idle_timeout,
 				      cfg.workers};
@@ -134,6 +143,7 @@ int main(int argc, char **argv)
 out:
 	http_server_stop(srv);
 	if (app_ok) {
+		dispatch_stop(app.dispatch, DISPATCH_DRAIN_MS);
 		pms_close(app.pms);
 		app_free(&app);
 	}

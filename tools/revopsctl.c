@@ -80,6 +80,8 @@ static void usage(void)
 	      "                   --webhook-signature 'v1,…'   (Standard Webhooks, 300 s tolerance)\n"
 	      "  audit verify DECISION_ID   (recomputes the hash chain; exit 3 when broken)\n"
 	      "  event list --portfolio ID [--after SEQ] [--limit N]   (the transactional outbox)\n"
+	      "  event emit --portfolio ID --type T [--surface v1|v2] [--count N] [--property ID]\n"
+	      "             (synthetic events, for testing receivers and benchmarks)\n"
 	      "  idp set --portfolio ID --entity-id ENTITY --cert PEMFILE [--roles-attribute roles]\n"
 	      "  deprecation add --method M --route /v2/... --announced 2026-06-01T00:00:00Z [--note T]\n",
 	      stderr);
@@ -184,6 +186,17 @@ static int run(struct store *st, const char *noun, const char *verb, const struc
 			return -1;
 		}
 		return admin_event_list(st, arg(a, "portfolio"), after, limit, out, err);
+	}
+	if (IS("event", "emit")) {
+		int64_t count = arg_int(a, "count", 1, &bad);
+
+		if (bad) {
+			if (buf_puts(err, "--count must be a whole number"))
+				return -1;
+			return -1;
+		}
+		return admin_event_emit(st, arg(a, "portfolio"), arg(a, "surface"), arg(a, "type"),
+					count, arg(a, "property"), out, err);
 	}
 	if (IS("idp", "set")) {
 		char *pem = read_file(arg(a, "cert"), 64 * 1024);

@@ -1,0 +1,1129 @@
+#include "dispatch.h"
+
+#include <inttypes.h>
+#include <math.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "buf.h"
+#include "clock.h"
+#include "crypto.h"
+#include "egress.h"
+#include "httpc.h"
+#include "id.h"
+#include "jsonw.h"
+#include "log.h"
+#include "signing.h"
+#include "store.h"
+
+#define MIN_MS 60000LL
+#define HOUR_MS (60 * MIN_MS)
+static const int64_t v1_offsets[] = {MIN_MS,       5 * MIN_MS,   15 * MIN_MS,
+				     HOUR_MS,      4 * HOUR_MS,  12 * HOUR_MS,
+				     24 * HOUR_MS, 48 * HOUR_MS, 72 * HOUR_MS};
+static const int64_t v2_offsets[] = {MIN_MS,      5 * MIN_MS,   15 * MIN_MS, HOUR_MS,
+				     4 * HOUR_MS, 12 * HOUR_MS, 24 * HOUR_MS};
+
+/* A lease outlives the longest attempt (15 s timeout plus grace) by far; it
+ * is real time, not scaled. */
+#define LEASE_MS 60000
+#define FANOUT_BATCH 500
+#define FANOUT_IDLE_MS 20
+#define MAX_IN_FLIGHT 512
+#define SNIPPET_MAX 1024
+#define POLL_IDLE_MS 1000
+#define NO_DUE INT64_MAX
+
+int dispatch_schedule(const char *surface, const int64_t **offsets)
+{
+	if (!strcmp(surface, "v1")) {
+		*offsets = v1_offsets;
+		return (int)ARRAY_LEN(v1_offsets);
+	}
+	*offsets = v2_offsets;
+	return (int)ARRAY_LEN(v2_offsets);
+}
+
+/* ---------------------------------------------------------------- lanes */
+
+struct lane {
+	char *key;
+	int rate;        /* sends per second, 0 = no cap */
+	int in_flight;   /* sender thread only */
+	double tat;      /* GCRA theoretical arrival time, mono ms; sender only */
+	int64_t due_ms;  /* earliest known due time (wall ms); under mu */
+	unsigned gen;    /* bumped by every notify; under mu */
+};
+
+struct flight {
+	struct httpc_request req;
+	struct lane *lane;
+	char id[ID_MAX];
+	char surface[4];
+	int attempt;
+	int manual;
+	int64_t origin;     /* schedule origin, 0 before the first attempt */
+	int64_t started_at; /* wall ms */
+	char *url, *body;
+	size_t body_len;
+	char hdr[9][160];
+	const char *hdrs[10];
+	char resolve[340];
+};
+
+struct dispatch {
+	struct store *st;
+	struct dispatch_opts o;
+	unsigned char seal_key[32];
+	pthread_t fanout_thr, sender_thr;
+	int fanout_started, sender_started;
+	pthread_mutex_t mu;
+	pthread_cond_t cond;
+	volatile int stop;
+	int drain_ms;
+	struct lane **lanes; /* under mu (the array; see struct lane for fields) */
+	size_t nlanes, lanes_cap;
+	size_t rr;           /* round-robin start, sender only */
+	struct httpc_async *http;
+	int64_t cursor;      /* fan-out thread only */
+};
+
+void dispatch_touch(struct dispatch_touched *t, const char *lane, int rate)
+{
+	int i;
+
+	for (i = 0; i < t->n; i++)
+		if (!strcmp(t->lanes[i], lane))
+			return;
+	if (t->n == (int)ARRAY_LEN(t->lanes) || strlen(lane) >= sizeof t->lanes[0]) {
+		t->overflow = 1;
+		return;
+	}
+	snprintf(t->lanes[t->n], sizeof t->lanes[0], "%s", lane);
+	t->rates[t->n++] = rate;
+}
+
+/* The lane named key, made when missing. Caller holds mu. NULL: no memory. */
+static struct lane *lane_get(struct dispatch *d, const char *key, int rate)
+{
+	struct lane *l, **grown;
+	size_t i;
+
+	for (i = 0; i < d->nlanes; i++)
+		if (!strcmp(d->lanes[i]->key, key))
+			return d->lanes[i];
+	if (d->nlanes == d->lanes_cap) {
+		size_t cap = d->lanes_cap ? d->lanes_cap * 2 : 16;
+
+		grown = realloc(d->lanes, cap * sizeof *grown);
+		if (!grown)
+			return NULL;
+		d->lanes = grown;
+		d->lanes_cap = cap;
+	}
+	l = calloc(1, sizeof *l);
+	if (!l || !(l->key = strdup(key))) {
+		free(l);
+		return NULL;
+	}
+	l->rate = rate;
+	l->due_ms = NO_DUE;
+	d->lanes[d->nlanes++] = l;
+	return l;
+}
+
+/* Loads every lane with deliveries waiting and its earliest due time. */
+static int lanes_rescan(struct dispatch *d)
+{
+	struct store_tx *tx;
+	struct store_rows *r;
+	struct lane *l;
+	int rc;
+
+	if ((rc = store_begin(d->st, 0, &tx)) != STORE_OK)
+		return rc;
+	rc = store_query(tx, "SELECT lane, MIN(rate_per_s), MIN(next_attempt_at) FROM"
+			     " webhook_deliveries WHERE next_attempt_at IS NOT NULL GROUP BY lane",
+			 NULL, 0, &r);
+	if (rc == STORE_OK) {
+		pthread_mutex_lock(&d->mu);
+		while ((rc = store_next(r)) == 1) {
+			l = lane_get(d, store_text(r, 0), (int)store_int(r, 1));
+			if (!l)
+				continue;
+			if (store_int(r, 2) < l->due_ms)
+				l->due_ms = store_int(r, 2);
+			l->gen++;
+		}
+		pthread_mutex_unlock(&d->mu);
+		store_rows_close(r);
+	}
+	store_rollback(tx);
+	return rc < 0 ? rc : 0;
+}
+
+void dispatch_notify(struct dispatch *d, const struct dispatch_touched *t)
+{
+	struct lane *l;
+	int i;
+
+	if (!d || !t || (!t->n && !t->overflow))
+		return;
+	if (t->overflow) {
+		if (lanes_rescan(d) < 0)
+			log_msg(LOG_ERROR, "webhook", "cannot rescan delivery lanes");
+	}
+	pthread_mutex_lock(&d->mu);
+	for (i = 0; i < t->n; i++) {
+		l = lane_get(d, t->lanes[i], t->rates[i]);
+		if (!l)
+			continue;
+		l->due_ms = 0;
+		l->gen++;
+	}
+	pthread_mutex_unlock(&d->mu);
+	if (d->http)
+		httpc_async_wakeup(d->http);
+}
+
+/* -------------------------------------------------------------- fan-out */
+
+struct sub {
+	char *id, *portfolio_id, *surface, *url, *mirror_url, *events, *plan;
+	int64_t created_at;
+};
+
+static void subs_free(struct sub *s, size_t n)
+{
+	size_t i;
+
+	for (i = 0; i < n; i++) {
+		free(s[i].id);
+		free(s[i].portfolio_id);
+		free(s[i].surface);
+		free(s[i].url);
+		free(s[i].mirror_url);
+		free(s[i].events);
+		free(s[i].plan);
+	}
+	free(s);
+}
+
+static char *dup_or_null(const char *s)
+{
+	return s ? strdup(s) : NULL;
+}
+
+/* Loads enabled subscriptions (all, or the one named only) with their
+ * portfolio's plan. */
+static int subs_load(struct store_tx *tx, const char *only, struct sub **out, size_t *n)
+{
+	struct store_rows *r;
+	struct sub *s = NULL, *grown;
+	size_t cap = 0, cnt = 0;
+	int rc;
+
+	*out = NULL;
+	*n = 0;
+	rc = store_query(tx,
+			 "SELECT s.id, s.portfolio_id, s.surface, s.url, s.mirror_url, s.events,"
+			 " s.created_at, p.plan FROM webhook_subscriptions s JOIN portfolios p"
+			 " ON p.id = s.portfolio_id WHERE s.status = 'enabled'"
+			 " AND ($1 IS NULL OR s.id = $1)",
+			 (struct store_val[]){sv_text(only)}, 1, &r);
+	if (rc != STORE_OK)
+		return rc;
+	while ((rc = store_next(r)) == 1) {
+		if (cnt == cap) {
+			cap = cap ? cap * 2 : 16;
+			grown = realloc(s, cap * sizeof *s);
+			if (!grown) {
+				rc = STORE_ERR;
+				break;
+			}
+			s = grown;
+		}
+		s[cnt] = (struct sub){strdup(store_text(r, 0)), strdup(store_text(r, 1)),
+				      strdup(store_text(r, 2)), strdup(store_text(r, 3)),
+				      dup_or_null(store_text(r, 4)), strdup(store_text(r, 5)),
+				      strdup(store_text(r, 7)), store_int(r, 6)};
+		cnt++;
+	}
+	store_rows_close(r);
+	if (rc < 0) {
+		subs_free(s, cnt);
+		return rc;
+	}
+	*out = s;
+	*n = cnt;
+	return 0;
+}
+
+static int plan_rate(const char *plan)
+{
+	if (!strcmp(plan, "enterprise"))
+		return 80;
+	if (!strcmp(plan, "group"))
+		return 20;
+	return 5;
+}
+
+/* 1 when the subscription's events (a compact JSON array of names) holds
+ * type. Names never contain quotes, so a quoted search is exact. */
+static int sub_wants(const struct sub *s, const char *type)
+{
+	char quoted[160];
+
+	if (snprintf(quoted, sizeof quoted, "\"%s\"", type) >= (int)sizeof quoted)
+		return 0;
+	return strstr(s->events, quoted) != NULL;
+}
+
+/* The envelope around the delivery id: prefix + delivery id + suffix is the
+ * body (spec "Webhook event envelope" v1 / v2, fields in table order). */
+static int envelope(const struct dispatch_event *ev, struct buf *pre, struct buf *suf)
+{
+	char ts[CLOCK_RFC3339_LEN];
+	json_t *props = json_loads(ev->property_ids, 0, NULL);
+	const char *first = json_string_value(json_array_get(props, 0));
+	int rc = -1;
+
+	clock_format_ms(ev->created_at, ts);
+	if (!json_is_array(props))
+		goto out;
+	if (buf_puts(pre, "{\"id\":") < 0 || jsonw_str(pre, ev->id) < 0 ||
+	    buf_puts(pre, ",\"type\":") < 0 || jsonw_str(pre, ev->type) < 0 ||
+	    buf_puts(pre, ",\"created_at\":") < 0 || jsonw_str(pre, ts) < 0 ||
+	    buf_puts(pre, ",\"delivery_id\":\"") < 0)
+		goto out;
+	if (buf_putc(suf, '"') < 0)
+		goto out;
+	if (!strcmp(ev->surface, "v1")) {
+		if (buf_puts(suf, ",\"property_id\":") < 0 || jsonw_str(suf, first) < 0)
+			goto out;
+	} else {
+		if (buf_puts(suf, ",\"portfolio_id\":") < 0 || jsonw_str(suf, ev->portfolio_id) < 0 ||
+		    buf_puts(suf, ",\"properties\":") < 0 || buf_puts(suf, ev->property_ids) < 0)
+			goto out;
+	}
+	if (buf_puts(suf, ",\"data\":") < 0 || buf_puts(suf, ev->data) < 0 || buf_putc(suf, '}') < 0)
+		goto out;
+	rc = 0;
+out:
+	json_decref(props);
+	return rc;
+}
+
+static int insert_delivery(struct store_tx *tx, const struct dispatch_event *ev,
+			   const struct sub *s, const char *id, const char *target,
+			   const char *primary_id, const char *url, const char *lane, int rate,
+			   const struct buf *body, int64_t now)
+{
+	return store_exec(
+		tx,
+		"INSERT INTO webhook_deliveries (id, portfolio_id, subscription_id, surface, target,"
+		" primary_id, event_id, event_type, event_created_at, url, lane, rate_per_s, body,"
+		" state, next_attempt_at, created_at) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9,"
+		" $10, $11, $12, $13, 'pending', $14, $14)",
+		(struct store_val[]){sv_text(id), sv_text(s->portfolio_id), sv_text(s->id),
+				     sv_text(s->surface), sv_text(target), sv_text(primary_id),
+				     sv_text(ev->id), sv_text(ev->type), sv_int(ev->created_at),
+				     sv_text(url), sv_text(lane), sv_int(rate),
+				     sv_blob(body->data, body->len), sv_int(now)},
+		14);
+}
+
+/* Creates the deliveries of ev for the subscriptions in subs that want it
+ * (all of them when ping). */
+static int fan_out_event(struct store_tx *tx, const struct dispatch_event *ev,
+			 const struct sub *subs, size_t nsubs, int ping, json_t *created,
+			 struct dispatch_touched *touched)
+{
+	struct buf pre, suf, body, lane;
+	char id[ID_MAX], mid[ID_MAX];
+	int64_t now = clock_now_ms();
+	int rc = 0, count = 0, rate;
+	size_t i;
+
+	buf_init(&pre, 0);
+	buf_init(&suf, 0);
+	buf_init(&body, 0);
+	buf_init(&lane, 0);
+	if (envelope(ev, &pre, &suf) < 0) {
+		rc = STORE_ERR;
+		goto out;
+	}
+	for (i = 0; i < nsubs; i++) {
+		const struct sub *s = &subs[i];
+
+		if (strcmp(s->portfolio_id, ev->portfolio_id) || strcmp(s->surface, ev->surface))
+			continue;
+		if (!ping && (s->created_at > ev->created_at || !sub_wants(s, ev->type)))
+			continue;
+		buf_reset(&body);
+		buf_reset(&lane);
+		rate = strcmp(s->surface, "v1") ? plan_rate(s->plan) : 20;
+		if (id_new("dlv_", id, sizeof id) < 0 || buf_append(&body, pre.data, pre.len) < 0 ||
+		    buf_puts(&body, id) < 0 || buf_append(&body, suf.data, suf.len) < 0 ||
+		    (strcmp(s->surface, "v1") ? buf_printf(&lane, "v2 %s %s", s->portfolio_id, s->url)
+					      : buf_printf(&lane, "v1 %s", s->id)) < 0) {
+			rc = STORE_ERR;
+			goto out;
+		}
+		rc = insert_delivery(tx, ev, s, id, "primary", NULL, s->url, lane.data, rate, &body, now);
+		if (rc < 0)
+			goto out;
+		dispatch_touch(touched, lane.data, rate);
+		if (created)
+			json_array_append_new(created, json_pack("{s:s, s:s}", "id", id, "target",
+								 "primary"));
+		count++;
+		if (!s->mirror_url || strcmp(s->surface, "v2"))
+			continue;
+		/* The mirror copy: its own delivery, the primary's body byte for byte. */
+		buf_reset(&lane);
+		if (id_new("dlv_", mid, sizeof mid) < 0 ||
+		    buf_printf(&lane, "v2m %s %s", s->portfolio_id, s->mirror_url) < 0) {
+			rc = STORE_ERR;
+			goto out;
+		}
+		rc = insert_delivery(tx, ev, s, mid, "mirror", id, s->mirror_url, lane.data, rate,
+				     &body, now);
+		if (rc < 0)
+			goto out;
+		dispatch_touch(touched, lane.data, rate);
+		if (created)
+			json_array_append_new(created, json_pack("{s:s, s:s}", "id", mid, "target",
+								 "mirror"));
+		count++;
+	}
+	rc = count;
+out:
+	buf_free(&pre);
+	buf_free(&suf);
+	buf_free(&body);
+	buf_free(&lane);
+	return rc;
+}
+
+int dispatch_fan_out(struct store_tx *tx, const struct dispatch_event *ev, const char *only_sub,
+		     json_t *created, struct dispatch_touched *touched)
+{
+	struct sub *subs;
+	size_t n;
+	int rc;
+
+	rc = subs_load(tx, only_sub, &subs, &n);
+	if (rc < 0)
+		return rc;
+	rc = fan_out_event(tx, ev, subs, n, only_sub != NULL, created, touched);
+	subs_free(subs, n);
+	return rc;
+}
+
+/* One fan-out batch: the events after the cursor become deliveries and the
+ * cursor moves, in one transaction. Returns how many events were read (0:
+ * nothing new) or a negative store status. */
+static int fan_out_batch(struct dispatch *d, struct dispatch_touched *touched)
+{
+	struct store_tx *tx = NULL;
+	struct store_rows *r = NULL;
+	struct sub *subs = NULL;
+	size_t nsubs = 0;
+	int64_t seq = 0, last = d->cursor;
+	int rc, n = 0;
+
+	/* A cheap read first, so an idle outbox never takes the write lock. */
+	if ((rc = store_begin(d->st, 0, &tx)) != STORE_OK)
+		return rc;
+	rc = store_query_int(tx, "SELECT seq FROM events WHERE seq > $1 ORDER BY seq LIMIT 1",
+			     (struct store_val[]){sv_int(d->cursor)}, 1, &seq);
+	store_rollback(tx);
+	tx = NULL;
+	if (rc <= 0)
+		return rc;
+	if ((rc = store_begin(d->st, 1, &tx)) != STORE_OK)
+		return rc;
+	if ((rc = subs_load(tx, NULL, &subs, &nsubs)) < 0)
+		goto out;
+	rc = store_query(tx, "SELECT seq, id, surface, type, portfolio_id, property_ids, data,"
+			     " created_at FROM events WHERE seq > $1 ORDER BY seq LIMIT $2",
+			 (struct store_val[]){sv_int(d->cursor), sv_int(FANOUT_BATCH)}, 2, &r);
+	if (rc != STORE_OK)
+		goto out;
+	while ((rc = store_next(r)) == 1) {
+		struct dispatch_event ev = {store_text(r, 1), store_text(r, 2), store_text(r, 3),
+					    store_text(r, 4), store_text(r, 5), store_text(r, 6),
+					    store_int(r, 7)};
+
+		last = store_int(r, 0);
+		n++;
+		if (nsubs == 0)
+			continue;
+		rc = fan_out_event(tx, &ev, subs, nsubs, 0, NULL, touched);
+		if (rc < 0)
+			goto out;
+	}
+	if (rc < 0)
+		goto out;
+	store_rows_close(r);
+	r = NULL;
+	rc = store_exec(tx, "UPDATE webhook_dispatch SET last_event_seq = $1 WHERE id = 1",
+			(struct store_val[]){sv_int(last)}, 1);
+	if (rc < 0)
+		goto out;
+	rc = store_commit(tx);
+	tx = NULL;
+	if (rc == STORE_OK) {
+		d->cursor = last;
+		rc = n;
+	}
+out:
+	store_rows_close(r);
+	store_rollback(tx);
+	subs_free(subs, nsubs);
+	return rc;
+}
+
+static void *fanout_main(void *arg)
+{
+	struct dispatch *d = arg;
+	struct dispatch_touched touched;
+	struct timespec ts;
+	int n;
+
+	while (!d->stop) {
+		memset(&touched, 0, sizeof touched);
+		n = fan_out_batch(d, &touched);
+		if (n < 0)
+			log_msg(LOG_ERROR, "webhook", "fan-out failed (store status %d); retrying", n);
+		dispatch_notify(d, &touched);
+		if (n == FANOUT_BATCH)
+			continue;
+		pthread_mutex_lock(&d->mu);
+		if (!d->stop) {
+			clock_gettime(CLOCK_REALTIME, &ts);
+			ts.tv_nsec += (long)(n < 0 ? 500 : FANOUT_IDLE_MS) * 1000000L;
+			ts.tv_sec += ts.tv_nsec / 1000000000L;
+			ts.tv_nsec %= 1000000000L;
+			pthread_cond_timedwait(&d->cond, &d->mu, &ts);
+		}
+		pthread_mutex_unlock(&d->mu);
+	}
+	return NULL;
+}
+
+/* --------------------------------------------------------------- sender */
+
+struct claim {
+	struct lane *lane;
+	int want;
+	unsigned gen;
+};
+
+static void flight_free(struct flight *f)
+{
+	if (!f)
+		return;
+	buf_free(&f->req.response);
+	free(f->url);
+	free(f->body);
+	free(f);
+}
+
+/* The error class of an attempt: NULL for a 2xx (a success). */
+static const char *error_class(const struct httpc_request *r)
+{
+	int answered = r->error == HTTPC_OK || (r->error == HTTPC_ETOOBIG && r->status > 0);
+
+	if (answered)
+		return r->status >= 200 && r->status < 300 ? NULL : "http_status";
+	switch (r->error) {
+	case HTTPC_ETIMEOUT:
+		return "timeout";
+	case HTTPC_ECONNECT:
+		return "connect";
+	case HTTPC_ETLS:
+		return "tls";
+	case HTTPC_ERESOLVE:
+		return "resolve";
+	case HTTPC_EREFUSED_TARGET:
+		return "refused_target";
+	default:
+		return "other";
+	}
+}
+
+/* Records a finished attempt and moves the delivery on: delivered, retry
+ * scheduled at origin + offset, or dead-lettered (schedule exhausted, or a
+ * manual retry/replay failed). *next_ms gets the next due time or NO_DUE. */
+static int record_outcome(struct store_tx *tx, struct flight *f, int64_t *next_ms)
+{
+	const char *err = error_class(&f->req);
+	const int64_t *offs;
+	int noffs = dispatch_schedule(f->surface, &offs);
+	int64_t now = clock_now_ms(), origin = f->origin ? f->origin : f->started_at;
+	int64_t next = NO_DUE;
+	char snippet[SNIPPET_MAX + 1];
+	const char *state;
+	size_t n = f->req.response.len < SNIPPET_MAX ? f->req.response.len : SNIPPET_MAX;
+	int rc;
+
+	memcpy(snippet, f->req.response.data ? f->req.response.data : "", n);
+	snippet[n] = '\0';
+	if (!n && err && f->req.errmsg[0])
+		snprintf(snippet, sizeof snippet, "%s", f->req.errmsg);
+	jsonw_sanitize(snippet);
+	rc = store_exec(tx,
+			"INSERT INTO webhook_attempts (delivery_id, n, started_at, duration_ms,"
+			" http_status, error, response_snippet) VALUES ($1, $2, $3, $4, $5, $6, $7)"
+			" ON CONFLICT (delivery_id, n) DO NOTHING",
+			(struct store_val[]){sv_text(f->id), sv_int(f->attempt), sv_int(f->started_at),
+					     sv_int((int64_t)llround(f->req.duration_ms)),
+					     f->req.status > 0 ? sv_int(f->req.status) : sv_null(),
+					     sv_text(err), sv_text(snippet)},
+			7);
+	if (rc < 0)
+		return rc;
+	if (!err) {
+		state = "delivered";
+	} else if (f->manual || f->attempt > noffs) {
+		state = "dead_lettered";
+	} else {
+		state = "retry_scheduled";
+		next = origin + clock_business_ms(offs[f->attempt - 1]);
+	}
+	*next_ms = next;
+	rc = store_exec(tx,
+			"UPDATE webhook_deliveries SET state = $2, attempt_count = $3,"
+			" schedule_origin = $4, next_attempt_at = $5, leased_until = NULL, manual = 0,"
+			" delivered_at = CASE WHEN $2 = 'delivered' THEN $6 ELSE delivered_at END,"
+			" dead_lettered_at = CASE WHEN $2 = 'dead_lettered' THEN $6"
+			" ELSE dead_lettered_at END WHERE id = $1",
+			(struct store_val[]){sv_text(f->id), sv_text(state), sv_int(f->attempt),
+					     sv_int(origin), next == NO_DUE ? sv_null() : sv_int(next),
+					     sv_int(now)},
+			6);
+	if (rc >= 0 && !strcmp(state, "dead_lettered"))
+		log_msg(LOG_INFO, "webhook_dead_lettered", "delivery=%s attempts=%d", f->id,
+			f->attempt);
+	return rc < 0 ? rc : 0;
+}
+
+/* Builds a flight from a claimed row (columns of CLAIM_SQL). NULL: no memory. */
+static struct flight *flight_new(struct dispatch *d, struct lane *lane, struct store_rows *r)
+{
+	struct flight *f = calloc(1, sizeof *f);
+
+	if (!f)
+		return NULL;
+	f->lane = lane;
+	snprintf(f->id, sizeof f->id, "%s", store_text(r, 0));
+	snprintf(f->surface, sizeof f->surface, "%s", store_text(r, 1));
+	f->attempt = (int)store_int(r, 8) + 1;
+	f->origin = store_is_null(r, 9) ? 0 : store_int(r, 9);
+	f->manual = (int)store_int(r, 10);
+	f->url = strdup(store_text(r, 6));
+	f->body_len = store_len(r, 7);
+	f->body = malloc(f->body_len + 1);
+	if (!f->url || !f->body) {
+		flight_free(f);
+		return NULL;
+	}
+	memcpy(f->body, store_text(r, 7), f->body_len);
+	f->body[f->body_len] = '\0';
+	snprintf(f->hdr[0], sizeof f->hdr[0], "X-Service-Event-Id: %s", store_text(r, 2));
+	snprintf(f->hdr[1], sizeof f->hdr[1], "X-Service-Event-Type: %s", store_text(r, 3));
+	snprintf(f->hdr[2], sizeof f->hdr[2], "X-Service-Delivery-Id: %s", f->id);
+	snprintf(f->hdr[3], sizeof f->hdr[3], "webhook-id: %s", f->id);
+	if (strcmp(f->surface, "v1"))
+		snprintf(f->hdr[4], sizeof f->hdr[4], "X-Service-Portfolio: %s", store_text(r, 4));
+	(void)d;
+	return f;
+}
+
+/* Signs f with the secret (fresh webhook-timestamp) and fills its header
+ * list. Returns 0, or -1 when the secret is unusable. */
+static int flight_sign(struct flight *f, const char *secret)
+{
+	char hex[SIGNING_HEX_LEN], sig[128];
+	int64_t ts = clock_now_ms() / 1000;
+	size_t i, n = 0;
+
+	signing_service_signature(secret, f->body, f->body_len, hex);
+	if (signing_standard_signature(secret, f->id, ts, f->body, f->body_len, sig, sizeof sig) < 0)
+		return -1;
+	snprintf(f->hdr[5], sizeof f->hdr[5], "X-Service-Signature: %s", hex);
+	snprintf(f->hdr[6], sizeof f->hdr[6], "webhook-timestamp: %" PRId64, ts);
+	snprintf(f->hdr[7], sizeof f->hdr[7], "webhook-signature: %s", sig);
+	for (i = 0; i < ARRAY_LEN(f->hdr); i++)
+		if (f->hdr[i][0])
+			f->hdrs[n++] = f->hdr[i];
+	f->hdrs[n] = NULL;
+	return 0;
+}
+
+#define CLAIM_SQL                                                                          \
+	"SELECT d.id, d.surface, d.event_id, d.event_type, d.portfolio_id, d.subscription_id," \
+	" d.url, d.body, d.attempt_count, d.schedule_origin, d.manual,"                       \
+	" CASE d.surface WHEN 'v1' THEN s.secret_sealed ELSE ps.secret_sealed END"           \
+	" FROM webhook_deliveries d"                                                           \
+	" LEFT JOIN webhook_subscriptions s ON s.id = d.subscription_id"                      \
+	" LEFT JOIN webhook_portfolio_secrets ps ON ps.portfolio_id = d.portfolio_id"         \
+	" WHERE d.lane = $1 AND d.next_attempt_at IS NOT NULL AND d.next_attempt_at <= $2"    \
+	" ORDER BY d.next_attempt_at LIMIT $3"
+
+/* Claims up to c->want due deliveries of c->lane inside tx: loads them,
+ * signs them and leases them. Appends the flights to out (room for want
+ * more). Sets *min_due to the lane's earliest due time when fewer than want
+ * were due, else 0. Returns how many or a negative store status. */
+static int claim_lane(struct dispatch *d, struct store_tx *tx, const struct claim *c,
+		      int64_t now, struct flight **out, int64_t *min_due)
+{
+	struct store_rows *r;
+	struct flight *f;
+	char *secret;
+	int rc, n = 0, i;
+
+	*min_due = 0;
+	rc = store_query(tx, CLAIM_SQL,
+			 (struct store_val[]){sv_text(c->lane->key), sv_int(now), sv_int(c->want)}, 3,
+			 &r);
+	if (rc != STORE_OK)
+		return rc;
+	while ((rc = store_next(r)) == 1) {
+		f = flight_new(d, c->lane, r);
+		if (!f) {
+			rc = STORE_ERR;
+			break;
+		}
+		secret = store_is_null(r, 11) ? NULL
+					      : crypto_open(d->seal_key, store_text(r, 11),
+							    strcmp(f->surface, "v1") ? store_text(r, 4)
+										     : store_text(r, 5));
+		if (!secret || flight_sign(f, secret) < 0) {
+			/* Sent nowhere; recorded as a failed attempt. */
+			f->req.error = HTTPC_EOTHER;
+			snprintf(f->req.errmsg, sizeof f->req.errmsg, "signing secret unavailable");
+			f->req.status = -1;
+		}
+		if (secret) {
+			crypto_wipe(secret, strlen(secret));
+			free(secret);
+		}
+		out[n++] = f;
+	}
+	store_rows_close(r);
+	if (rc < 0)
+		goto fail;
+	for (i = 0; i < n; i++) {
+		rc = store_exec(tx,
+				"UPDATE webhook_deliveries SET leased_until = $2, next_attempt_at = $2"
+				" WHERE id = $1",
+				(struct store_val[]){sv_text(out[i]->id), sv_int(now + LEASE_MS)}, 2);
+		if (rc < 0)
+			goto fail;
+	}
+	if (n < c->want) {
+		rc = store_query_int(tx,
+				     "SELECT MIN(next_attempt_at) FROM webhook_deliveries WHERE"
+				     " lane = $1 AND next_attempt_at IS NOT NULL",
+				     (struct store_val[]){sv_text(c->lane->key)}, 1, min_due);
+		if (rc < 0)
+			goto fail;
+		if (rc == 0 || *min_due == 0)
+			*min_due = NO_DUE;
+	}
+	return n;
+fail:
+	for (i = 0; i < n; i++)
+		flight_free(out[i]);
+	return rc;
+}
+
+/* How many sends the lane's cap allows now (GCRA with a burst of two). */
+static int lane_tokens(const struct dispatch *d, const struct lane *l, double mono)
+{
+	double interval, t;
+
+	if (d->o.uncapped || l->rate <= 0)
+		return DISPATCH_LANE_CONCURRENCY;
+	interval = 1000.0 / l->rate;
+	t = l->tat > mono ? l->tat : mono;
+	if (t > mono + interval)
+		return 0;
+	return (int)((mono + interval - t) / interval) + 1;
+}
+
+/* Milliseconds until the lane's cap allows a send. */
+static int lane_token_wait(const struct lane *l, double mono)
+{
+	double interval = 1000.0 / l->rate, wait = l->tat - interval - mono;
+
+	return wait <= 0 ? 0 : (int)ceil(wait);
+}
+
+static void lane_consume(const struct dispatch *d, struct lane *l, int n, double mono)
+{
+	if (d->o.uncapped || l->rate <= 0 || n <= 0)
+		return;
+	if (l->tat < mono)
+		l->tat = mono;
+	l->tat += n * (1000.0 / l->rate);
+}
+
+/* Starts a claimed flight: the SSRF check against the current DNS answer,
+ * the pin, then the transfer. Returns 1 when it finished at once (refused
+ * or failed to start: record it), 0 when running. */
+static int flight_start(struct dispatch *d, struct flight *f)
+{
+	struct egress_target t;
+	int rc;
+
+	f->started_at = clock_now_ms();
+	if (f->req.status == -1) {
+		f->req.status = 0;
+		return 1;
+	}
+	rc = egress_check(f->url, 0, d->o.allow_private, &t);
+	if (rc != EGRESS_OK) {
+		f->req.status = 0;
+		f->req.error = rc == EGRESS_RESOLVE_FAILED ? HTTPC_ERESOLVE : HTTPC_EREFUSED_TARGET;
+		snprintf(f->req.errmsg, sizeof f->req.errmsg, "%s", t.why);
+		return 1;
+	}
+	snprintf(f->resolve, sizeof f->resolve, "%s", t.resolve_entry);
+	f->req.method = "POST";
+	f->req.url = f->url;
+	f->req.body = f->body;
+	f->req.body_len = f->body_len;
+	f->req.headers = f->hdrs;
+	f->req.timeout_ms = HTTPC_DEFAULT_TIMEOUT_MS;
+	f->req.max_response = SNIPPET_MAX;
+	f->req.resolve = f->resolve;
+	f->req.egress_guard = 1;
+	f->req.user = f;
+	rc = httpc_async_start(d->http, &f->req);
+	if (rc == 0)
+		return 0;
+	if (rc < 0) {
+		f->req.error = HTTPC_EOTHER;
+		snprintf(f->req.errmsg, sizeof f->req.errmsg, "out of memory");
+	}
+	return 1;
+}
+
+struct turn {
+	struct flight **fin; /* finished, to record */
+	size_t nfin, fin_cap;
+	struct claim *claims;
+	size_t nclaims;
+	int blocked_wait;    /* ms until a capped lane may send again, or -1 */
+};
+
+static int fin_push(struct turn *t, struct flight *f)
+{
+	if (t->nfin == t->fin_cap) {
+		size_t cap = t->fin_cap ? t->fin_cap * 2 : 256;
+		struct flight **g = realloc(t->fin, cap * sizeof *g);
+
+		if (!g)
+			return -1;
+		t->fin = g;
+		t->fin_cap = cap;
+	}
+	t->fin[t->nfin++] = f;
+	return 0;
+}
+
+/* Decides which lanes to claim from now: due, under their concurrency and
+ * cap, round robin from d->rr, within MAX_IN_FLIGHT overall. Returns the
+ * wait (ms) until the next known due time when nothing is claimable. */
+static int plan_claims(struct dispatch *d, struct turn *t, int64_t now, double mono,
+		       size_t in_flight)
+{
+	size_t i, n, budget = in_flight < MAX_IN_FLIGHT ? MAX_IN_FLIGHT - in_flight : 0;
+	int64_t wait = POLL_IDLE_MS;
+	struct lane *l;
+	int want, tokens;
+
+	t->nclaims = 0;
+	pthread_mutex_lock(&d->mu);
+	n = d->nlanes;
+	if (!t->claims || n > 0) {
+		struct claim *c = realloc(t->claims, (n ? n : 1) * sizeof *c);
+
+		if (!c) {
+			pthread_mutex_unlock(&d->mu);
+			return POLL_IDLE_MS;
+		}
+		t->claims = c;
+	}
+	for (i = 0; i < n && budget > 0; i++) {
+		l = d->lanes[(d->rr + i) % n];
+		if (l->due_ms > now) {
+			if (l->due_ms != NO_DUE && l->due_ms - now < wait)
+				wait = l->due_ms - now;
+			continue;
+		}
+		want = DISPATCH_LANE_CONCURRENCY - l->in_flight;
+		if (want <= 0)
+			continue;
+		tokens = lane_tokens(d, l, mono);
+		if (tokens <= 0) {
+			if (lane_token_wait(l, mono) < wait)
+				wait = lane_token_wait(l, mono);
+			continue;
+		}
+		if (want > tokens)
+			want = tokens;
+		if ((size_t)want > budget)
+			want = (int)budget;
+		budget -= (size_t)want;
+		t->claims[t->nclaims++] = (struct claim){l, want, l->gen};
+	}
+	if (n)
+		d->rr = (d->rr + 1) % n;
+	pthread_mutex_unlock(&d->mu);
+	return (int)wait;
+}
+
+/* One write transaction: record t->fin, then claim for t->claims. Started
+ * flights go to the async client; ones that end at once join t->fin for
+ * the next turn. Returns 0, or a negative store status (then the finished
+ * ones stay in t->fin and nothing was claimed). */
+static int run_turn(struct dispatch *d, struct turn *t, int64_t now, double mono)
+{
+	struct store_tx *tx = NULL;
+	struct flight **claimed = NULL;
+	int64_t *next = NULL, *min_due = NULL;
+	size_t i, total = 0, nclaimed = 0;
+	int rc, got;
+
+	for (i = 0; i < t->nclaims; i++)
+		total += (size_t)t->claims[i].want;
+	claimed = calloc(total ? total : 1, sizeof *claimed);
+	next = calloc(t->nfin ? t->nfin : 1, sizeof *next);
+	min_due = calloc(t->nclaims ? t->nclaims : 1, sizeof *min_due);
+	if (!claimed || !next || !min_due) {
+		rc = STORE_ERR;
+		goto out;
+	}
+	if ((rc = store_begin(d->st, 1, &tx)) != STORE_OK) {
+		tx = NULL;
+		goto out;
+	}
+	for (i = 0; i < t->nfin; i++)
+		if ((rc = record_outcome(tx, t->fin[i], &next[i])) < 0)
+			goto out;
+	for (i = 0; i < t->nclaims; i++) {
+		got = claim_lane(d, tx, &t->claims[i], now, claimed + nclaimed, &min_due[i]);
+		if (got < 0) {
+			rc = got;
+			goto out;
+		}
+		t->claims[i].want = got;
+		nclaimed += (size_t)got;
+	}
+	rc = store_commit(tx);
+	tx = NULL;
+	if (rc != STORE_OK)
+		goto out;
+
+	/* Committed: lanes learn their next due times and in-flight counts. */
+	pthread_mutex_lock(&d->mu);
+	for (i = 0; i < t->nfin; i++) {
+		struct lane *l = t->fin[i]->lane;
+
+		l->in_flight--;
+		if (next[i] < l->due_ms)
+			l->due_ms = next[i];
+	}
+	for (i = 0; i < t->nclaims; i++) {
+		struct claim *c = &t->claims[i];
+
+		c->lane->in_flight += c->want;
+		if (min_due[i] && c->lane->gen == c->gen)
+			c->lane->due_ms = min_due[i];
+	}
+	pthread_mutex_unlock(&d->mu);
+	for (i = 0; i < t->nclaims; i++)
+		lane_consume(d, t->claims[i].lane, t->claims[i].want, mono);
+	for (i = 0; i < t->nfin; i++)
+		flight_free(t->fin[i]);
+	t->nfin = 0;
+	for (i = 0; i < nclaimed; i++) {
+		if (flight_start(d, claimed[i]) == 0)
+			continue;
+		if (fin_push(t, claimed[i]) < 0) {
+			/* Cannot even queue the outcome: the lease brings it back. */
+			pthread_mutex_lock(&d->mu);
+			claimed[i]->lane->in_flight--;
+			pthread_mutex_unlock(&d->mu);
+			flight_free(claimed[i]);
+		}
+	}
+	nclaimed = 0;
+	rc = 0;
+out:
+	store_rollback(tx);
+	for (i = 0; i < nclaimed; i++)
+		flight_free(claimed[i]);
+	free(claimed);
+	free(next);
+	free(min_due);
+	return rc;
+}
+
+static void *sender_main(void *arg)
+{
+	struct dispatch *d = arg;
+	struct httpc_request *done[256];
+	struct turn t = {0};
+	int64_t drain_until = 0, now;
+	int wait = 0, n, i, stopping;
+	double mono;
+
+	for (;;) {
+		stopping = d->stop;
+		if (stopping && !drain_until)
+			drain_until = clock_mono_ms() + d->drain_ms;
+		if (stopping && (httpc_async_running(d->http) == 0 || clock_mono_ms() >= drain_until) &&
+		    t.nfin == 0)
+			break;
+		n = httpc_async_poll(d->http, t.nfin ? 0 : wait, done, ARRAY_LEN(done));
+		for (i = 0; i < n; i++)
+			if (fin_push(&t, done[i]->user) < 0) {
+				pthread_mutex_lock(&d->mu);
+				((struct flight *)done[i]->user)->lane->in_flight--;
+				pthread_mutex_unlock(&d->mu);
+				flight_free(done[i]->user);
+			}
+		now = clock_now_ms();
+		mono = (double)clock_mono_us() / 1000.0;
+		t.nclaims = 0;
+		wait = stopping ? 50 : plan_claims(d, &t, now, mono, httpc_async_running(d->http));
+		if (t.nfin == 0 && t.nclaims == 0)
+			continue;
+		if (run_turn(d, &t, now, mono) < 0) {
+			log_msg(LOG_ERROR, "webhook", "delivery bookkeeping failed; retrying");
+			wait = 200;
+		} else {
+			/* Plan again at once: claimed lanes may have more due, and
+			 * recorded outcomes set new due times. */
+			wait = 0;
+		}
+		if (stopping && clock_mono_ms() >= drain_until)
+			break;
+	}
+	/* Attempts still running keep their lease: sent again at next start. */
+	for (i = 0; i < (int)t.nfin; i++)
+		flight_free(t.fin[i]);
+	free(t.fin);
+	free(t.claims);
+	return NULL;
+}
+
+/* ---------------------------------------------------------------- start */
+
+/* A previous process died with attempts in flight: they are due again. */
+static int recover_leases(struct store *st)
+{
+	struct store_tx *tx;
+	int rc, n;
+
+	if ((rc = store_begin(st, 1, &tx)) != STORE_OK)
+		return rc;
+	n = store_exec(tx,
+		       "UPDATE webhook_deliveries SET next_attempt_at = $1, leased_until = NULL"
+		       " WHERE leased_until IS NOT NULL",
+		       (struct store_val[]){sv_int(clock_now_ms())}, 1);
+	if (n < 0) {
+		store_rollback(tx);
+		return n;
+	}
+	if ((rc = store_commit(tx)) != STORE_OK)
+		return rc;
+	if (n > 0)
+		log_msg(LOG_WARN, "webhook_recovered",
+			"%d deliveries were in flight when the last process stopped; sending them"
+			" again (receivers may see them twice)", n);
+	return 0;
+}
+
+static void lanes_free(struct dispatch *d)
+{
+	size_t i;
+
+	for (i = 0; i < d->nlanes; i++) {
+		free(d->lanes[i]->key);
+		free(d->lanes[i]);
+	}
+	free(d->lanes);
+}
+
+int dispatch_start(struct store *st, const struct dispatch_opts *o, struct dispatch **out)
+{
+	struct dispatch *d = calloc(1, sizeof *d);
+	struct store_tx *tx;
+	int rc;
+
+	*out = NULL;
+	if (!d)
+		return -1;
+	d->st = st;
+	d->o = *o;
+	memcpy(d->seal_key, o->seal_key, sizeof d->seal_key);
+	d->o.seal_key = d->seal_key;
+	pthread_mutex_init(&d->mu, NULL);
+	pthread_cond_init(&d->cond, NULL);
+	if (recover_leases(st) < 0 || lanes_rescan(d) < 0)
+		goto fail;
+	if ((rc = store_begin(st, 0, &tx)) != STORE_OK)
+		goto fail;
+	rc = store_query_int(tx, "SELECT last_event_seq FROM webhook_dispatch WHERE id = 1", NULL, 0,
+			     &d->cursor);
+	store_rollback(tx);
+	if (rc != 1)
+		goto fail;
+	d->http = httpc_async_new();
+	if (!d->http)
+		goto fail;
+	if (pthread_create(&d->sender_thr, NULL, sender_main, d) != 0)
+		goto fail;
+	d->sender_started = 1;
+	if (pthread_create(&d->fanout_thr, NULL, fanout_main, d) != 0)
+		goto fail;
+	d->fanout_started = 1;
+	*out = d;
+	return 0;
+fail:
+	log_msg(LOG_ERROR, "webhook", "cannot start the delivery engine");
+	dispatch_stop(d, 0);
+	return -1;
+}
+
+void dispatch_stop(struct dispatch *d, int drain_ms)
+{
+	if (!d)
+		return;
+	pthread_mutex_lock(&d->mu);
+	d->drain_ms = drain_ms;
+	d->stop = 1;
+	pthread_cond_broadcast(&d->cond);
+	pthread_mutex_unlock(&d->mu);
+	if (d->http)
+		httpc_async_wakeup(d->http);
+	if (d->fanout_started)
+		pthread_join(d->fanout_thr, NULL);
+	if (d->sender_started)
+		pthread_join(d->sender_thr, NULL);
+	httpc_async_free(d->http);
+	lanes_free(d);
+	pthread_cond_destroy(&d->cond);
+	pthread_mutex_destroy(&d->mu);
+	crypto_wipe(d->seal_key, sizeof d->seal_key);
+	free(d);
+}
