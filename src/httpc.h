@@ -79,7 +79,11 @@ struct httpc_opts {
 	/* 0 (the default): every socket opened for a request with egress_guard
 	 * is checked with egress_address_allowed() first, and a forbidden
 	 * address fails the request with HTTPC_EREFUSED_TARGET (the backstop
-	 * behind the resolve pin). 1 (--allow-private-targets): no check. */
+	 * behind the resolve pin). 1 (--allow-private-targets): no check.
+	 * The check runs when a connection is opened: a connection kept from
+	 * an unguarded request to the same host and port would be reused
+	 * unchecked, so guarded and unguarded requests should not share a
+	 * thread (the delivery engine has its own httpc_async client). */
 	int allow_private;
 };
 

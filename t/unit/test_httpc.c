@@ -577,6 +577,147 @@ static void test_resolve_failure(void **state)
 	buf_free(&r.response);
 }
 
+/* The asynchronous client: a slow request (the slow server, SLOW_MS)
+ * started first does not hold back fast ones started after it; each is
+ * returned by poll as it finishes, with its user pointer, the slow one
+ * last. (The slow server, not /sleep: http_server may serialize requests
+ * that land on one MHD worker, see above.) */
+static void test_async_slow_does_not_block(void **state)
+{
+	struct httpc_async *a = httpc_async_new();
+	struct httpc_request r[4], *done[8];
+	struct slow_server slow;
+	char url[4][128];
+	int64_t t0, fast_done_at = 0;
+	int i, n, got = 0, order[4], slow_seen = 0;
+
+	(void)state;
+	assert_non_null(a);
+	slow_server_start(&slow);
+	memset(&r[0], 0, sizeof r[0]);
+	snprintf(url[0], sizeof url[0], "http://127.0.0.1:%d/slow", slow.port);
+	r[0].method = "GET";
+	r[0].url = url[0];
+	r[0].timeout_ms = 5000;
+	r[0].user = &r[0];
+	for (i = 1; i < 4; i++) {
+		req_init(&r[i], url[i], sizeof url[i], "POST", "/echo", "fast");
+		r[i].user = &r[i];
+	}
+	t0 = clock_mono_ms();
+	for (i = 0; i < 4; i++)
+		assert_int_equal(httpc_async_start(a, &r[i]), 0);
+	assert_int_equal(httpc_async_running(a), 4);
+	while (got < 4 && clock_mono_ms() - t0 < 5000) {
+		n = httpc_async_poll(a, 100, done, ARRAY_LEN(done));
+		assert_true(n >= 0);
+		for (i = 0; i < n; i++) {
+			assert_ptr_equal(done[i]->user, done[i]);
+			order[got++] = (int)(done[i] - r);
+			if (done[i] == &r[0])
+				slow_seen = 1;
+			else if (!slow_seen)
+				fast_done_at = clock_mono_ms();
+		}
+	}
+	assert_int_equal(got, 4);
+	assert_int_equal(order[3], 0); /* the slow one finished last */
+	assert_true(fast_done_at - t0 < SLOW_MS * 3 / 4);
+	assert_int_equal(httpc_async_running(a), 0);
+	for (i = 1; i < 4; i++) {
+		assert_int_equal(r[i].error, HTTPC_OK);
+		assert_string_equal(r[i].response.data, "fast");
+	}
+	assert_int_equal(r[0].status, 200);
+	assert_true(r[0].duration_ms >= SLOW_MS - 10);
+	for (i = 0; i < 4; i++)
+		buf_free(&r[i].response);
+	httpc_async_free(a);
+	slow_server_stop(&slow);
+}
+
+/* A request that cannot start (bad scheme) is final at once (1) and never
+ * comes out of poll; wakeup makes a waiting poll return early. */
+static void test_async_refused_and_wakeup(void **state)
+{
+	struct httpc_async *a = httpc_async_new();
+	struct httpc_request r, *done[2];
+	int64_t t0;
+
+	(void)state;
+	assert_non_null(a);
+	memset(&r, 0, sizeof r);
+	r.url = "ftp://127.0.0.1/x";
+	assert_int_equal(httpc_async_start(a, &r), 1);
+	assert_int_equal(r.error, HTTPC_EREFUSED_TARGET);
+	assert_int_equal(httpc_async_running(a), 0);
+	buf_free(&r.response);
+	httpc_async_wakeup(a);
+	t0 = clock_mono_ms();
+	assert_int_equal(httpc_async_poll(a, 2000, done, 2), 0);
+	assert_true(clock_mono_ms() - t0 < 1000);
+	httpc_async_free(a);
+}
+
+/* The resolve pin decides the address: a name that does not exist in DNS
+ * reaches the test server through "name:port:127.0.0.1". */
+static void test_resolve_pin(void **state)
+{
+	struct httpc_request r;
+	char url[128], pin[128];
+	int port = http_server_port(server);
+
+	(void)state;
+	memset(&r, 0, sizeof r);
+	snprintf(url, sizeof url, "http://pinned.invalid:%d/echo", port);
+	snprintf(pin, sizeof pin, "pinned.invalid:%d:127.0.0.1", port);
+	r.url = url;
+	r.body = "pinned";
+	r.body_len = 6;
+	r.resolve = pin;
+	r.timeout_ms = 3000;
+	perform_one(&r);
+	assert_int_equal(r.error, HTTPC_OK);
+	assert_string_equal(r.response.data, "pinned");
+	buf_free(&r.response);
+}
+
+/* The SSRF backstop: with allow_private off, a guarded request to loopback
+ * fails as a refused target before connecting; an unguarded one (the PMS)
+ * and a guarded one with allow_private on go through. The check runs when
+ * a connection is opened, so the thread's kept connections are dropped
+ * first (the delivery engine's client makes guarded requests only). */
+static void test_egress_guard(void **state)
+{
+	struct httpc_request r;
+	char url[128];
+
+	(void)state;
+	httpc_thread_cleanup();
+	httpc_configure(&(struct httpc_opts){NULL, 0});
+	req_init(&r, url, sizeof url, "POST", "/echo", "x");
+	r.egress_guard = 1;
+	perform_one(&r);
+	assert_int_equal(r.error, HTTPC_EREFUSED_TARGET);
+	assert_int_equal(r.status, 0);
+	assert_non_null(strstr(r.errmsg, "SSRF"));
+	buf_free(&r.response);
+
+	req_init(&r, url, sizeof url, "POST", "/echo", "x");
+	perform_one(&r);
+	assert_int_equal(r.error, HTTPC_OK);
+	buf_free(&r.response);
+
+	httpc_configure(&(struct httpc_opts){NULL, 1});
+	req_init(&r, url, sizeof url, "POST", "/echo", "x");
+	r.egress_guard = 1;
+	perform_one(&r);
+	assert_int_equal(r.error, HTTPC_OK);
+	assert_int_equal(r.status, 200);
+	buf_free(&r.response);
+	httpc_configure(NULL);
+}
+
 static void test_empty_batch(void **state)
 {
 	(void)state;
@@ -659,6 +800,10 @@ int main(void)
 		cmocka_unit_test(test_refused_targets),
 		cmocka_unit_test(test_resolve_failure),
 		cmocka_unit_test(test_empty_batch),
+		cmocka_unit_test(test_async_slow_does_not_block),
+		cmocka_unit_test(test_async_refused_and_wakeup),
+		cmocka_unit_test(test_resolve_pin),
+		cmocka_unit_test(test_egress_guard),
 		cmocka_unit_test(test_threads),
 	};
 
