@@ -743,24 +743,21 @@ fail:
 	return rc;
 }
 
-/* How many sends the lane's cap allows now (GCRA with a burst of two). */
+/* How many sends the lane's cap allows now. Sends are spaced 1/rate apart
+ * with no burst (a GCRA with zero tolerance): never more than rate in any
+ * second, and a late wake-up is not made up for, so jitter only lowers the
+ * rate a little. */
 static int lane_tokens(const struct dispatch *d, const struct lane *l, double mono)
 {
-	double interval, t;
-
 	if (d->o.uncapped || l->rate <= 0)
 		return DISPATCH_LANE_CONCURRENCY;
-	interval = 1000.0 / l->rate;
-	t = l->tat > mono ? l->tat : mono;
-	if (t > mono + interval)
-		return 0;
-	return (int)((mono + interval - t) / interval) + 1;
+	return l->tat <= mono ? 1 : 0;
 }
 
 /* Milliseconds until the lane's cap allows a send. */
 static int lane_token_wait(const struct lane *l, double mono)
 {
-	double interval = 1000.0 / l->rate, wait = l->tat - interval - mono;
+	double wait = l->tat - mono;
 
 	return wait <= 0 ? 0 : (int)ceil(wait);
 }
