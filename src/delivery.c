@@ -239,8 +239,8 @@ static int load_delivery(struct ctx *c, struct store_tx *tx, const char *id, con
 		respond_store_error(c, rc);
 		return rc;
 	}
-	respond_error(c, ERR_NOT_FOUND, NULL, "no %s webhook delivery %s", surface ? surface : "",
-		      id);
+	respond_error(c, ERR_NOT_FOUND, NULL, "no %swebhook delivery %s",
+		      surface ? (strcmp(surface, "v1") ? "v2 " : "v1 ") : "", id);
 	return 0;
 }
 
