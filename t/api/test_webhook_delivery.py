@@ -13,6 +13,7 @@ server trusts with --trust-ca) on 127.0.0.1, allowed by
 - throughput caps (real seconds, whatever the time scale), nothing dropped,
   and a slow receiver that does not hold up another URL;
 - the SSRF guard at subscription time without --allow-private-targets, and
+  again at send time (subscribed with the flag, restarted without it), and
   a real event source (SCIM user create).
 
 Events are made with `revopsctl event emit` unless the test is about a
@@ -972,7 +973,43 @@ class ScimEventTest(DeliveryCase):
 
 class SsrfAtSubscriptionTest(unittest.TestCase):
     """Without --allow-private-targets the receiver cannot even be
-    subscribed to (refusal at send time is covered by the unit tests)."""
+    subscribed to; and a target that became forbidden after subscribing is
+    refused again at send time (the check runs before every attempt)."""
+
+    def test_refused_at_send_time(self):
+        # Subscribe while private targets are allowed, then restart the same
+        # data without the flag: the next attempt must not connect.
+        srv = harness.Server(server_args(SCALE_WINDOW, private=True))
+        rx = receiver.Receiver(CA)
+        try:
+            seed = srv.seed_portfolio("enterprise", 1)
+            r = srv.request("POST", "/v2/webhooks", body={
+                "url": rx.url("/late"), "events": ["rate.decision.published"]},
+                token=seed.token, portfolio=seed.id)
+            assert_success(self, r, 201)
+            sub = r.body["data"]["id"]
+            srv.restart(server_args(SCALE_WINDOW, private=False))
+            srv.ctl("event", "emit", "--portfolio", seed.id, "--type",
+                    "rate.decision.published")
+
+            def attempted():
+                page = seed.get("/v2/webhooks/%s/deliveries" % sub)
+                if page.status != 200 or not page.body["data"]:
+                    return None
+                d = page.body["data"][0]
+                return d if d["attempts"] else None
+
+            d = harness.wait_until(attempted, 10, what="a recorded attempt")
+            a = d["attempts"][0]
+            self.assertEqual(a["error"], "refused_target", d)
+            self.assertIsNone(a["http_status"], d)
+            self.assertEqual(d["state"], "retry_scheduled", d)
+            self.assertEqual(rx.received(), [], "the forbidden target was reached")
+        finally:
+            try:
+                srv.close()
+            finally:
+                rx.close()
 
     def test_loopback_refused(self):
         srv = harness.Server(server_args(SCALE_WINDOW, private=False))
