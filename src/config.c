@@ -29,6 +29,7 @@ static const struct opt opts[] = {
 	O("trust-ca", OPT_STR, trust_ca, "extra CA bundle for outbound HTTPS"),
 	O("allow-private-targets", OPT_FLAG, allow_private_targets,
 	  "allow outbound targets on private addresses"),
+	O("webhook-senders", OPT_INT, webhook_senders, "threads that send webhooks, each with its own connections (2)"),
 	O("webhook-uncapped", OPT_FLAG, webhook_uncapped,
 	  "benchmarks only: lift the webhook throughput caps"),
 	O("time-scale", OPT_NUM, time_scale, "testing only: divide business durations by N"),
@@ -144,6 +145,7 @@ int config_load(struct config *cfg, int argc, char **argv)
 	cfg->threads = cores > 0 ? (int)cores : 2;
 	cfg->max_connections = 4096;
 	cfg->workers = 8;
+	cfg->webhook_senders = 2;
 	cfg->anon_per_minute = 600;
 	cfg->idle_timeout = 30;
 
@@ -189,6 +191,10 @@ int config_load(struct config *cfg, int argc, char **argv)
 	}
 	if (cfg->threads < 1)
 		cfg->threads = 1;
+	if (cfg->webhook_senders < 1 || cfg->webhook_senders > 16) {
+		fprintf(stderr, "revopsd: --webhook-senders must be 1-16\n");
+		return -1;
+	}
 	if (cfg->idle_timeout < 1)
 		cfg->idle_timeout = 1;
 	if (!cfg->database[0])

@@ -16,6 +16,7 @@ struct config {
 	char trust_ca[1024];
 	int allow_private_targets;
 	int webhook_uncapped;
+	int webhook_senders;
 	double time_scale;
 	int token_ttl;
 	int log_json;

@@ -51,6 +51,7 @@ int dispatch_schedule(const char *surface, const int64_t **offsets)
 struct lane {
 	char *key;
 	int rate;        /* sends per second, 0 = no cap */
+	int owner;       /* the sender that serves it */
 	int in_flight;   /* sender thread only */
 	double tat;      /* GCRA theoretical arrival time, mono ms; sender only */
 	int64_t due_ms;  /* earliest known due time (wall ms); under mu */
@@ -60,6 +61,7 @@ struct lane {
 struct flight {
 	struct httpc_request req;
 	struct lane *lane;
+	int64_t seq;
 	char id[ID_MAX];
 	char surface[4];
 	int attempt;
@@ -73,20 +75,31 @@ struct flight {
 	char resolve[340];
 };
 
+/* One sender thread: its own asynchronous client, serving the lanes whose
+ * owner it is. */
+struct sender {
+	struct dispatch *d;
+	int index;
+	pthread_t thr;
+	int started;
+	struct httpc_async *http;
+	size_t rr; /* round-robin start */
+};
+
 struct dispatch {
 	struct store *st;
 	struct dispatch_opts o;
 	unsigned char seal_key[32];
-	pthread_t fanout_thr, sender_thr;
-	int fanout_started, sender_started;
+	pthread_t fanout_thr;
+	int fanout_started;
+	struct sender senders[DISPATCH_MAX_SENDERS];
+	int nsenders;
 	pthread_mutex_t mu;
 	pthread_cond_t cond;
 	volatile int stop;
 	int drain_ms;
 	struct lane **lanes; /* under mu (the array; see struct lane for fields) */
 	size_t nlanes, lanes_cap;
-	size_t rr;           /* round-robin start, sender only */
-	struct httpc_async *http;
 	int64_t cursor;      /* fan-out thread only */
 };
 
@@ -103,6 +116,26 @@ void dispatch_touch(struct dispatch_touched *t, const char *lane, int rate)
 	}
 	snprintf(t->lanes[t->n], sizeof t->lanes[0], "%s", lane);
 	t->rates[t->n++] = rate;
+}
+
+/* FNV-1a: spreads lanes over the senders. */
+static unsigned lane_hash(const char *s)
+{
+	unsigned h = 2166136261u;
+
+	for (; *s; s++)
+		h = (h ^ (unsigned char)*s) * 16777619u;
+	return h;
+}
+
+/* Wakes every sender's poll. */
+static void wake_senders(struct dispatch *d)
+{
+	int i;
+
+	for (i = 0; i < d->nsenders; i++)
+		if (d->senders[i].http)
+			httpc_async_wakeup(d->senders[i].http);
 }
 
 /* The lane named key, made when missing. Caller holds mu. NULL: no memory. */
@@ -129,6 +162,7 @@ static struct lane *lane_get(struct dispatch *d, const char *key, int rate)
 		return NULL;
 	}
 	l->rate = rate;
+	l->owner = (int)(lane_hash(key) % (unsigned)d->nsenders);
 	l->due_ms = NO_DUE;
 	d->lanes[d->nlanes++] = l;
 	return l;
@@ -184,8 +218,7 @@ void dispatch_notify(struct dispatch *d, const struct dispatch_touched *t)
 		l->gen++;
 	}
 	pthread_mutex_unlock(&d->mu);
-	if (d->http)
-		httpc_async_wakeup(d->http);
+	wake_senders(d);
 }
 
 /* -------------------------------------------------------------- fan-out */
@@ -601,8 +634,8 @@ static int record_outcome(struct store_tx *tx, struct flight *f, int64_t *next_m
 			" schedule_origin = $4, next_attempt_at = $5, leased_until = NULL, manual = 0,"
 			" delivered_at = CASE WHEN $2 = 'delivered' THEN $6 ELSE delivered_at END,"
 			" dead_lettered_at = CASE WHEN $2 = 'dead_lettered' THEN $6"
-			" ELSE dead_lettered_at END WHERE id = $1",
-			(struct store_val[]){sv_text(f->id), sv_text(state), sv_int(f->attempt),
+			" ELSE dead_lettered_at END WHERE seq = $1",
+			(struct store_val[]){sv_int(f->seq), sv_text(state), sv_int(f->attempt),
 					     sv_int(origin), next == NO_DUE ? sv_null() : sv_int(next),
 					     sv_int(now)},
 			6);
@@ -613,15 +646,16 @@ static int record_outcome(struct store_tx *tx, struct flight *f, int64_t *next_m
 }
 
 /* Builds a flight from a claimed row (columns of CLAIM_SQL). NULL: no memory. */
-static struct flight *flight_new(struct dispatch *d, struct lane *lane, struct store_rows *r)
+static struct flight *flight_new(struct lane *lane, struct store_rows *r)
 {
 	struct flight *f = calloc(1, sizeof *f);
 
 	if (!f)
 		return NULL;
 	f->lane = lane;
-	snprintf(f->id, sizeof f->id, "%s", store_text(r, 0));
-	snprintf(f->surface, sizeof f->surface, "%s", store_text(r, 1));
+	f->seq = store_int(r, 0);
+	snprintf(f->id, sizeof f->id, "%s", store_text(r, 1));
+	snprintf(f->surface, sizeof f->surface, "%s", store_text(r, 2));
 	f->attempt = (int)store_int(r, 8) + 1;
 	f->origin = store_is_null(r, 9) ? 0 : store_int(r, 9);
 	f->manual = (int)store_int(r, 10);
@@ -634,13 +668,12 @@ static struct flight *flight_new(struct dispatch *d, struct lane *lane, struct s
 	}
 	memcpy(f->body, store_text(r, 7), f->body_len);
 	f->body[f->body_len] = '\0';
-	snprintf(f->hdr[0], sizeof f->hdr[0], "X-Service-Event-Id: %s", store_text(r, 2));
-	snprintf(f->hdr[1], sizeof f->hdr[1], "X-Service-Event-Type: %s", store_text(r, 3));
+	snprintf(f->hdr[0], sizeof f->hdr[0], "X-Service-Event-Id: %s", store_text(r, 3));
+	snprintf(f->hdr[1], sizeof f->hdr[1], "X-Service-Event-Type: %s", store_text(r, 4));
 	snprintf(f->hdr[2], sizeof f->hdr[2], "X-Service-Delivery-Id: %s", f->id);
 	snprintf(f->hdr[3], sizeof f->hdr[3], "webhook-id: %s", f->id);
 	if (strcmp(f->surface, "v1"))
-		snprintf(f->hdr[4], sizeof f->hdr[4], "X-Service-Portfolio: %s", store_text(r, 4));
-	(void)d;
+		snprintf(f->hdr[4], sizeof f->hdr[4], "X-Service-Portfolio: %s", store_text(r, 5));
 	return f;
 }
 
@@ -665,66 +698,75 @@ static int flight_sign(struct flight *f, const char *secret)
 	return 0;
 }
 
+/* Leases up to $3 due deliveries of lane $1 (due at $2) and returns them:
+ * one statement, the lease pushing next_attempt_at past the attempt. */
 #define CLAIM_SQL                                                                          \
-	"SELECT d.id, d.surface, d.event_id, d.event_type, d.portfolio_id, d.subscription_id," \
-	" d.url, d.body, d.attempt_count, d.schedule_origin, d.manual,"                       \
-	" CASE d.surface WHEN 'v1' THEN s.secret_sealed ELSE ps.secret_sealed END"           \
-	" FROM webhook_deliveries d"                                                           \
-	" LEFT JOIN webhook_subscriptions s ON s.id = d.subscription_id"                      \
-	" LEFT JOIN webhook_portfolio_secrets ps ON ps.portfolio_id = d.portfolio_id"         \
-	" WHERE d.lane = $1 AND d.next_attempt_at IS NOT NULL AND d.next_attempt_at <= $2"    \
-	" ORDER BY d.next_attempt_at LIMIT $3"
+	"UPDATE webhook_deliveries SET leased_until = $4, next_attempt_at = $4"              \
+	" WHERE seq IN (SELECT seq FROM webhook_deliveries WHERE lane = $1"                   \
+	" AND next_attempt_at IS NOT NULL AND next_attempt_at <= $2"                         \
+	" ORDER BY next_attempt_at LIMIT $3)"                                                 \
+	" RETURNING seq, id, surface, event_id, event_type, portfolio_id, url, body,"         \
+	" attempt_count, schedule_origin, manual, subscription_id"
 
-/* Claims up to c->want due deliveries of c->lane inside tx: loads them,
- * signs them and leases them. Appends the flights to out (room for want
- * more). Sets *min_due to the lane's earliest due time when fewer than want
- * were due, else 0. Returns how many or a negative store status. */
+/* The signing secret of a lane's deliveries, opened (malloc'ed), or NULL:
+ * a v1 subscription's own, or the v2 portfolio's (the mirror shares it).
+ * Every delivery of a lane has the same one, so it is read once per claim. */
+static char *lane_secret(struct dispatch *d, struct store_tx *tx, const char *surface,
+			 const char *portfolio_id, const char *subscription_id)
+{
+	struct store_rows *r;
+	char *secret = NULL;
+	int v1 = !strcmp(surface, "v1");
+
+	if (store_query(tx,
+			v1 ? "SELECT secret_sealed FROM webhook_subscriptions WHERE id = $1"
+			   : "SELECT secret_sealed FROM webhook_portfolio_secrets WHERE portfolio_id = $1",
+			(struct store_val[]){sv_text(v1 ? subscription_id : portfolio_id)}, 1,
+			&r) != STORE_OK)
+		return NULL;
+	if (store_next(r) == 1 && !store_is_null(r, 0))
+		secret = crypto_open(d->seal_key, store_text(r, 0), v1 ? subscription_id : portfolio_id);
+	store_rows_close(r);
+	return secret;
+}
+
+/* Claims up to c->want due deliveries of c->lane inside tx: leases them,
+ * loads and signs them. Appends the flights to out (room for want more).
+ * Sets *min_due to the lane's earliest due time when fewer than want were
+ * due, else 0. Returns how many or a negative store status. */
 static int claim_lane(struct dispatch *d, struct store_tx *tx, const struct claim *c,
 		      int64_t now, struct flight **out, int64_t *min_due)
 {
 	struct store_rows *r;
-	struct flight *f;
-	char *secret;
+	char *secret = NULL;
 	int rc, n = 0, i;
 
 	*min_due = 0;
 	rc = store_query(tx, CLAIM_SQL,
-			 (struct store_val[]){sv_text(c->lane->key), sv_int(now), sv_int(c->want)}, 3,
-			 &r);
+			 (struct store_val[]){sv_text(c->lane->key), sv_int(now), sv_int(c->want),
+					      sv_int(now + LEASE_MS)}, 4, &r);
 	if (rc != STORE_OK)
 		return rc;
 	while ((rc = store_next(r)) == 1) {
-		f = flight_new(d, c->lane, r);
-		if (!f) {
+		if (!(out[n] = flight_new(c->lane, r))) {
 			rc = STORE_ERR;
 			break;
 		}
-		secret = store_is_null(r, 11) ? NULL
-					      : crypto_open(d->seal_key, store_text(r, 11),
-							    strcmp(f->surface, "v1") ? store_text(r, 4)
-										     : store_text(r, 5));
-		if (!secret || flight_sign(f, secret) < 0) {
-			/* Sent nowhere; recorded as a failed attempt. */
-			f->req.error = HTTPC_EOTHER;
-			snprintf(f->req.errmsg, sizeof f->req.errmsg, "signing secret unavailable");
-			f->req.status = -1;
-		}
-		if (secret) {
-			crypto_wipe(secret, strlen(secret));
-			free(secret);
-		}
-		out[n++] = f;
+		if (n == 0)
+			secret = lane_secret(d, tx, out[0]->surface, store_text(r, 5),
+					     store_text(r, 11));
+		n++;
 	}
 	store_rows_close(r);
 	if (rc < 0)
 		goto fail;
 	for (i = 0; i < n; i++) {
-		rc = store_exec(tx,
-				"UPDATE webhook_deliveries SET leased_until = $2, next_attempt_at = $2"
-				" WHERE id = $1",
-				(struct store_val[]){sv_text(out[i]->id), sv_int(now + LEASE_MS)}, 2);
-		if (rc < 0)
-			goto fail;
+		if (secret && flight_sign(out[i], secret) == 0)
+			continue;
+		/* Sent nowhere; recorded as a failed attempt. */
+		out[i]->req.error = HTTPC_EOTHER;
+		snprintf(out[i]->req.errmsg, sizeof out[i]->req.errmsg, "signing secret unavailable");
+		out[i]->req.status = -1;
 	}
 	if (n < c->want) {
 		rc = store_query_int(tx,
@@ -736,10 +778,16 @@ static int claim_lane(struct dispatch *d, struct store_tx *tx, const struct clai
 		if (rc == 0 || *min_due == 0)
 			*min_due = NO_DUE;
 	}
-	return n;
+	rc = n;
+	goto out;
 fail:
 	for (i = 0; i < n; i++)
 		flight_free(out[i]);
+out:
+	if (secret) {
+		crypto_wipe(secret, strlen(secret));
+		free(secret);
+	}
 	return rc;
 }
 
@@ -774,8 +822,9 @@ static void lane_consume(const struct dispatch *d, struct lane *l, int n, double
 /* Starts a claimed flight: the SSRF check against the current DNS answer,
  * the pin, then the transfer. Returns 1 when it finished at once (refused
  * or failed to start: record it), 0 when running. */
-static int flight_start(struct dispatch *d, struct flight *f)
+static int flight_start(struct sender *sd, struct flight *f)
 {
+	struct dispatch *d = sd->d;
 	struct egress_target t;
 	int rc;
 
@@ -802,7 +851,7 @@ static int flight_start(struct dispatch *d, struct flight *f)
 	f->req.resolve = f->resolve;
 	f->req.egress_guard = 1;
 	f->req.user = f;
-	rc = httpc_async_start(d->http, &f->req);
+	rc = httpc_async_start(sd->http, &f->req);
 	if (rc == 0)
 		return 0;
 	if (rc < 0) {
@@ -838,9 +887,10 @@ static int fin_push(struct turn *t, struct flight *f)
 /* Decides which lanes to claim from now: due, under their concurrency and
  * cap, round robin from d->rr, within MAX_IN_FLIGHT overall. Returns the
  * wait (ms) until the next known due time when nothing is claimable. */
-static int plan_claims(struct dispatch *d, struct turn *t, int64_t now, double mono,
+static int plan_claims(struct sender *sd, struct turn *t, int64_t now, double mono,
 		       size_t in_flight)
 {
+	struct dispatch *d = sd->d;
 	size_t i, n, budget = in_flight < MAX_IN_FLIGHT ? MAX_IN_FLIGHT - in_flight : 0;
 	int64_t wait = POLL_IDLE_MS;
 	struct lane *l;
@@ -859,7 +909,9 @@ static int plan_claims(struct dispatch *d, struct turn *t, int64_t now, double m
 		t->claims = c;
 	}
 	for (i = 0; i < n && budget > 0; i++) {
-		l = d->lanes[(d->rr + i) % n];
+		l = d->lanes[(sd->rr + i) % n];
+		if (l->owner != sd->index)
+			continue;
 		if (l->due_ms > now) {
 			if (l->due_ms != NO_DUE && l->due_ms - now < wait)
 				wait = l->due_ms - now;
@@ -882,7 +934,7 @@ static int plan_claims(struct dispatch *d, struct turn *t, int64_t now, double m
 		t->claims[t->nclaims++] = (struct claim){l, want, l->gen};
 	}
 	if (n)
-		d->rr = (d->rr + 1) % n;
+		sd->rr = (sd->rr + 1) % n;
 	pthread_mutex_unlock(&d->mu);
 	return (int)wait;
 }
@@ -891,8 +943,9 @@ static int plan_claims(struct dispatch *d, struct turn *t, int64_t now, double m
  * flights go to the async client; ones that end at once join t->fin for
  * the next turn. Returns 0, or a negative store status (then the finished
  * ones stay in t->fin and nothing was claimed). */
-static int run_turn(struct dispatch *d, struct turn *t, int64_t now, double mono)
+static int run_turn(struct sender *sd, struct turn *t, int64_t now, double mono)
 {
+	struct dispatch *d = sd->d;
 	struct store_tx *tx = NULL;
 	struct flight **claimed = NULL;
 	int64_t *next = NULL, *min_due = NULL;
@@ -952,7 +1005,7 @@ static int run_turn(struct dispatch *d, struct turn *t, int64_t now, double mono
 		flight_free(t->fin[i]);
 	t->nfin = 0;
 	for (i = 0; i < nclaimed; i++) {
-		if (flight_start(d, claimed[i]) == 0)
+		if (flight_start(sd, claimed[i]) == 0)
 			continue;
 		if (fin_push(t, claimed[i]) < 0) {
 			/* Cannot even queue the outcome: the lease brings it back. */
@@ -976,7 +1029,8 @@ out:
 
 static void *sender_main(void *arg)
 {
-	struct dispatch *d = arg;
+	struct sender *sd = arg;
+	struct dispatch *d = sd->d;
 	struct httpc_request *done[256];
 	struct turn t = {0};
 	int64_t drain_until = 0, now;
@@ -987,10 +1041,10 @@ static void *sender_main(void *arg)
 		stopping = d->stop;
 		if (stopping && !drain_until)
 			drain_until = clock_mono_ms() + d->drain_ms;
-		if (stopping && (httpc_async_running(d->http) == 0 || clock_mono_ms() >= drain_until) &&
+		if (stopping && (httpc_async_running(sd->http) == 0 || clock_mono_ms() >= drain_until) &&
 		    t.nfin == 0)
 			break;
-		n = httpc_async_poll(d->http, t.nfin ? 0 : wait, done, ARRAY_LEN(done));
+		n = httpc_async_poll(sd->http, t.nfin ? 0 : wait, done, ARRAY_LEN(done));
 		for (i = 0; i < n; i++)
 			if (fin_push(&t, done[i]->user) < 0) {
 				pthread_mutex_lock(&d->mu);
@@ -1001,10 +1055,10 @@ static void *sender_main(void *arg)
 		now = clock_now_ms();
 		mono = (double)clock_mono_us() / 1000.0;
 		t.nclaims = 0;
-		wait = stopping ? 50 : plan_claims(d, &t, now, mono, httpc_async_running(d->http));
+		wait = stopping ? 50 : plan_claims(sd, &t, now, mono, httpc_async_running(sd->http));
 		if (t.nfin == 0 && t.nclaims == 0)
 			continue;
-		if (run_turn(d, &t, now, mono) < 0) {
+		if (run_turn(sd, &t, now, mono) < 0) {
 			log_msg(LOG_ERROR, "webhook", "delivery bookkeeping failed; retrying");
 			wait = 200;
 		} else {
@@ -1065,13 +1119,15 @@ int dispatch_start(struct store *st, const struct dispatch_opts *o, struct dispa
 {
 	struct dispatch *d = calloc(1, sizeof *d);
 	struct store_tx *tx;
-	int rc;
+	int rc, i;
 
 	*out = NULL;
 	if (!d)
 		return -1;
 	d->st = st;
 	d->o = *o;
+	d->nsenders = o->senders < 1 ? 1
+		      : o->senders > DISPATCH_MAX_SENDERS ? DISPATCH_MAX_SENDERS : o->senders;
 	memcpy(d->seal_key, o->seal_key, sizeof d->seal_key);
 	d->o.seal_key = d->seal_key;
 	pthread_mutex_init(&d->mu, NULL);
@@ -1085,12 +1141,20 @@ int dispatch_start(struct store *st, const struct dispatch_opts *o, struct dispa
 	store_rollback(tx);
 	if (rc != 1)
 		goto fail;
-	d->http = httpc_async_new();
-	if (!d->http)
-		goto fail;
-	if (pthread_create(&d->sender_thr, NULL, sender_main, d) != 0)
-		goto fail;
-	d->sender_started = 1;
+	for (i = 0; i < d->nsenders; i++) {
+		struct sender *sd = &d->senders[i];
+
+		sd->d = d;
+		sd->index = i;
+		sd->http = httpc_async_new();
+		if (!sd->http)
+			goto fail;
+	}
+	for (i = 0; i < d->nsenders; i++) {
+		if (pthread_create(&d->senders[i].thr, NULL, sender_main, &d->senders[i]) != 0)
+			goto fail;
+		d->senders[i].started = 1;
+	}
 	if (pthread_create(&d->fanout_thr, NULL, fanout_main, d) != 0)
 		goto fail;
 	d->fanout_started = 1;
@@ -1104,6 +1168,8 @@ fail:
 
 void dispatch_stop(struct dispatch *d, int drain_ms)
 {
+	int i;
+
 	if (!d)
 		return;
 	pthread_mutex_lock(&d->mu);
@@ -1111,13 +1177,14 @@ void dispatch_stop(struct dispatch *d, int drain_ms)
 	d->stop = 1;
 	pthread_cond_broadcast(&d->cond);
 	pthread_mutex_unlock(&d->mu);
-	if (d->http)
-		httpc_async_wakeup(d->http);
+	wake_senders(d);
 	if (d->fanout_started)
 		pthread_join(d->fanout_thr, NULL);
-	if (d->sender_started)
-		pthread_join(d->sender_thr, NULL);
-	httpc_async_free(d->http);
+	for (i = 0; i < d->nsenders; i++) {
+		if (d->senders[i].started)
+			pthread_join(d->senders[i].thr, NULL);
+		httpc_async_free(d->senders[i].http);
+	}
 	lanes_free(d);
 	pthread_cond_destroy(&d->cond);
 	pthread_mutex_destroy(&d->mu);

@@ -1,12 +1,13 @@
 /* dispatch: the webhook delivery engine (API-CONTRACT §5).
  *
- * Two threads. The fan-out thread reads the outbox (events) after its
- * cursor and, in one transaction per batch, creates one delivery per
- * matching subscription plus one per mirror, each with the exact body every
- * attempt will send, and advances the cursor. The sender thread keeps many
- * HTTPS POSTs in flight on one asynchronous libcurl client and, once per
- * turn, in one write transaction, records the attempts that finished
- * (state, schedule, attempt log) and leases the next due deliveries.
+ * The fan-out thread reads the outbox (events) after its cursor and, in one
+ * transaction per batch, creates one delivery per matching subscription
+ * plus one per mirror, each with the exact body every attempt will send,
+ * and advances the cursor. Each sender thread (--webhook-senders) keeps
+ * many HTTPS POSTs in flight on its own asynchronous libcurl client and,
+ * once per turn, in one write transaction, records the attempts that
+ * finished (state, schedule, attempt log) and leases the next due
+ * deliveries. A lane belongs to one sender (by a hash of its key).
  *
  * Deliveries are grouped in lanes: a v1 subscription, or a v2 portfolio's
  * primary URL, or its mirror URL. A lane has a throughput cap (v1 20/s,
@@ -30,11 +31,13 @@ struct store_tx;
 struct dispatch;
 
 #define DISPATCH_LANE_CONCURRENCY 8
+#define DISPATCH_MAX_SENDERS 16
 
 struct dispatch_opts {
 	int uncapped;                  /* --webhook-uncapped (benchmarks) */
 	int allow_private;             /* --allow-private-targets */
 	const unsigned char *seal_key; /* 32 bytes, opens the stored secrets */
+	int senders;                   /* sender threads (--webhook-senders), 1-16 */
 };
 
 /* Recovers leases left by a crash, then starts both threads. Returns 0 or

@@ -88,8 +88,8 @@ int main(int argc, char **argv)
 	}
 	httpc_configure(&(struct httpc_opts){cfg.trust_ca[0] ? cfg.trust_ca : NULL,
 					     cfg.allow_private_targets});
-	/* + the checkpointer, revopsctl-style chores and the two delivery threads */
-	if (store_open(cfg.database, cfg.threads + cfg.workers + 4, &st) < 0)
+	/* + the chores, fan-out and the webhook senders */
+	if (store_open(cfg.database, cfg.threads + cfg.workers + 3 + cfg.webhook_senders, &st) < 0)
 		goto out;
 	store_background_checkpoints(st);
 	if (app_init(&app, &cfg, st) < 0) {
@@ -106,7 +106,8 @@ int main(int argc, char **argv)
 		log_msg(LOG_WARN, "rate_decisions",
 			"%d decisions were interrupted during PMS writes; marked failed", rc);
 	if (dispatch_start(st, &(struct dispatch_opts){cfg.webhook_uncapped,
-						      cfg.allow_private_targets, app.seal_key},
+						      cfg.allow_private_targets, app.seal_key,
+						      cfg.webhook_senders},
 			   &app.dispatch) < 0)
 		goto out;
 	o = (struct http_server_opts){cfg.listen_host, cfg.listen_port, cfg.threads,

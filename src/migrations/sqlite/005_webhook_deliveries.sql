@@ -36,8 +36,8 @@ CREATE INDEX webhook_deliveries_dead ON webhook_deliveries (portfolio_id, seq)
   WHERE state = 'dead_lettered';
 CREATE INDEX webhook_deliveries_sla ON webhook_deliveries (portfolio_id, event_created_at)
   WHERE target = 'primary' AND surface = 'v2';
-CREATE INDEX webhook_deliveries_leased ON webhook_deliveries (leased_until)
-  WHERE leased_until IS NOT NULL;
+-- No index on leased_until: only start-up recovery looks for leases (one
+-- scan), while every attempt would pay to maintain it twice.
 
 CREATE TABLE webhook_attempts (
   delivery_id TEXT NOT NULL,
@@ -48,7 +48,7 @@ CREATE TABLE webhook_attempts (
   error TEXT,
   response_snippet TEXT NOT NULL DEFAULT '',
   PRIMARY KEY (delivery_id, n)
-);
+) WITHOUT ROWID;
 
 -- The fan-out cursor: the last outbox event turned into deliveries. Events
 -- older than this migration are not delivered (no subscriber could have
