@@ -52,7 +52,8 @@ struct lane {
 	char *key;
 	int rate;        /* sends per second, 0 = no cap */
 	int owner;       /* the sender that serves it */
-	int in_flight;   /* sender thread only */
+	int in_flight;   /* claimed and not yet recorded; sender only */
+	int finished;    /* of those, finished and about to be recorded; sender only */
 	double tat;      /* GCRA theoretical arrival time, mono ms; sender only */
 	int64_t due_ms;  /* earliest known due time (wall ms); under mu */
 	unsigned gen;    /* bumped by every notify; under mu */
@@ -698,15 +699,13 @@ static int flight_sign(struct flight *f, const char *secret)
 	return 0;
 }
 
-/* Leases up to $3 due deliveries of lane $1 (due at $2) and returns them:
- * one statement, the lease pushing next_attempt_at past the attempt. */
-#define CLAIM_SQL                                                                          \
-	"UPDATE webhook_deliveries SET leased_until = $4, next_attempt_at = $4"              \
-	" WHERE seq IN (SELECT seq FROM webhook_deliveries WHERE lane = $1"                   \
-	" AND next_attempt_at IS NOT NULL AND next_attempt_at <= $2"                         \
-	" ORDER BY next_attempt_at LIMIT $3)"                                                 \
-	" RETURNING seq, id, surface, event_id, event_type, portfolio_id, url, body,"         \
-	" attempt_count, schedule_origin, manual, subscription_id"
+/* Up to $3 due deliveries of lane $1 (due at $2), earliest first. Read
+ * outside the write lock: only the lane's own sender claims from it. */
+#define DUE_SQL                                                                            \
+	"SELECT seq, id, surface, event_id, event_type, portfolio_id, url, body,"             \
+	" attempt_count, schedule_origin, manual, subscription_id FROM webhook_deliveries"   \
+	" WHERE lane = $1 AND next_attempt_at IS NOT NULL AND next_attempt_at <= $2"          \
+	" ORDER BY next_attempt_at LIMIT $3"
 
 /* The signing secret of a lane's deliveries, opened (malloc'ed), or NULL:
  * a v1 subscription's own, or the v2 portfolio's (the mirror shares it).
@@ -730,21 +729,22 @@ static char *lane_secret(struct dispatch *d, struct store_tx *tx, const char *su
 	return secret;
 }
 
-/* Claims up to c->want due deliveries of c->lane inside tx: leases them,
- * loads and signs them. Appends the flights to out (room for want more).
- * Sets *min_due to the lane's earliest due time when fewer than want were
- * due, else 0. Returns how many or a negative store status. */
-static int claim_lane(struct dispatch *d, struct store_tx *tx, const struct claim *c,
-		      int64_t now, struct flight **out, int64_t *min_due)
+/* Loads up to c->want due deliveries of c->lane in the read transaction
+ * tx and signs them (leasing happens later, under the write lock). Appends
+ * the flights to out (room for want more). Sets *min_due to the lane's
+ * earliest due time when fewer than want were due, else 0. Returns how
+ * many or a negative store status. */
+static int select_lane(struct dispatch *d, struct store_tx *tx, const struct claim *c,
+		       int64_t now, struct flight **out, int64_t *min_due)
 {
 	struct store_rows *r;
 	char *secret = NULL;
 	int rc, n = 0, i;
 
 	*min_due = 0;
-	rc = store_query(tx, CLAIM_SQL,
-			 (struct store_val[]){sv_text(c->lane->key), sv_int(now), sv_int(c->want),
-					      sv_int(now + LEASE_MS)}, 4, &r);
+	rc = store_query(tx, DUE_SQL,
+			 (struct store_val[]){sv_text(c->lane->key), sv_int(now), sv_int(c->want)}, 3,
+			 &r);
 	if (rc != STORE_OK)
 		return rc;
 	while ((rc = store_next(r)) == 1) {
@@ -789,6 +789,16 @@ out:
 		free(secret);
 	}
 	return rc;
+}
+
+/* Leases a selected delivery inside the write transaction: 1 when leased,
+ * 0 when it stopped being due meanwhile, or a negative store status. */
+static int lease(struct store_tx *tx, const struct flight *f, int64_t now)
+{
+	return store_exec(tx,
+			  "UPDATE webhook_deliveries SET leased_until = $2, next_attempt_at = $2"
+			  " WHERE seq = $1 AND next_attempt_at <= $3",
+			  (struct store_val[]){sv_int(f->seq), sv_int(now + LEASE_MS), sv_int(now)}, 3);
 }
 
 /* How many sends the lane's cap allows now. Sends are spaced 1/rate apart
@@ -917,7 +927,9 @@ static int plan_claims(struct sender *sd, struct turn *t, int64_t now, double mo
 				wait = l->due_ms - now;
 			continue;
 		}
-		want = DISPATCH_LANE_CONCURRENCY - l->in_flight;
+		/* Attempts that finished count as free already: their outcome
+		 * is recorded in the same transaction that claims the next. */
+		want = DISPATCH_LANE_CONCURRENCY - (l->in_flight - l->finished);
 		if (want <= 0)
 			continue;
 		tokens = lane_tokens(d, l, mono);
@@ -961,6 +973,21 @@ static int run_turn(struct sender *sd, struct turn *t, int64_t now, double mono)
 		rc = STORE_ERR;
 		goto out;
 	}
+	/* Selecting and signing happen in a read snapshot, outside the write
+	 * lock, which the senders and fan-out share. */
+	if (t->nclaims && store_begin(d->st, 0, &tx) == STORE_OK) {
+		for (i = 0; i < t->nclaims; i++) {
+			got = select_lane(d, tx, &t->claims[i], now, claimed + nclaimed, &min_due[i]);
+			t->claims[i].want = got < 0 ? 0 : got;
+			if (got > 0)
+				nclaimed += (size_t)got;
+		}
+		store_rollback(tx);
+	} else {
+		for (i = 0; i < t->nclaims; i++)
+			t->claims[i].want = 0;
+	}
+	tx = NULL;
 	if ((rc = store_begin(d->st, 1, &tx)) != STORE_OK) {
 		tx = NULL;
 		goto out;
@@ -968,14 +995,18 @@ static int run_turn(struct sender *sd, struct turn *t, int64_t now, double mono)
 	for (i = 0; i < t->nfin; i++)
 		if ((rc = record_outcome(tx, t->fin[i], &next[i])) < 0)
 			goto out;
-	for (i = 0; i < t->nclaims; i++) {
-		got = claim_lane(d, tx, &t->claims[i], now, claimed + nclaimed, &min_due[i]);
-		if (got < 0) {
+	for (i = 0; i < nclaimed; i++) {
+		if ((got = lease(tx, claimed[i], now)) < 0) {
 			rc = got;
 			goto out;
 		}
-		t->claims[i].want = got;
-		nclaimed += (size_t)got;
+		if (got == 0) { /* no longer due: not ours to send */
+			for (size_t k = 0; k < t->nclaims; k++)
+				if (t->claims[k].lane == claimed[i]->lane)
+					t->claims[k].want--;
+			flight_free(claimed[i]);
+			claimed[i--] = claimed[--nclaimed];
+		}
 	}
 	rc = store_commit(tx);
 	tx = NULL;
@@ -988,6 +1019,7 @@ static int run_turn(struct sender *sd, struct turn *t, int64_t now, double mono)
 		struct lane *l = t->fin[i]->lane;
 
 		l->in_flight--;
+		l->finished = 0;
 		if (next[i] < l->due_ms)
 			l->due_ms = next[i];
 	}
@@ -1018,6 +1050,9 @@ static int run_turn(struct sender *sd, struct turn *t, int64_t now, double mono)
 	nclaimed = 0;
 	rc = 0;
 out:
+	if (rc < 0)
+		for (i = 0; i < t->nfin; i++)
+			t->fin[i]->lane->finished = 0;
 	store_rollback(tx);
 	for (i = 0; i < nclaimed; i++)
 		flight_free(claimed[i]);
@@ -1055,6 +1090,8 @@ static void *sender_main(void *arg)
 		now = clock_now_ms();
 		mono = (double)clock_mono_us() / 1000.0;
 		t.nclaims = 0;
+		for (i = 0; i < (int)t.nfin; i++)
+			t.fin[i]->lane->finished++;
 		wait = stopping ? 50 : plan_claims(sd, &t, now, mono, httpc_async_running(sd->http));
 		if (t.nfin == 0 && t.nclaims == 0)
 			continue;

@@ -37,6 +37,7 @@ struct xfer {
 	int64_t start_us;
 	int64_t deadline_us;
 	struct xfer *prev, *next; /* an async client's running list */
+	struct httpc_async *owner; /* the async client, whose idle handles x reuses */
 	int active;             /* added to the multi handle, not yet finished */
 	int finished;           /* out fields of req are final */
 	int too_big;
@@ -49,6 +50,10 @@ static pthread_key_t multi_key;
 static int initialized;
 static char *trust_ca;
 static int allow_private;
+
+/* Easy handles: reused by an async client, else made per request. */
+static CURL *easy_get(struct httpc_async *a);
+static void easy_put(struct httpc_async *a, CURL *e);
 
 static void multi_destroy(void *p)
 {
@@ -299,7 +304,7 @@ static int xfer_prepare(struct xfer *x, int64_t start_us)
 		if (!x->resolve)
 			return -1;
 	}
-	e = x->easy = curl_easy_init();
+	e = x->easy = easy_get(x->owner);
 	if (!e)
 		return -1;
 	x->start_us = start_us;
@@ -393,11 +398,12 @@ static enum httpc_error classify(CURLcode rc, const struct xfer *x)
 	}
 }
 
-/* Frees what x holds (not x itself). */
+/* Frees what x holds (not x itself); an async client keeps the easy
+ * handle for its next request. */
 static void xfer_release(struct xfer *x)
 {
 	if (x->easy)
-		curl_easy_cleanup(x->easy);
+		easy_put(x->owner, x->easy);
 	x->easy = NULL;
 	curl_slist_free_all(x->hdrs);
 	x->hdrs = NULL;
@@ -582,13 +588,38 @@ out:
 
 /* The asynchronous client: its own multi handle, the running transfers in
  * a list (for deadlines), and finished requests queued until polled. */
+#define ASYNC_IDLE_HANDLES 512
+
 struct httpc_async {
 	CURLM *m;
+	CURL *idle[ASYNC_IDLE_HANDLES]; /* finished easy handles, reset, for reuse:
+					 * making one per request was a visible
+					 * share of the sender's time */
+	size_t nidle;
 	struct xfer *running;   /* head of the list of running transfers */
 	size_t nrunning;        /* started, not yet returned by poll */
 	struct httpc_request **done;
 	size_t ndone, done_cap;
 };
+
+/* A fresh easy handle: an idle one of a (reset to defaults) or a new one. */
+static CURL *easy_get(struct httpc_async *a)
+{
+	if (a && a->nidle)
+		return a->idle[--a->nidle];
+	return curl_easy_init();
+}
+
+/* Ends a request's use of e: kept by a when there is room, else freed. */
+static void easy_put(struct httpc_async *a, CURL *e)
+{
+	if (a && a->nidle < ASYNC_IDLE_HANDLES) {
+		curl_easy_reset(e);
+		a->idle[a->nidle++] = e;
+		return;
+	}
+	curl_easy_cleanup(e);
+}
 
 struct httpc_async *httpc_async_new(void)
 {
@@ -631,6 +662,8 @@ void httpc_async_free(struct httpc_async *a)
 		xfer_release(x);
 		free(x);
 	}
+	while (a->nidle)
+		curl_easy_cleanup(a->idle[--a->nidle]);
 	curl_multi_cleanup(a->m);
 	free(a->done);
 	free(a);
@@ -673,6 +706,7 @@ int httpc_async_start(struct httpc_async *a, struct httpc_request *r)
 	if (!x)
 		return -1;
 	x->req = r;
+	x->owner = a;
 	rc = xfer_prepare(x, clock_mono_us());
 	if (rc != 0) {
 		xfer_release(x);

@@ -93,7 +93,7 @@ static int conn_open(const char *path, struct conn *c)
 {
 	static const char *pragmas =
 		"PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL; PRAGMA foreign_keys=ON;"
-		"PRAGMA temp_store=MEMORY;";
+		"PRAGMA temp_store=MEMORY; PRAGMA mmap_size=1073741824; PRAGMA cache_size=-16384;";
 	int rc;
 
 	memset(c, 0, sizeof *c);
