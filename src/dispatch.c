@@ -76,15 +76,32 @@ struct flight {
 	char resolve[340];
 };
 
-/* One sender thread: its own asynchronous client, serving the lanes whose
- * owner it is. */
+/* A flight list guarded by its sender's qmu. */
+struct flight_queue {
+	struct flight **f;
+	size_t n, cap;
+};
+
+/* One sender: two threads that serve the lanes whose owner it is. The HTTP
+ * thread only drives its asynchronous client: it starts the flights the
+ * recorder hands it and hands back the finished ones. The recorder does
+ * all the database work: it records outcomes, plans and claims. Neither
+ * waits for the other, so transfers progress during database turns and
+ * turns batch whatever finished meanwhile. */
 struct sender {
 	struct dispatch *d;
 	int index;
-	pthread_t thr;
-	int started;
+	pthread_t http_thr, rec_thr;
+	int http_started, rec_started;
 	struct httpc_async *http;
-	size_t rr; /* round-robin start */
+	size_t rr;                 /* round-robin start; recorder only */
+	size_t in_flight;          /* claimed, not yet recorded; recorder only */
+	pthread_mutex_t qmu;
+	pthread_cond_t qcond;      /* the recorder waits here */
+	struct flight_queue ready; /* claimed, to start (recorder -> HTTP) */
+	struct flight_queue done;  /* finished, to record (HTTP -> recorder) */
+	int wake;                  /* under qmu: plan again (a lane got work) */
+	volatile int rec_exited;
 };
 
 struct dispatch {
@@ -129,14 +146,38 @@ static unsigned lane_hash(const char *s)
 	return h;
 }
 
-/* Wakes every sender's poll. */
+/* Wakes every sender's recorder (to plan) and HTTP thread. */
 static void wake_senders(struct dispatch *d)
 {
+	struct sender *sd;
 	int i;
 
-	for (i = 0; i < d->nsenders; i++)
-		if (d->senders[i].http)
-			httpc_async_wakeup(d->senders[i].http);
+	for (i = 0; i < d->nsenders; i++) {
+		sd = &d->senders[i];
+		if (!sd->http)
+			continue;
+		pthread_mutex_lock(&sd->qmu);
+		sd->wake = 1;
+		pthread_cond_signal(&sd->qcond);
+		pthread_mutex_unlock(&sd->qmu);
+		httpc_async_wakeup(sd->http);
+	}
+}
+
+/* Appends f to q (caller holds qmu). -1: no memory. */
+static int queue_push(struct flight_queue *q, struct flight *f)
+{
+	if (q->n == q->cap) {
+		size_t cap = q->cap ? q->cap * 2 : 256;
+		struct flight **g = realloc(q->f, cap * sizeof *g);
+
+		if (!g)
+			return -1;
+		q->f = g;
+		q->cap = cap;
+	}
+	q->f[q->n++] = f;
+	return 0;
 }
 
 /* The lane named key, made when missing. Caller holds mu. NULL: no memory. */
@@ -1035,18 +1076,22 @@ static int run_turn(struct sender *sd, struct turn *t, int64_t now, double mono)
 		lane_consume(d, t->claims[i].lane, t->claims[i].want, mono);
 	for (i = 0; i < t->nfin; i++)
 		flight_free(t->fin[i]);
+	sd->in_flight -= t->nfin;
 	t->nfin = 0;
+	/* Hand the claimed ones to the HTTP thread. */
+	pthread_mutex_lock(&sd->qmu);
 	for (i = 0; i < nclaimed; i++) {
-		if (flight_start(sd, claimed[i]) == 0)
+		if (queue_push(&sd->ready, claimed[i]) == 0) {
+			sd->in_flight++;
 			continue;
-		if (fin_push(t, claimed[i]) < 0) {
-			/* Cannot even queue the outcome: the lease brings it back. */
-			pthread_mutex_lock(&d->mu);
-			claimed[i]->lane->in_flight--;
-			pthread_mutex_unlock(&d->mu);
-			flight_free(claimed[i]);
 		}
+		/* Cannot even queue it: the lease brings it back later. */
+		claimed[i]->lane->in_flight--;
+		flight_free(claimed[i]);
 	}
+	pthread_mutex_unlock(&sd->qmu);
+	if (nclaimed)
+		httpc_async_wakeup(sd->http);
 	nclaimed = 0;
 	rc = 0;
 out:
@@ -1062,40 +1107,56 @@ out:
 	return rc;
 }
 
-static void *sender_main(void *arg)
+/* The recorder: waits for finished flights or a reason to plan, then runs
+ * a turn. At stop it claims nothing more and records until every flight
+ * came back or the drain time passed. */
+static void *recorder_main(void *arg)
 {
 	struct sender *sd = arg;
 	struct dispatch *d = sd->d;
-	struct httpc_request *done[256];
 	struct turn t = {0};
+	struct timespec ts;
 	int64_t drain_until = 0, now;
-	int wait = 0, n, i, stopping;
+	int wait = 0, stopping, rc;
+	size_t i;
 	double mono;
 
 	for (;;) {
 		stopping = d->stop;
 		if (stopping && !drain_until)
 			drain_until = clock_mono_ms() + d->drain_ms;
-		if (stopping && (httpc_async_running(sd->http) == 0 || clock_mono_ms() >= drain_until) &&
-		    t.nfin == 0)
+		if (stopping && t.nfin == 0 &&
+		    (sd->in_flight == 0 || clock_mono_ms() >= drain_until))
 			break;
-		n = httpc_async_poll(sd->http, t.nfin ? 0 : wait, done, ARRAY_LEN(done));
-		for (i = 0; i < n; i++)
-			if (fin_push(&t, done[i]->user) < 0) {
-				pthread_mutex_lock(&d->mu);
-				((struct flight *)done[i]->user)->lane->in_flight--;
-				pthread_mutex_unlock(&d->mu);
-				flight_free(done[i]->user);
+		pthread_mutex_lock(&sd->qmu);
+		if (sd->done.n == 0 && !sd->wake && wait > 0 && !d->stop) {
+			clock_gettime(CLOCK_REALTIME, &ts);
+			ts.tv_nsec += (long)wait * 1000000L;
+			ts.tv_sec += ts.tv_nsec / 1000000000L;
+			ts.tv_nsec %= 1000000000L;
+			pthread_cond_timedwait(&sd->qcond, &sd->qmu, &ts);
+		}
+		sd->wake = 0;
+		for (i = 0; i < sd->done.n; i++)
+			if (fin_push(&t, sd->done.f[i]) < 0) {
+				/* The lease brings it back later. */
+				sd->done.f[i]->lane->in_flight--;
+				sd->in_flight--;
+				flight_free(sd->done.f[i]);
 			}
+		sd->done.n = 0;
+		pthread_mutex_unlock(&sd->qmu);
+
 		now = clock_now_ms();
 		mono = (double)clock_mono_us() / 1000.0;
 		t.nclaims = 0;
-		for (i = 0; i < (int)t.nfin; i++)
+		for (i = 0; i < t.nfin; i++)
 			t.fin[i]->lane->finished++;
-		wait = stopping ? 50 : plan_claims(sd, &t, now, mono, httpc_async_running(sd->http));
+		wait = stopping ? 20 : plan_claims(sd, &t, now, mono, sd->in_flight);
 		if (t.nfin == 0 && t.nclaims == 0)
 			continue;
-		if (run_turn(sd, &t, now, mono) < 0) {
+		rc = run_turn(sd, &t, now, mono);
+		if (rc < 0) {
 			log_msg(LOG_ERROR, "webhook", "delivery bookkeeping failed; retrying");
 			wait = 200;
 		} else {
@@ -1103,18 +1164,68 @@ static void *sender_main(void *arg)
 			 * recorded outcomes set new due times. */
 			wait = 0;
 		}
-		if (stopping && clock_mono_ms() >= drain_until)
-			break;
 	}
-	/* Attempts still running keep their lease: sent again at next start. */
-	for (i = 0; i < (int)t.nfin; i++)
+	/* Flights not back keep their lease: sent again at the next start. */
+	for (i = 0; i < t.nfin; i++)
 		flight_free(t.fin[i]);
 	free(t.fin);
 	free(t.claims);
+	sd->rec_exited = 1;
+	httpc_async_wakeup(sd->http);
+	return NULL;
+}
+
+/* The HTTP thread: starts what the recorder claimed, hands back what
+ * finished, until the recorder has exited. */
+static void *sender_main(void *arg)
+{
+	struct sender *sd = arg;
+	struct httpc_request *done[256];
+	struct flight_queue start = {0}, swap;
+	size_t i;
+	int n, failed;
+
+	while (!sd->rec_exited) {
+		n = httpc_async_poll(sd->http, 1000, done, ARRAY_LEN(done));
+		pthread_mutex_lock(&sd->qmu);
+		for (i = 0; i < (size_t)(n > 0 ? n : 0); i++)
+			if (queue_push(&sd->done, done[i]->user) < 0)
+				flight_free(done[i]->user); /* its lease brings it back */
+		swap = sd->ready;
+		sd->ready = start;
+		start = swap;
+		if (n > 0)
+			pthread_cond_signal(&sd->qcond);
+		pthread_mutex_unlock(&sd->qmu);
+		failed = 0;
+		for (i = 0; i < start.n; i++) {
+			if (flight_start(sd, start.f[i]) == 0)
+				continue;
+			/* Ended at once (refused, unsigned): record it as it is. */
+			pthread_mutex_lock(&sd->qmu);
+			if (queue_push(&sd->done, start.f[i]) < 0)
+				flight_free(start.f[i]);
+			pthread_mutex_unlock(&sd->qmu);
+			failed = 1;
+		}
+		start.n = 0;
+		if (failed) {
+			pthread_mutex_lock(&sd->qmu);
+			pthread_cond_signal(&sd->qcond);
+			pthread_mutex_unlock(&sd->qmu);
+		}
+	}
+	free(start.f);
 	return NULL;
 }
 
 /* ---------------------------------------------------------------- start */
+
+/* httpc_async_free's callback: a request is the first member of its flight. */
+static void abandon_flight(struct httpc_request *r)
+{
+	flight_free(r->user);
+}
 
 /* A previous process died with attempts in flight: they are due again. */
 static int recover_leases(struct store *st)
@@ -1183,14 +1294,21 @@ int dispatch_start(struct store *st, const struct dispatch_opts *o, struct dispa
 
 		sd->d = d;
 		sd->index = i;
+		pthread_mutex_init(&sd->qmu, NULL);
+		pthread_cond_init(&sd->qcond, NULL);
 		sd->http = httpc_async_new();
 		if (!sd->http)
 			goto fail;
 	}
 	for (i = 0; i < d->nsenders; i++) {
-		if (pthread_create(&d->senders[i].thr, NULL, sender_main, &d->senders[i]) != 0)
+		struct sender *sd = &d->senders[i];
+
+		if (pthread_create(&sd->rec_thr, NULL, recorder_main, sd) != 0)
 			goto fail;
-		d->senders[i].started = 1;
+		sd->rec_started = 1;
+		if (pthread_create(&sd->http_thr, NULL, sender_main, sd) != 0)
+			goto fail;
+		sd->http_started = 1;
 	}
 	if (pthread_create(&d->fanout_thr, NULL, fanout_main, d) != 0)
 		goto fail;
@@ -1218,9 +1336,27 @@ void dispatch_stop(struct dispatch *d, int drain_ms)
 	if (d->fanout_started)
 		pthread_join(d->fanout_thr, NULL);
 	for (i = 0; i < d->nsenders; i++) {
-		if (d->senders[i].started)
-			pthread_join(d->senders[i].thr, NULL);
-		httpc_async_free(d->senders[i].http);
+		struct sender *sd = &d->senders[i];
+		size_t k;
+
+		if (sd->rec_started)
+			pthread_join(sd->rec_thr, NULL);
+		else
+			sd->rec_exited = 1;
+		if (sd->http_started)
+			pthread_join(sd->http_thr, NULL);
+		/* Attempts still running are abandoned with their lease. */
+		httpc_async_free(sd->http, abandon_flight);
+		for (k = 0; k < sd->ready.n; k++)
+			flight_free(sd->ready.f[k]);
+		for (k = 0; k < sd->done.n; k++)
+			flight_free(sd->done.f[k]);
+		free(sd->ready.f);
+		free(sd->done.f);
+		if (sd->d) {
+			pthread_cond_destroy(&sd->qcond);
+			pthread_mutex_destroy(&sd->qmu);
+		}
 	}
 	lanes_free(d);
 	pthread_cond_destroy(&d->cond);

@@ -649,9 +649,10 @@ static void unlink_xfer(struct httpc_async *a, struct xfer *x)
 	x->prev = x->next = NULL;
 }
 
-void httpc_async_free(struct httpc_async *a)
+void httpc_async_free(struct httpc_async *a, void (*abandoned)(struct httpc_request *))
 {
 	struct xfer *x, *next;
+	size_t i;
 
 	if (!a)
 		return;
@@ -660,8 +661,12 @@ void httpc_async_free(struct httpc_async *a)
 		if (x->active)
 			curl_multi_remove_handle(a->m, x->easy);
 		xfer_release(x);
+		if (abandoned)
+			abandoned(x->req);
 		free(x);
 	}
+	for (i = 0; abandoned && i < a->ndone; i++)
+		abandoned(a->done[i]);
 	while (a->nidle)
 		curl_easy_cleanup(a->idle[--a->nidle]);
 	curl_multi_cleanup(a->m);

@@ -125,9 +125,10 @@ struct httpc_async;
 
 /* Returns a new client or NULL (out of memory, or before httpc_global_init). */
 struct httpc_async *httpc_async_new(void);
-/* Ends every request still running (their out fields are not filled) and
+/* Ends every request still running (their out fields are not filled),
+ * calling abandoned (when not NULL) for each so its owner can free it, and
  * frees the client. NULL is ignored. */
-void httpc_async_free(struct httpc_async *a);
+void httpc_async_free(struct httpc_async *a, void (*abandoned)(struct httpc_request *));
 /* Starts req, which (with its strings) must stay valid until poll returns
  * it. Returns 0 when started, or 1 when it failed before any transfer: then
  * its out fields are final and it is NOT returned by poll. -1: out of

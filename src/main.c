@@ -45,8 +45,6 @@ static void chores(void *arg)
 	int64_t *last_purge = &cs->last_purge, now = clock_mono_ms();
 	int n;
 
-	if (store_checkpoint(a->store) < 0)
-		log_msg(LOG_WARN, "store", "checkpoint failed; will retry");
 	if (deprecation_reload(a->deprecations, a->store) < 0)
 		log_msg(LOG_WARN, "deprecations", "reload failed; keeping the previous registry");
 	if (now - *last_purge >= 60000) {

@@ -63,11 +63,14 @@ void store_close(struct store *st);
 /* 0 when the database answers a trivial query, else -1. */
 int store_ping(struct store *st) WUR;
 /* Server processes: stop checkpointing the WAL inside commits (where it
- * lands on a request's latency) and call store_checkpoint from a
- * background thread instead, about once a second. */
+ * lands on a request's latency) and run store_checkpoint on a background
+ * thread instead, once a second or as soon as the WAL passes ~16 MiB.
+ * store_close stops the thread. */
 void store_background_checkpoints(struct store *st);
-/* A passive checkpoint: copies committed WAL frames into the database
- * without blocking readers or writers. Returns 0 or -1. */
+/* Copies committed WAL frames into the database (without blocking anyone),
+ * then holds this process's writers for the moment it takes to make the
+ * next writer start the WAL from its beginning (bounded by a short wait
+ * for old readers). Returns 0 or -1. */
 int store_checkpoint(struct store *st);
 /* The schema version after migrations. */
 int store_schema_version(struct store *st);

@@ -632,7 +632,7 @@ static void test_async_slow_does_not_block(void **state)
 	assert_true(r[0].duration_ms >= SLOW_MS - 10);
 	for (i = 0; i < 4; i++)
 		buf_free(&r[i].response);
-	httpc_async_free(a);
+	httpc_async_free(a, NULL);
 	slow_server_stop(&slow);
 }
 
@@ -656,7 +656,7 @@ static void test_async_refused_and_wakeup(void **state)
 	t0 = clock_mono_ms();
 	assert_int_equal(httpc_async_poll(a, 2000, done, 2), 0);
 	assert_true(clock_mono_ms() - t0 < 1000);
-	httpc_async_free(a);
+	httpc_async_free(a, NULL);
 }
 
 /* The resolve pin decides the address: a name that does not exist in DNS
