@@ -46,6 +46,24 @@ struct xfer {
 	char errbuf[CURL_ERROR_SIZE];
 };
 
+/* The asynchronous client: its own multi handle, the running transfers in
+ * a list (for deadlines), and finished requests queued until polled. */
+#define ASYNC_IDLE_HANDLES 512
+
+struct httpc_async {
+	CURLM *m;
+	CURL *idle[ASYNC_IDLE_HANDLES]; /* finished easy handles, reset, for reuse:
+					 * making one per request was a visible
+					 * share of the sender's time */
+	size_t nidle;
+	struct xfer *running;   /* head of the list of running transfers */
+	size_t nrunning;        /* started, not yet returned by poll */
+	struct httpc_request **done;
+	size_t ndone, done_cap;
+};
+
+/* Each thread that calls httpc_perform gets a client of its own (its multi
+ * handle and idle easy handles), kept under this key. */
 static pthread_key_t multi_key;
 static int initialized;
 static char *trust_ca;
@@ -57,7 +75,7 @@ static void easy_put(struct httpc_async *a, CURL *e);
 
 static void multi_destroy(void *p)
 {
-	curl_multi_cleanup(p);
+	httpc_async_free(p, NULL);
 }
 
 int httpc_global_init(void)
@@ -121,15 +139,15 @@ void httpc_configure(const struct httpc_opts *o)
 
 void httpc_thread_cleanup(void)
 {
-	CURLM *m;
+	struct httpc_async *a;
 
 	if (!initialized)
 		return;
-	m = pthread_getspecific(multi_key);
-	if (!m)
+	a = pthread_getspecific(multi_key);
+	if (!a)
 		return;
 	pthread_setspecific(multi_key, NULL);
-	curl_multi_cleanup(m);
+	httpc_async_free(a, NULL);
 }
 
 /* A multi handle with our connection settings, or NULL. */
@@ -149,20 +167,20 @@ static CURLM *multi_new(void)
 	return m;
 }
 
-/* The calling thread's multi handle, made on first use. NULL when out of
+/* The calling thread's client, made on first use. NULL when out of
  * memory. */
-static CURLM *thread_multi(void)
+static struct httpc_async *thread_client(void)
 {
-	CURLM *m = pthread_getspecific(multi_key);
+	struct httpc_async *a = pthread_getspecific(multi_key);
 
-	if (m)
-		return m;
-	m = multi_new();
-	if (m && pthread_setspecific(multi_key, m) != 0) {
-		curl_multi_cleanup(m);
-		m = NULL;
+	if (a)
+		return a;
+	a = httpc_async_new();
+	if (a && pthread_setspecific(multi_key, a) != 0) {
+		httpc_async_free(a, NULL);
+		a = NULL;
 	}
-	return m;
+	return a;
 }
 
 /* CURLOPT_OPENSOCKETFUNCTION of guarded requests: the SSRF backstop. The
@@ -497,8 +515,9 @@ int httpc_perform(struct httpc_request *reqs, size_t n)
 	struct xfer *xs = NULL;
 	size_t i, pending = 0;
 	CURLMcode mc = CURLM_OK;
+	struct httpc_async *tc = NULL;
 	CURLM *m = NULL;
-	int ret = -1, running, wait_ms;
+	int ret = -1, running, wait_ms, drop = 0;
 
 	for (i = 0; i < n; i++) {
 		struct httpc_request *r = &reqs[i];
@@ -518,13 +537,15 @@ int httpc_perform(struct httpc_request *reqs, size_t n)
 	xs = calloc(n, sizeof *xs);
 	if (!xs)
 		goto oom;
-	m = thread_multi();
-	if (!m)
+	tc = thread_client();
+	if (!tc)
 		goto oom;
+	m = tc->m;
 	for (i = 0; i < n; i++) {
 		int rc;
 
 		xs[i].req = &reqs[i];
+		xs[i].owner = tc;
 		/* An empty append makes data a valid "" even for no body. */
 		if (buf_append(&reqs[i].response, "", 0) < 0)
 			goto oom;
@@ -577,30 +598,16 @@ multi_fail:
 		if (!xs || !xs[i].finished)
 			set_error(&reqs[i], HTTPC_EOTHER, curl_multi_strerror(mc));
 	}
-	if (m)
-		httpc_thread_cleanup();
+	drop = m != NULL;
 out:
 	for (i = 0; xs && i < n; i++)
 		xfer_release(&xs[i]);
 	free(xs);
+	if (drop)
+		httpc_thread_cleanup(); /* after the releases: they return handles to it */
 	return ret;
 }
 
-/* The asynchronous client: its own multi handle, the running transfers in
- * a list (for deadlines), and finished requests queued until polled. */
-#define ASYNC_IDLE_HANDLES 512
-
-struct httpc_async {
-	CURLM *m;
-	CURL *idle[ASYNC_IDLE_HANDLES]; /* finished easy handles, reset, for reuse:
-					 * making one per request was a visible
-					 * share of the sender's time */
-	size_t nidle;
-	struct xfer *running;   /* head of the list of running transfers */
-	size_t nrunning;        /* started, not yet returned by poll */
-	struct httpc_request **done;
-	size_t ndone, done_cap;
-};
 
 /* A fresh easy handle: an idle one of a (reset to defaults) or a new one. */
 static CURL *easy_get(struct httpc_async *a)
