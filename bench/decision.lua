@@ -11,14 +11,10 @@
 --   BENCH_APPROVER    approver_saml_subject (a user with revenue-approver)
 --   BENCH_FROM, BENCH_TO   date_range (YYYY-MM-DD)
 --   BENCH_MIN, BENCH_SPAN  minor_units in [MIN, MIN + SPAN)
-local function env(name)
-  local v = os.getenv(name)
-  if v == nil or v == "" then
-    io.stderr:write("decision.lua: " .. name .. " must be set\n")
-    os.exit(2)
-  end
-  return v
-end
+local dir = debug.getinfo(1, "S").source:match("^@(.*)/[^/]*$") or "."
+package.path = dir .. "/?.lua;" .. package.path
+local common = require "common" -- bench/common.lua
+local function env(name) return common.env("decision.lua", name) end
 
 local token, portfolio = env("BENCH_TOKEN"), env("BENCH_PORTFOLIO")
 local props = {}
@@ -39,36 +35,11 @@ wrk.headers["X-Service-Portfolio"] = portfolio
 wrk.headers["Content-Type"] = "application/json"
 wrk.headers["Accept"] = "application/json"
 
-local threads = {}
-function setup(thread)
-  thread:set("tid", #threads + 1)
-  threads[#threads + 1] = thread
-end
-
-function init(args)
-  n, bad, first_bad = 0, 0, ""
-end
+common.expect_status(201)
 
 function request()
   n = n + 1
   -- Spread over the range, different per thread.
   local minor = min_units + (n * 7919 + tid * 104729) % span
   return wrk.format(nil, nil, nil, head .. minor .. tail)
-end
-
-function response(status, headers, body)
-  if status ~= 201 then
-    bad = bad + 1
-    if first_bad == "" then first_bad = status .. " " .. (body or ""):sub(1, 300) end
-  end
-end
-
-function done(summary, latency, requests)
-  local total, first = 0, ""
-  for _, t in ipairs(threads) do
-    total = total + t:get("bad")
-    if first == "" then first = t:get("first_bad") end
-  end
-  io.write(string.format("bench-bad-status: %d\n", total))
-  if total > 0 then io.write("bench-first-bad: " .. first .. "\n") end
 end

@@ -37,6 +37,7 @@ import sys
 sys.dont_write_bytecode = True  # no __pycache__ in bench/
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import wrk_report  # noqa: E402  (parse(): the wrk --latency output)
+from report_lib import check_status  # noqa: E402  (shared with webhooks_report.py)
 
 RATE_TARGET = 2000.0
 P99_TARGET_MS = 50.0
@@ -114,24 +115,6 @@ def verify(db, written_path, nprops):
     for p in problems[:10]:
         print("bench-verify: %s" % p, file=sys.stderr)
     return 1 if problems else 0
-
-
-def check_status(path):
-    with open(path, encoding="utf-8", errors="replace") as f:
-        text = f.read()
-    m = re.search(r"^bench-bad-status: (\d+)", text, re.M)
-    rc = wrk_report.check(path)
-    if not m:
-        print("FAIL %s: no bench-bad-status line (the wrk script did not finish)"
-              % os.path.basename(path), file=sys.stderr)
-        return 1
-    if int(m.group(1)):
-        first = re.search(r"^bench-first-bad: (.*)$", text, re.M)
-        print("FAIL %s: %s answers were not the expected status; first: %s"
-              % (os.path.basename(path), m.group(1), first.group(1) if first else "?"),
-              file=sys.stderr)
-        return 1
-    return rc
 
 
 def kv_line(text, prefix):

@@ -1,10 +1,13 @@
 # shellcheck shell=bash
 # bench/lib.sh: helpers shared by the benchmark scripts (bench/run.sh,
-# bench/decisions.sh). Sourced, never run; bash with `set -euo pipefail`.
+# bench/decisions.sh, bench/webhooks.sh). Sourced, never run; bash with
+# `set -euo pipefail`.
 #
-# After sourcing, the caller sets its settings (DURATION, CONNECTIONS,
-# THREADS, WARMUP, BUILD, PERF_SECONDS, KEEP, QUIET_MAX, QUIET_BUSY,
-# NOISY_CORES, NOISY_RETRIES, RESULTS_DIR) and then calls, in this order:
+# The caller sets its own settings (DURATION, CONNECTIONS, THREADS, WARMUP,
+# BUILD, RESULTS_DIR, ...) before sourcing this file, which gives those all
+# the scripts share (PERF, PERF_SECONDS, KEEP, QUIET_MAX, QUIET_BUSY,
+# NOISY_CORES, NOISY_RETRIES) their defaults; then the caller calls, in
+# this order:
 #   bench_resolve_build     REVOPSD, REVOPSCTL, PMS_SIM, NPROC from BUILD
 #   bench_require_bins / bench_require_tools
 #   bench_init_workdir      W (mktemp -d), RES (W/results), the exit trap
@@ -14,6 +17,11 @@
 
 BENCH=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 ROOT=$(cd "$BENCH/.." && pwd)
+
+# The settings every script takes, each given its default when unset or
+# empty (each script's header says what they do).
+: "${PERF:=0}" "${PERF_SECONDS:=10}" "${KEEP:=0}" "${QUIET_MAX:=60}" "${QUIET_BUSY:=0.10}" \
+  "${NOISY_CORES:=0.10}" "${NOISY_RETRIES:=2}"
 
 die() { echo "bench: $*" >&2; exit 1; }
 log() { echo "bench: $*" >&2; }
@@ -104,6 +112,53 @@ wait_listening() { # wait_listening LOGFILE PID WHAT: until WHAT's JSON log has 
     sleep 0.1
   done
   grep -q '"event":"listening"' "$f" || die "$what logged no \"listening\" event within 10 s"
+}
+
+# ---------------------------------------------------------------- nginx
+# The scripts that run nginx write W/nginx.conf themselves: the main context
+# from nginx_conf_main, then their own http block, whose directives include
+# the lines of nginx_temp_paths; then nginx_start runs it.
+
+# nginx_conf_main WORKER_CONNECTIONS: the main context of an nginx.conf on
+# stdout: no daemon, a master and NPROC workers, the error log and pid file
+# in W, WORKER_CONNECTIONS per worker; as root, "user root;" first, since
+# workers would drop to nobody and could not read the 0700 work dir.
+nginx_conf_main() {
+  local user_line=""
+  if [ "$(id -u)" -eq 0 ]; then user_line="user root;"; fi
+  cat <<EOF
+$user_line
+daemon off;
+master_process on;
+worker_processes $NPROC;
+error_log $W/nginx-error.log warn;
+pid $W/nginx.pid;
+events { worker_connections $1; }
+EOF
+}
+
+# nginx_temp_paths NGINX_V: the *_temp_path directives for an http block,
+# in W/nginx-tmp (the caller makes it), for the body and each of the proxy,
+# fastcgi, uwsgi and scgi modules that NGINX_V (`nginx -V` output) does not
+# list as left out: only modules compiled in accept theirs. One directive a
+# line, the lines after the first indented by four spaces.
+nginx_temp_paths() {
+  local m paths="client_body_temp_path $W/nginx-tmp/body;"
+  for m in proxy fastcgi uwsgi scgi; do
+    case "$1" in *"--without-http_${m}_module"*) ;; *) paths+=$'\n'"    ${m}_temp_path $W/nginx-tmp/$m;" ;; esac
+  done
+  echo "$paths"
+}
+
+# nginx_start: check W/nginx.conf with `nginx -t` (die with its complaint
+# if it fails), then run NGINX on it in the background: NGINX_PID, its
+# stderr appended to W/nginx-error.log. The caller waits for it to answer.
+nginx_start() {
+  "$NGINX" -c "$W/nginx.conf" -p "$W" -t -q 2>"$W/nginx-test.log" \
+    || { cat "$W/nginx-test.log" >&2; die "nginx rejected $W/nginx.conf"; }
+  "$NGINX" -c "$W/nginx.conf" -p "$W" 2>>"$W/nginx-error.log" &
+  # shellcheck disable=SC2034 # used by the scripts that source this file
+  NGINX_PID=$!
 }
 
 # ---------------------------------------------------------------- machine

@@ -47,13 +47,6 @@ RUNS=${RUNS:-3}
 THREADS=${THREADS:-2}
 WARMUP=${WARMUP:-3}
 BUILD=${BUILD:-build}
-PERF=${PERF:-0}
-PERF_SECONDS=${PERF_SECONDS:-10}
-KEEP=${KEEP:-0}
-QUIET_MAX=${QUIET_MAX:-60}
-QUIET_BUSY=${QUIET_BUSY:-0.10}
-NOISY_CORES=${NOISY_CORES:-0.10}
-NOISY_RETRIES=${NOISY_RETRIES:-2}
 
 # Shared helpers (work dir and exit trap, free ports, start-up waits, the
 # quiet-machine wait, wrk runs with CPU accounting, perf): bench/lib.sh.
@@ -150,20 +143,9 @@ log "response body: $BODY_BYTES bytes, saved for nginx"
 NGINX_PORT=$(free_port)
 NGINX_URL="http://127.0.0.1:$NGINX_PORT"
 NGX_V=$("$NGINX" -V 2>&1)
-temp_paths="client_body_temp_path $W/nginx-tmp/body;"
-for m in proxy fastcgi uwsgi scgi; do # only modules compiled in accept these
-  case "$NGX_V" in *"--without-http_${m}_module"*) ;; *) temp_paths+=$'\n'"    ${m}_temp_path $W/nginx-tmp/$m;" ;; esac
-done
-# As root, workers would drop to nobody and could not read the 0700 work dir.
-user_line=""; [ "$(id -u)" -eq 0 ] && user_line="user root;"
-cat >"$W/nginx.conf" <<EOF
-$user_line
-daemon off;
-master_process on;
-worker_processes $NPROC;
-error_log $W/nginx-error.log warn;
-pid $W/nginx.pid;
-events { worker_connections 1024; }
+temp_paths=$(nginx_temp_paths "$NGX_V")
+nginx_conf_main 1024 >"$W/nginx.conf"
+cat >>"$W/nginx.conf" <<EOF
 http {
     access_log off;
     sendfile on;
@@ -182,10 +164,7 @@ http {
     }
 }
 EOF
-"$NGINX" -c "$W/nginx.conf" -p "$W" -t -q 2>"$W/nginx-test.log" \
-  || { cat "$W/nginx-test.log" >&2; die "nginx rejected $W/nginx.conf"; }
-"$NGINX" -c "$W/nginx.conf" -p "$W" 2>>"$W/nginx-error.log" &
-NGINX_PID=$!
+nginx_start
 wait_http "$NGINX_URL$URL_PATH" "$NGINX_PID" nginx
 BENCH_TOKEN=${BENCH_TOKEN:-x}
 get_body "$NGINX_URL$URL_PATH" "$W/nginx-body"
