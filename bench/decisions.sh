@@ -38,7 +38,7 @@
 #   RUNS         rounds (3)
 #   THREADS      wrk threads (2)
 #   WARMUP       warm-up seconds before each decisions measurement (3)
-#   WORKERS      revopsd --workers (32); revopsd --threads = nproc
+#   WORKERS      revopsd --workers (8, the server default); --threads = nproc
 #   WRK_TIMEOUT  wrk --timeout (10s, revopsd's own PMS write timeout): a
 #                slower answer is a socket timeout, and fails the run
 #   BUILD        build directory holding revopsd/revopsctl/pms-sim (build;
@@ -66,7 +66,7 @@ CONNECTIONS_LIST=${CONNECTIONS:-32}
 RUNS=${RUNS:-3}
 THREADS=${THREADS:-2}
 WARMUP=${WARMUP:-3}
-WORKERS=${WORKERS:-32}
+WORKERS=${WORKERS:-8}
 WRK_TIMEOUT=${WRK_TIMEOUT:-10s}
 BUILD=${BUILD:-build}
 TRACE_SECONDS=${TRACE_SECONDS:-5}

@@ -606,7 +606,7 @@ int store_ping(struct store *st)
 
 /* The WAL length (pages) at which a commit wakes the checkpointer: about
  * 16 MiB, small enough to stay in the page cache. */
-#define CKPT_WAKE_FRAMES 4000
+#define CKPT_WAKE_FRAMES 1000
 
 static int on_wal_commit(void *arg, sqlite3 *db, const char *name, int pages)
 {
