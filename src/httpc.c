@@ -57,6 +57,7 @@ struct httpc_async {
 					 * share of the sender's time */
 	size_t nidle;
 	struct xfer *running;   /* head of the list of running transfers */
+	int64_t next_expire_us; /* when async_expire next walks the list */
 	size_t nrunning;        /* started, not yet returned by poll */
 	struct httpc_request **done;
 	size_t ndone, done_cap;
@@ -740,13 +741,21 @@ int httpc_async_start(struct httpc_async *a, struct httpc_request *r)
 	return 0;
 }
 
-/* Ends running transfers past their deadline (plus grace) as timed out;
- * returns the milliseconds until the nearest remaining deadline. */
+/* How often the async client walks its transfers for deadlines: libcurl
+ * enforces CURLOPT_TIMEOUT_MS itself, this is the backstop, and walking
+ * every transfer on every poll cost O(in flight) per completion. */
+#define EXPIRE_EVERY_US 100000
+
+/* Ends running transfers past their deadline (plus grace) as timed out,
+ * at most every EXPIRE_EVERY_US; returns the milliseconds until the next
+ * check is due. */
 static int async_expire(struct httpc_async *a)
 {
-	int64_t now = clock_mono_us(), left, nearest = (int64_t)POLL_MAX_MS * 1000;
+	int64_t now = clock_mono_us(), left, nearest = EXPIRE_EVERY_US;
 	struct xfer *x, *next;
 
+	if (now < a->next_expire_us)
+		return (int)((a->next_expire_us - now + 999) / 1000);
 	for (x = a->running; x; x = next) {
 		next = x->next;
 		left = x->deadline_us + DEADLINE_GRACE_US - now;
@@ -757,6 +766,7 @@ static int async_expire(struct httpc_async *a)
 			nearest = left;
 		}
 	}
+	a->next_expire_us = now + nearest;
 	return (int)((nearest + 999) / 1000);
 }
 
