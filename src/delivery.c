@@ -10,7 +10,6 @@
 #include "dispatch.h"
 #include "http.h"
 #include "outbox.h"
-#include "pagination.h"
 #include "respond.h"
 #include "store.h"
 
@@ -77,17 +76,24 @@ static json_t *delivery_json(struct store_tx *tx, struct store_rows *r)
 			 "attempts", attempts_json(tx, store_text(r, 0)));
 }
 
+static json_t *delivery_row(struct store_tx *tx, struct store_rows *r, void *arg, char *key,
+			    size_t keycap)
+{
+	(void)arg;
+	snprintf(key, keycap, "%" PRId64, store_int(r, 16));
+	return delivery_json(tx, r);
+}
+
 /* Pages a delivery list newest first. where is an SQL condition on $1
  * (the portfolio) and $2 (the list's parameter, may be NULL); the cursor
  * is the last seq shown. */
 static void list_page(struct ctx *c, const char *scope, const char *where, const char *param)
 {
-	char after[ID_MAX] = "", next[PAGINATION_CURSOR_MAX + 1], last[32] = "", sql[768];
+	char after[ID_MAX] = "", sql[768];
 	struct store_tx *tx = NULL;
 	struct store_rows *r = NULL;
-	json_t *items = NULL;
 	int64_t before = INT64_MAX;
-	int limit, rc, n = 0, more = 0;
+	int limit, rc;
 
 	if (respond_page_args(c, scope, &limit, after, sizeof after) < 0)
 		return;
@@ -105,31 +111,7 @@ static void list_page(struct ctx *c, const char *scope, const char *where, const
 			 (struct store_val[]){sv_text(c->p.portfolio_id), sv_text(param),
 					      sv_int(before), sv_int(limit + 1)},
 			 4, &r);
-	if (rc != STORE_OK)
-		goto fail;
-	items = json_array();
-	while ((rc = store_next(r)) == 1) {
-		if (n == limit) {
-			more = 1;
-			break;
-		}
-		json_array_append_new(items, delivery_json(tx, r));
-		snprintf(last, sizeof last, "%" PRId64, store_int(r, 16));
-		n++;
-	}
-	if (rc < 0)
-		goto fail;
-	store_rows_close(r);
-	store_rollback(tx);
-	if (more && pagination_cursor_encode(c->app->cursor_key, scope, last, next, sizeof next) < 0)
-		more = 0;
-	respond_list(c, items, more ? next : NULL);
-	return;
-fail:
-	json_decref(items);
-	store_rows_close(r);
-	store_rollback(tx);
-	respond_store_error(c, rc);
+	respond_rows_page(c, tx, rc, r, limit, scope, delivery_row, NULL);
 }
 
 /* 1 when subscription id belongs to the portfolio (any surface, also

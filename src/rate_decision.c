@@ -13,7 +13,6 @@
 #include "id.h"
 #include "log.h"
 #include "outbox.h"
-#include "pagination.h"
 #include "pms.h"
 #include "respond.h"
 #include "scim.h"
@@ -1007,16 +1006,37 @@ void rate_decision_h_audit(struct ctx *c)
 	json_decref(trail);
 }
 
+/* A list row: the decision, unless a narrowed token (or X-Service-Property)
+ * does not reach every one of its properties. */
+static json_t *decision_row(struct store_tx *tx, struct store_rows *r, void *arg, char *key,
+			    size_t keycap)
+{
+	struct ctx *c = arg;
+	json_t *d = decision_json(r), *v;
+	size_t i;
+	int ok = 1;
+
+	(void)tx;
+	json_array_foreach(json_object_get(d, "properties"), i, v)
+		ok &= auth_property_allowed(&c->p, json_string_value(v)) &&
+		      (!c->property_header || !strcmp(c->property_header, json_string_value(v)));
+	if (!ok) {
+		json_decref(d);
+		return NULL;
+	}
+	snprintf(key, keycap, "%s", store_text(r, 0));
+	return d;
+}
+
 void rate_decision_h_list(struct ctx *c)
 {
 	static const char *statuses[] = {"pending", "published", "rejected", "failed", "reverted"};
 	const char *status = http_query(c->req, "status");
-	char after[ID_MAX] = "", scope[256], next[PAGINATION_CURSOR_MAX + 1], last[ID_MAX] = "";
+	char after[ID_MAX] = "", scope[256];
 	struct store_tx *tx = NULL;
 	struct store_rows *r = NULL;
-	json_t *items = NULL, *d, *v;
 	size_t i;
-	int limit, rc, n = 0, more = 0, ok;
+	int limit, rc;
 
 	if (status) {
 		for (i = 0; i < ARRAY_LEN(statuses) && strcmp(status, statuses[i]); i++)
@@ -1035,48 +1055,14 @@ void rate_decision_h_list(struct ctx *c)
 		respond_store_error(c, rc);
 		return;
 	}
+	/* No LIMIT: rows outside a narrowed token are skipped. */
 	rc = store_query(tx,
 			 "SELECT " DECISION_COLS " FROM rate_decisions WHERE portfolio_id = $1"
 			 " AND id > $2 AND ($3 = '' OR status = $3) ORDER BY id",
 			 (struct store_val[]){sv_text(c->p.portfolio_id), sv_text(after),
 					      sv_text(status ? status : "")}, 3, &r);
-	if (rc != STORE_OK)
-		goto fail;
-	items = json_array();
-	while ((rc = store_next(r)) == 1) {
-		d = decision_json(r);
-		/* A narrowed token sees the decisions wholly inside its reach. */
-		ok = 1;
-		json_array_foreach(json_object_get(d, "properties"), i, v)
-			ok &= auth_property_allowed(&c->p, json_string_value(v)) &&
-			      (!c->property_header || !strcmp(c->property_header, json_string_value(v)));
-		if (!ok) {
-			json_decref(d);
-			continue;
-		}
-		if (n == limit) {
-			json_decref(d);
-			more = 1;
-			break;
-		}
-		snprintf(last, sizeof last, "%s", store_text(r, 0));
-		json_array_append_new(items, d);
-		n++;
-	}
-	if (rc < 0)
-		goto fail;
-	store_rows_close(r);
-	store_rollback(tx);
-	if (more && pagination_cursor_encode(c->app->cursor_key, scope, last, next, sizeof next) < 0)
-		more = 0;
 	c->meta_sla_tier = 1;
-	respond_list(c, items, more ? next : NULL);
-	return;
-fail:
-	json_decref(items);
-	store_rows_close(r);
-	store_rollback(tx);
-	respond_store_error(c, rc);
+	respond_rows_page(c, tx, rc, r, limit, scope, decision_row, c);
 }
 
 /* ---------------------------------------------------------- revert */

@@ -171,6 +171,46 @@ void respond_store_error(struct ctx *c, int rc)
 		respond_error(c, ERR_INTERNAL, NULL, "internal error");
 }
 
+void respond_rows_page(struct ctx *c, struct store_tx *tx, int rc, struct store_rows *r,
+		       int limit, const char *scope, respond_row_fn fn, void *arg)
+{
+	char key[PAGINATION_CURSOR_MAX], last[PAGINATION_CURSOR_MAX] = "";
+	char next[PAGINATION_CURSOR_MAX + 1];
+	json_t *items = NULL, *item;
+	int n = 0, more = 0;
+
+	if (rc != STORE_OK)
+		goto fail;
+	items = json_array();
+	while ((rc = store_next(r)) == 1) {
+		key[0] = '\0';
+		item = fn(tx, r, arg, key, sizeof key);
+		if (!item)
+			continue;
+		if (n == limit) {
+			json_decref(item);
+			more = 1;
+			break;
+		}
+		json_array_append_new(items, item);
+		snprintf(last, sizeof last, "%s", key);
+		n++;
+	}
+	if (rc < 0)
+		goto fail;
+	store_rows_close(r);
+	store_rollback(tx);
+	if (more && pagination_cursor_encode(c->app->cursor_key, scope, last, next, sizeof next) < 0)
+		more = 0;
+	respond_list(c, items, more ? next : NULL);
+	return;
+fail:
+	json_decref(items);
+	store_rows_close(r);
+	store_rollback(tx);
+	respond_store_error(c, rc);
+}
+
 int respond_page_args(struct ctx *c, const char *scope, int *limit, char *after, size_t cap)
 {
 	const char *cur = http_query(c->req, "cursor");

@@ -53,6 +53,19 @@ void respond_store_error(struct ctx *c, int rc);
  * last item's id going to after (cap bytes; "" for the first page).
  * Returns 0, or -1 after answering 400. */
 int respond_page_args(struct ctx *c, const char *scope, int *limit, char *after, size_t cap) WUR;
+/* One list item from the current row of a page query: the item (NULL to
+ * leave the row out, e.g. outside a narrowed token) and, in key, the value
+ * the next page resumes after. */
+struct store_tx;
+struct store_rows;
+typedef json_t *(*respond_row_fn)(struct store_tx *tx, struct store_rows *r, void *arg,
+				  char *key, size_t keycap);
+/* Answers a keyset page from a query that returns rows in list order (ask
+ * for more than limit, so the next page is known): up to limit items made
+ * by fn, a cursor for scope when rows remain. rc is the store_query status
+ * (an error is answered). Closes r and rolls tx back in every case. */
+void respond_rows_page(struct ctx *c, struct store_tx *tx, int rc, struct store_rows *r,
+		       int limit, const char *scope, respond_row_fn fn, void *arg);
 /* A body that is not the envelope (OAuth token responses, /healthz). */
 void respond_raw_json(struct ctx *c, int status, json_t *body);
 

@@ -9,7 +9,6 @@
 #include "crypto.h"
 #include "egress.h"
 #include "id.h"
-#include "pagination.h"
 #include "respond.h"
 #include "signing.h"
 #include "store.h"
@@ -264,13 +263,21 @@ void webhook_h_create_v2(struct ctx *c)
 	create(c, "v2");
 }
 
+static json_t *subscription_row(struct store_tx *tx, struct store_rows *r, void *arg, char *key,
+				size_t keycap)
+{
+	(void)tx;
+	(void)arg;
+	snprintf(key, keycap, "%s", store_text(r, 0));
+	return subscription_json(r);
+}
+
 void webhook_h_list(struct ctx *c)
 {
-	char after[ID_MAX] = "", scope[128], next[PAGINATION_CURSOR_MAX + 1], last[ID_MAX] = "";
+	char after[ID_MAX] = "", scope[128];
 	struct store_tx *tx = NULL;
 	struct store_rows *r = NULL;
-	json_t *items = NULL;
-	int limit, rc, n = 0, more = 0;
+	int limit, rc;
 
 	snprintf(scope, sizeof scope, "webhooks|%s", c->p.portfolio_id);
 	if (respond_page_args(c, scope, &limit, after, sizeof after) < 0)
@@ -280,33 +287,10 @@ void webhook_h_list(struct ctx *c)
 		return;
 	}
 	rc = store_query(tx, "SELECT " SUB_COLS " FROM webhook_subscriptions WHERE portfolio_id = $1"
-			     " AND status = 'enabled' AND id > $2 ORDER BY id",
-			 (struct store_val[]){sv_text(c->p.portfolio_id), sv_text(after)}, 2, &r);
-	if (rc != STORE_OK)
-		goto fail;
-	items = json_array();
-	while ((rc = store_next(r)) == 1) {
-		if (n == limit) {
-			more = 1;
-			break;
-		}
-		json_array_append_new(items, subscription_json(r));
-		snprintf(last, sizeof last, "%s", store_text(r, 0));
-		n++;
-	}
-	if (rc < 0)
-		goto fail;
-	store_rows_close(r);
-	store_rollback(tx);
-	if (more && pagination_cursor_encode(c->app->cursor_key, scope, last, next, sizeof next) < 0)
-		more = 0;
-	respond_list(c, items, more ? next : NULL);
-	return;
-fail:
-	json_decref(items);
-	store_rows_close(r);
-	store_rollback(tx);
-	respond_store_error(c, rc);
+			     " AND status = 'enabled' AND id > $2 ORDER BY id LIMIT $3",
+			 (struct store_val[]){sv_text(c->p.portfolio_id), sv_text(after),
+					      sv_int(limit + 1)}, 3, &r);
+	respond_rows_page(c, tx, rc, r, limit, scope, subscription_row, NULL);
 }
 
 /* Answers 404/403 for load_subscription's 0/2; 1 to go on. */
