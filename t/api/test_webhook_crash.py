@@ -48,18 +48,6 @@ def log(msg):
     sys.stderr.flush()
 
 
-def pem_path(value, directory, name):
-    """TestCA attributes may be paths or PEM text; revopsd wants a path."""
-    if isinstance(value, bytes):
-        value = value.decode("ascii")
-    if "-----BEGIN" not in value and os.path.exists(value):
-        return value
-    path = os.path.join(directory, name)
-    with open(path, "w") as f:
-        f.write(value)
-    return path
-
-
 class WebhookCrashTest(unittest.TestCase):
     def setUp(self):
         self.tmp = tempfile.mkdtemp(prefix="revops-crash-")
@@ -113,7 +101,7 @@ class WebhookCrashTest(unittest.TestCase):
     def test_kill9_mid_burst_every_event_delivered(self):
         t_start = time.monotonic()
         args = ["--allow-private-targets", "--trust-ca",
-                pem_path(self.ca.ca_pem, self.tmp, "ca.pem"), "--webhook-uncapped"]
+                self.ca.ca_pem, "--webhook-uncapped"]
         self.srv = srv = harness.Server(args)
         seed = srv.seed_portfolio("enterprise", 1)
         r = srv.request("POST", "/v2/webhooks", token=seed.token, portfolio=seed.id,

@@ -37,18 +37,6 @@ EMITTED = 3            # events of each surface
 DELIVERY_TIMEOUT = 30.0
 
 
-def pem_path(value, directory, name):
-    """TestCA attributes may be paths or PEM text; revopsd wants a path."""
-    if isinstance(value, bytes):
-        value = value.decode("ascii")
-    if "-----BEGIN" not in value and os.path.exists(value):
-        return value
-    path = os.path.join(directory, name)
-    with open(path, "w") as f:
-        f.write(value)
-    return path
-
-
 def captured(delivery, secret, name):
     """A delivery as the verifier reads it: {headers, body_b64, secret, name}."""
     return {"name": name, "headers": dict(delivery.headers),
@@ -69,7 +57,7 @@ class StandardWebhooksTest(unittest.TestCase):
         cls.srv = None
         try:
             cls.srv = harness.Server(["--allow-private-targets", "--trust-ca",
-                                      pem_path(cls.ca.ca_pem, cls.tmp, "ca.pem")])
+                                      cls.ca.ca_pem])
             cls._subscribe_and_deliver()
         except BaseException:
             cls._teardown()
