@@ -385,13 +385,12 @@ static void ping(struct ctx *c, const char *surface)
 	}
 	store_rows_close(r);
 	r = NULL;
-	if (rc < 0 || (rc = store_commit(tx)) != STORE_OK) {
-		if (rc != STORE_OK && rc >= 0)
-			rc = STORE_ERR;
+	rc = store_finish(tx, rc);
+	tx = NULL;
+	if (rc != STORE_OK) {
 		respond_store_error(c, rc);
 		goto out;
 	}
-	tx = NULL;
 	dispatch_notify(c->app->dispatch, &touched);
 	respond_data(c, 202, json_pack("{s:s, s:s, s:O}", "event_id", evt, "subscription_id",
 				       ctx_param(c, 0), "deliveries", created));

@@ -201,13 +201,10 @@ static void issue(struct ctx *c, struct store_tx *tx, const struct grant *cl, co
 					     sv_text(codes_s),
 					     sv_int(now + (int64_t)c->app->cfg->token_ttl * 1000),
 					     sv_int(now), sv_text(cl->user_id)}, 9);
-	if (rc < 0 || store_commit(tx) != STORE_OK) {
-		if (rc < 0)
-			store_rollback(tx);
-		tx = NULL;
-		goto fail_no_tx;
-	}
+	rc = store_finish(tx, rc);
 	tx = NULL;
+	if (rc != STORE_OK)
+		goto fail_no_tx;
 	{
 		size_t i, gl = strlen(granted);
 		json_t *v;

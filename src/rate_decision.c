@@ -827,12 +827,12 @@ void rate_decision_h_create(struct ctx *c)
 		rc = audit_insert(tx, id, &ent[i]);
 	if (rc >= 0 && rejected)
 		rc = set_status(tx, id, "rejected", NULL, final);
-	if (rc < 0 || (rc = store_commit(tx)) != STORE_OK) {
-		tx = NULL;
+	rc = store_finish(tx, rc);
+	tx = NULL;
+	if (rc != STORE_OK) {
 		respond_store_error(c, rc);
 		goto out;
 	}
-	tx = NULL;
 	if (rejected) {
 		if (!ceiling_ok) {
 			respond_decision_error(c, ERR_RATE_CEILING_EXCEEDED, details, id,
@@ -874,12 +874,12 @@ void rate_decision_h_create(struct ctx *c)
 		rc = failure ? audit_append(tx, &ch, "failed", "revops", failure, now) : STORE_ERR;
 		if (rc == 0)
 			rc = set_status(tx, id, "failed", NULL, failure);
-		if (rc < 0 || (rc = store_commit(tx)) != STORE_OK) {
-			tx = NULL;
+		rc = store_finish(tx, rc);
+		tx = NULL;
+		if (rc != STORE_OK) {
 			respond_store_error(c, rc);
 			goto out;
 		}
-		tx = NULL;
 		respond_decision_error(c, ERR_PMS_WRITE_FAILED, failure_details(failure), id,
 				       "a PMS write failed; the writes already made were compensated");
 		goto out;
@@ -921,12 +921,12 @@ void rate_decision_h_create(struct ctx *c)
 	if (rc >= 0)
 		rc = outbox_append(tx, "v2", "rate.decision.published", c->p.portfolio_id, props, data,
 				   NULL, 0);
-	if (rc < 0 || (rc = store_commit(tx)) != STORE_OK) {
-		tx = NULL;
+	rc = store_finish(tx, rc);
+	tx = NULL;
+	if (rc != STORE_OK) {
 		respond_store_error(c, rc);
 		goto out;
 	}
-	tx = NULL;
 	{
 		/* The spec's response: id, status, properties_written,
 		 * audit_trail_url, pms_write_receipts (built from what was just
@@ -1205,12 +1205,12 @@ void rate_decision_h_revert(struct ctx *c)
 		failure = record_failure(tx, &ch, c->p.portfolio_id, id, rt, rw, comp, cw, k, "revert",
 					 now);
 		rc = failure ? audit_append(tx, &ch, "failed", "revops", failure, now) : STORE_ERR;
-		if (rc < 0 || (rc = store_commit(tx)) != STORE_OK) {
-			tx = NULL;
+		rc = store_finish(tx, rc);
+		tx = NULL;
+		if (rc != STORE_OK) {
 			respond_store_error(c, rc);
 			goto out;
 		}
-		tx = NULL;
 		respond_decision_error(c, ERR_PMS_WRITE_FAILED, failure_details(failure), id,
 				       "a PMS write of the revert failed; the decision stays published");
 		goto out;
@@ -1251,12 +1251,12 @@ void rate_decision_h_revert(struct ctx *c)
 				   json_object_get(d, "properties"), data, NULL, 0);
 		json_decref(data);
 	}
-	if (rc < 0 || (rc = store_commit(tx)) != STORE_OK) {
-		tx = NULL;
+	rc = store_finish(tx, rc);
+	tx = NULL;
+	if (rc != STORE_OK) {
 		respond_store_error(c, rc);
 		goto out;
 	}
-	tx = NULL;
 	json_decref(d);
 	d = NULL;
 	if (!(d = reload(c, id, &tx)))

@@ -1160,7 +1160,8 @@ static int save_group_doc(struct store_tx *tx, const char *pf, const char *id, j
 }
 
 /* Checks and stores a group document, then answers with the resource
- * (status 201/200) or 204 (PATCH without attributes). */
+ * (status 201/200) or 204 (PATCH without attributes). Ends tx either way
+ * (committed or rolled back): the caller must not use it afterwards. */
 static void finish_group(struct ctx *c, struct store_tx *tx, const char *id, json_t *doc,
 			 int insert, int status)
 {
@@ -1170,16 +1171,15 @@ static void finish_group(struct ctx *c, struct store_tx *tx, const char *id, jso
 
 	fix_schemas(doc, URN_GROUP);
 	if (group_display_name(doc, err, sizeof err) < 0 || group_members(doc, err, sizeof err) < 0) {
+		store_rollback(tx);
 		scim_error(c, 400, "invalidValue", "%s", err);
 		return;
 	}
-	if ((rc = drop_foreign_members(tx, c->p.portfolio_id, id, doc)) < 0 ||
-	    (rc = save_group_doc(tx, c->p.portfolio_id, id, doc, insert)) < 0 ||
-	    (rc = load_one(tx, 0, c->p.portfolio_id, id, &row)) != 1) {
-		db_error(c, rc);
-		goto out;
-	}
-	if ((rc = store_commit(tx)) != STORE_OK) {
+	if ((rc = drop_foreign_members(tx, c->p.portfolio_id, id, doc)) >= 0 &&
+	    (rc = save_group_doc(tx, c->p.portfolio_id, id, doc, insert)) >= 0 &&
+	    (rc = load_one(tx, 0, c->p.portfolio_id, id, &row)) != 1)
+		rc = rc == 0 ? STORE_ERR : rc;
+	if ((rc = store_finish(tx, rc)) != STORE_OK) {
 		db_error(c, rc);
 		goto out;
 	}
@@ -1210,8 +1210,6 @@ void scim_h_groups_create(struct ctx *c)
 		db_error(c, rc);
 	} else {
 		finish_group(c, tx, id, doc, 1, 201);
-		if (c->res->status != 201)
-			store_rollback(tx);
 	}
 	json_decref(doc);
 }
@@ -1277,8 +1275,7 @@ static void modify_group(struct ctx *c, int patch)
 		doc = sanitize(c->body, 0);
 	}
 	finish_group(c, tx, row.id, doc, 0, patch && !wants_body(c) ? 204 : 200);
-	if (c->res->status < 300)
-		tx = NULL; /* committed */
+	tx = NULL; /* finish_group ended it */
 out:
 	store_rollback(tx);
 	row_free(&row);

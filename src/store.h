@@ -102,6 +102,20 @@ int store_is_null(struct store_rows *rows, int col);
 size_t store_len(struct store_rows *rows, int col);
 void store_rows_close(struct store_rows *rows);
 
+/* Ends tx by the outcome of its statements: commits when rc >= 0 (a row
+ * count or STORE_OK), else rolls back and returns rc. Returns STORE_OK or
+ * a negative store status; tx is gone either way. For the common "if a
+ * statement failed or the commit failed" path, which must neither leave a
+ * failed transaction open nor touch a committed one. */
+static inline int store_finish(struct store_tx *tx, int rc)
+{
+	if (rc < 0) {
+		store_rollback(tx);
+		return rc;
+	}
+	return store_commit(tx);
+}
+
 /* Convenience: runs a query expected to give at most one row whose first
  * column is an integer. Returns 1 and sets *out, 0 when there is no row, or
  * a negative enum store_status. */
