@@ -282,7 +282,9 @@ perf_record() {
   PERF_PID=""
 }
 
-perf_summary() { # the top of `perf report` for RES/perf.data: by object, by symbol, inclusive
+perf_summary() { # the top of `perf report` for RES/perf.data: by thread, object, symbol, inclusive
+  echo "-- self time by thread name"
+  perf_top 12 "$RES/perf-comm.txt" --no-children --sort comm
   echo "-- self time by shared object"
   perf_top 12 "$RES/perf-dso.txt" --no-children --sort dso
   echo "-- self time by symbol (top 40)"

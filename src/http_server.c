@@ -519,6 +519,7 @@ int http_server_start(const struct http_server_opts *o, http_handler_fn fn, void
 	for (int i = 0; s->workers && i < o->workers; i++) {
 		if (pthread_create(&s->workers[i], NULL, worker_main, s) != 0)
 			break;
+		pthread_setname_np(s->workers[i], "http-worker");
 		s->nworkers++;
 	}
 	s->d = MHD_start_daemon(

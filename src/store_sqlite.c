@@ -657,8 +657,10 @@ void store_background_checkpoints(struct store *st)
 		sqlite3_wal_autocheckpoint(st->conns[i].db, 0);
 		sqlite3_wal_hook(st->conns[i].db, on_wal_commit, st);
 	}
-	if (!st->ckpt_started && pthread_create(&st->ckpt_thr, NULL, checkpointer_main, st) == 0)
+	if (!st->ckpt_started && pthread_create(&st->ckpt_thr, NULL, checkpointer_main, st) == 0) {
 		st->ckpt_started = 1;
+		pthread_setname_np(st->ckpt_thr, "db-checkpoint");
+	}
 }
 
 /* Two steps. A PASSIVE checkpoint first copies what it can while writers
