@@ -19,8 +19,8 @@
 
 #define DLV_COLS                                                                            \
 	"id, subscription_id, event_id, event_type, surface, target, url, state,"           \
-	" attempt_count, next_attempt_at, leased_until, event_created_at, created_at,"     \
-	" delivered_at, dead_lettered_at, portfolio_id, seq, lane, rate_per_s"
+	" attempt_count, next_attempt_at, event_created_at, created_at, delivered_at,"    \
+	" dead_lettered_at, portfolio_id, seq, lane, rate_per_s"
 
 static json_t *time_or_null(struct store_rows *r, int col)
 {
@@ -57,8 +57,8 @@ static json_t *attempts_json(struct store_tx *tx, const char *id)
 }
 
 /* A delivery object from a DLV_COLS row. next_attempt_at is shown only
- * while the delivery waits (a leased one is in flight: its lease end is
- * not a schedule). */
+ * while the delivery waits (during an attempt it is the time the
+ * delivery became due). */
 static json_t *delivery_json(struct store_tx *tx, struct store_rows *r)
 {
 	const char *state = store_text(r, 7);
@@ -70,9 +70,9 @@ static json_t *delivery_json(struct store_tx *tx, struct store_rows *r)
 			 store_text(r, 2), "event_type", store_text(r, 3), "surface", store_text(r, 4),
 			 "target", store_text(r, 5), "url", store_text(r, 6), "state", state,
 			 "attempt_count", (json_int_t)store_int(r, 8), "next_attempt_at",
-			 waiting && store_is_null(r, 10) ? time_or_null(r, 9) : json_null(),
-			 "event_created_at", time_or_null(r, 11), "created_at", time_or_null(r, 12),
-			 "delivered_at", time_or_null(r, 13), "dead_lettered_at", time_or_null(r, 14),
+			 waiting ? time_or_null(r, 9) : json_null(),
+			 "event_created_at", time_or_null(r, 10), "created_at", time_or_null(r, 11),
+			 "delivered_at", time_or_null(r, 12), "dead_lettered_at", time_or_null(r, 13),
 			 "attempts", attempts_json(tx, store_text(r, 0)));
 }
 
@@ -80,7 +80,7 @@ static json_t *delivery_row(struct store_tx *tx, struct store_rows *r, void *arg
 			    size_t keycap)
 {
 	(void)arg;
-	snprintf(key, keycap, "%" PRId64, store_int(r, 16));
+	snprintf(key, keycap, "%" PRId64, store_int(r, 15));
 	return delivery_json(tx, r);
 }
 
@@ -205,7 +205,7 @@ static int load_delivery(struct ctx *c, struct store_tx *tx, const char *id, con
 	if (rc == STORE_OK && (rc = store_next(r)) == 1) {
 		if (surface && strcmp(store_text(r, 4), surface)) {
 			rc = 0;
-		} else if (strcmp(store_text(r, 15), c->p.portfolio_id)) {
+		} else if (strcmp(store_text(r, 14), c->p.portfolio_id)) {
 			store_rows_close(r);
 			respond_error(c, ERR_INSUFFICIENT_ROLE, NULL,
 				      "the delivery belongs to another portfolio");
@@ -265,10 +265,10 @@ static void recover(struct ctx *c, const char *surface, int64_t window_ms)
 	if (load_delivery(c, tx, ctx_param(c, 0), surface, &r) != 1)
 		goto out;
 	snprintf(state, sizeof state, "%s", store_text(r, 7));
-	event_at = store_int(r, 11);
-	if (strlen(store_text(r, 17)) < sizeof lane)
-		snprintf(lane, sizeof lane, "%s", store_text(r, 17));
-	rate = (int)store_int(r, 18);
+	event_at = store_int(r, 10);
+	if (strlen(store_text(r, 16)) < sizeof lane)
+		snprintf(lane, sizeof lane, "%s", store_text(r, 16));
+	rate = (int)store_int(r, 17);
 	store_rows_close(r);
 	ok = !strcmp(surface, "v1") ? !strcmp(state, "dead_lettered")
 				    : !strcmp(state, "dead_lettered") || !strcmp(state, "delivered");

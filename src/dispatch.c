@@ -26,9 +26,6 @@ static const int64_t v1_offsets[] = {MIN_MS,       5 * MIN_MS,   15 * MIN_MS,
 static const int64_t v2_offsets[] = {MIN_MS,      5 * MIN_MS,   15 * MIN_MS, HOUR_MS,
 				     4 * HOUR_MS, 12 * HOUR_MS, 24 * HOUR_MS};
 
-/* A lease outlives the longest attempt (15 s timeout plus grace) by far; it
- * is real time, not scaled. */
-#define LEASE_MS 60000
 #define FANOUT_BATCH 500
 /* A batch also ends once it made this many deliveries, so a burst to many
  * subscriptions never holds the write lock (which the recorders need) for
@@ -61,11 +58,26 @@ struct lane {
 	double tat;      /* GCRA theoretical arrival time, mono ms; sender only */
 	int64_t due_ms;  /* earliest known due time (wall ms); under mu */
 	unsigned gen;    /* bumped by every notify; under mu */
+	int64_t hash;    /* dispatch_lane_hash(key): the due index's key */
+	/* The seqs of its deliveries claimed and not yet recorded (their rows
+	 * still look due, so selection skips them); owner's recorder only. A
+	 * turn records before it claims, so at most the concurrency are in
+	 * flight plus as many finished, awaiting their record. */
+	int64_t flying[2 * DISPATCH_LANE_CONCURRENCY];
+	int nflying;
+};
+
+/* A claim row (webhook_claims): deleted with the outcome of its last
+ * delivery. Recorder only. */
+struct claim_row {
+	int64_t id;
+	int left;
 };
 
 struct flight {
 	struct httpc_request req;
 	struct lane *lane;
+	struct claim_row *claim;
 	int64_t seq;
 	char id[ID_MAX];
 	char surface[4];
@@ -104,6 +116,7 @@ struct sender {
 	pthread_cond_t qcond;      /* the recorder waits here */
 	struct flight_queue ready; /* claimed, to start (recorder -> HTTP) */
 	struct flight_queue done;  /* finished, to record (HTTP -> recorder) */
+	struct flight_queue spare; /* the HTTP thread's, swapped with ready */
 	int wake;                  /* under qmu: plan again (a lane got work) */
 	volatile int rec_exited;
 };
@@ -150,6 +163,19 @@ static unsigned lane_hash(const char *s)
 	return h;
 }
 
+/* The lane's key in the due index: 64-bit FNV-1a cut to 63 bits, never 0
+ * (0 marks rows made before the column existed). Two lanes with the same
+ * hash stay correct: every query also compares the lane text. */
+int64_t dispatch_lane_hash(const char *lane)
+{
+	uint64_t h = 14695981039346656037ull;
+
+	for (; *lane; lane++)
+		h = (h ^ (unsigned char)*lane) * 1099511628211ull;
+	h &= INT64_MAX;
+	return h ? (int64_t)h : 1;
+}
+
 /* Wakes every sender's recorder (to plan) and HTTP thread. */
 static void wake_senders(struct dispatch *d)
 {
@@ -166,6 +192,20 @@ static void wake_senders(struct dispatch *d)
 		pthread_mutex_unlock(&sd->qmu);
 		httpc_async_wakeup(sd->http);
 	}
+}
+
+/* Makes room for n flights in q. The queues and a turn's finished list
+ * get MAX_IN_FLIGHT at start, the most a sender has claimed at once, so
+ * pushes never allocate (and never fail) afterwards. */
+static int queue_reserve(struct flight_queue *q, size_t n)
+{
+	struct flight **g = realloc(q->f, n * sizeof *g);
+
+	if (!g)
+		return -1;
+	q->f = g;
+	q->cap = n;
+	return 0;
 }
 
 /* Appends f to q (caller holds qmu). -1: no memory. */
@@ -208,6 +248,7 @@ static struct lane *lane_get(struct dispatch *d, const char *key, int rate)
 		return NULL;
 	}
 	l->rate = rate;
+	l->hash = dispatch_lane_hash(key);
 	l->owner = (int)(lane_hash(key) % (unsigned)d->nsenders);
 	l->due_ms = NO_DUE;
 	d->lanes[d->nlanes++] = l;
@@ -403,15 +444,16 @@ static int insert_delivery(struct store_tx *tx, const struct dispatch_event *ev,
 	return store_exec(
 		tx,
 		"INSERT INTO webhook_deliveries (id, portfolio_id, subscription_id, surface, target,"
-		" primary_id, event_id, event_type, event_created_at, url, lane, rate_per_s, body,"
-		" state, next_attempt_at, created_at) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9,"
-		" $10, $11, $12, $13, 'pending', $14, $14)",
+		" primary_id, event_id, event_type, event_created_at, url, lane, lane_hash,"
+		" rate_per_s, body, state, next_attempt_at, created_at) VALUES ($1, $2, $3, $4,"
+		" $5, $6, $7, $8, $9, $10, $11, $15, $12, $13, 'pending', $14, $14)",
 		(struct store_val[]){sv_text(id), sv_text(s->portfolio_id), sv_text(s->id),
 				     sv_text(s->surface), sv_text(target), sv_text(primary_id),
 				     sv_text(ev->id), sv_text(ev->type), sv_int(ev->created_at),
 				     sv_text(url), sv_text(lane), sv_int(rate),
-				     sv_blob(body->data, body->len), sv_int(now)},
-		14);
+				     sv_blob(body->data, body->len), sv_int(now),
+				     sv_int(dispatch_lane_hash(lane))},
+		15);
 }
 
 /* Creates the deliveries of ev for the subscriptions in subs that want it
@@ -684,7 +726,7 @@ static int record_outcome(struct store_tx *tx, struct flight *f, int64_t *next_m
 	*next_ms = next;
 	rc = store_exec(tx,
 			"UPDATE webhook_deliveries SET state = $2, attempt_count = $3,"
-			" schedule_origin = $4, next_attempt_at = $5, leased_until = NULL, manual = 0,"
+			" schedule_origin = $4, next_attempt_at = $5, manual = 0,"
 			" delivered_at = CASE WHEN $2 = 'delivered' THEN $6 ELSE delivered_at END,"
 			" dead_lettered_at = CASE WHEN $2 = 'dead_lettered' THEN $6"
 			" ELSE dead_lettered_at END WHERE seq = $1",
@@ -751,13 +793,13 @@ static int flight_sign(struct flight *f, const char *secret)
 	return 0;
 }
 
-/* Up to $3 due deliveries of lane $1 (due at $2), earliest first. Read
- * outside the write lock: only the lane's own sender claims from it. */
+/* Up to $3 due deliveries of lane $4 (hash $1, due at $2), earliest first.
+ * Read outside the write lock: only the lane's own sender claims from it. */
 #define DUE_SQL                                                                            \
 	"SELECT seq, id, surface, event_id, event_type, portfolio_id, url, body,"             \
 	" attempt_count, schedule_origin, manual, subscription_id FROM webhook_deliveries"   \
-	" WHERE lane = $1 AND next_attempt_at IS NOT NULL AND next_attempt_at <= $2"          \
-	" ORDER BY next_attempt_at LIMIT $3"
+	" WHERE lane_hash = $1 AND next_attempt_at IS NOT NULL AND next_attempt_at <= $2"     \
+	" AND lane = $4 ORDER BY next_attempt_at LIMIT $3"
 
 /* The signing secret of a lane's deliveries, opened (malloc'ed), or NULL:
  * a v1 subscription's own, or the v2 portfolio's (the mirror shares it).
@@ -781,25 +823,53 @@ static char *lane_secret(struct dispatch *d, struct store_tx *tx, const char *su
 	return secret;
 }
 
-/* Loads up to c->want due deliveries of c->lane in the read transaction
- * tx and signs them (leasing happens later, under the write lock). Appends
- * the flights to out (room for want more). Sets *min_due to the lane's
- * earliest due time when fewer than want were due, else 0. Returns how
- * many or a negative store status. */
+/* 1 when seq is one of the lane's deliveries in flight. */
+static int lane_flying(const struct lane *l, int64_t seq)
+{
+	int i;
+
+	for (i = 0; i < l->nflying; i++)
+		if (l->flying[i] == seq)
+			return 1;
+	return 0;
+}
+
+static void lane_landed(struct lane *l, int64_t seq)
+{
+	int i;
+
+	for (i = 0; i < l->nflying; i++)
+		if (l->flying[i] == seq) {
+			l->flying[i] = l->flying[--l->nflying];
+			return;
+		}
+}
+
+/* Loads up to c->want due deliveries of c->lane that are not in flight, in
+ * the read transaction tx, and signs them (the claim is written later,
+ * under the write lock). Appends the flights to out (room for want more).
+ * Sets *min_due to the lane's next due time when fewer than want were
+ * due, else 0. Returns how many or a negative store status. */
 static int select_lane(struct dispatch *d, struct store_tx *tx, const struct claim *c,
 		       int64_t now, struct flight **out, int64_t *min_due)
 {
+	struct lane *l = c->lane;
 	struct store_rows *r;
 	char *secret = NULL;
-	int rc, n = 0, i;
+	int rc, n = 0, rows = 0, i;
 
 	*min_due = 0;
+	/* Deliveries in flight still look due: ask for that many more. */
 	rc = store_query(tx, DUE_SQL,
-			 (struct store_val[]){sv_text(c->lane->key), sv_int(now), sv_int(c->want)}, 3,
-			 &r);
+			 (struct store_val[]){sv_int(l->hash), sv_int(now),
+					      sv_int(c->want + l->nflying), sv_text(l->key)},
+			 4, &r);
 	if (rc != STORE_OK)
 		return rc;
 	while ((rc = store_next(r)) == 1) {
+		rows++;
+		if (n == c->want || lane_flying(l, store_int(r, 0)))
+			continue;
 		if (!(out[n] = flight_new(c->lane, r))) {
 			rc = STORE_ERR;
 			break;
@@ -820,11 +890,15 @@ static int select_lane(struct dispatch *d, struct store_tx *tx, const struct cla
 		snprintf(out[i]->req.errmsg, sizeof out[i]->req.errmsg, "signing secret unavailable");
 		out[i]->req.status = -1;
 	}
-	if (n < c->want) {
+	if (rows < c->want + l->nflying) {
+		/* Every due one is taken or in flight (those were due when
+		 * claimed, so none is later than now): the next is in the future. */
 		rc = store_query_int(tx,
-				     "SELECT MIN(next_attempt_at) FROM webhook_deliveries WHERE"
-				     " lane = $1 AND next_attempt_at IS NOT NULL",
-				     (struct store_val[]){sv_text(c->lane->key)}, 1, min_due);
+				     "SELECT next_attempt_at FROM webhook_deliveries WHERE"
+				     " lane_hash = $1 AND next_attempt_at > $2 AND lane = $3"
+				     " ORDER BY next_attempt_at LIMIT 1",
+				     (struct store_val[]){sv_int(l->hash), sv_int(now), sv_text(l->key)},
+				     3, min_due);
 		if (rc < 0)
 			goto fail;
 		if (rc == 0 || *min_due == 0)
@@ -843,14 +917,42 @@ out:
 	return rc;
 }
 
-/* Leases a selected delivery inside the write transaction: 1 when leased,
- * 0 when it stopped being due meanwhile, or a negative store status. */
-static int lease(struct store_tx *tx, const struct flight *f, int64_t now)
+/* Writes the claim row of the n flights f inside the write transaction
+ * and points them at it. Returns the row (malloc'ed) or NULL with *rc set
+ * to a negative store status. */
+static struct claim_row *claim_write(struct store_tx *tx, struct flight **f, size_t n,
+				     int64_t now, int *rc)
 {
-	return store_exec(tx,
-			  "UPDATE webhook_deliveries SET leased_until = $2, next_attempt_at = $2"
-			  " WHERE seq = $1 AND next_attempt_at <= $3",
-			  (struct store_val[]){sv_int(f->seq), sv_int(now + LEASE_MS), sv_int(now)}, 3);
+	struct claim_row *c = calloc(1, sizeof *c);
+	struct buf seqs;
+	size_t i;
+
+	buf_init(&seqs, 0);
+	*rc = STORE_ERR;
+	if (!c)
+		goto out;
+	for (i = 0; i < n; i++)
+		if (buf_printf(&seqs, i ? ",%" PRId64 : "%" PRId64, f[i]->seq) < 0)
+			goto out;
+	*rc = store_query_int(tx,
+			      "INSERT INTO webhook_claims (seqs, created_at) VALUES ($1, $2)"
+			      " RETURNING id",
+			      (struct store_val[]){sv_text(seqs.data), sv_int(now)}, 2, &c->id);
+	if (*rc != 1) {
+		*rc = *rc < 0 ? *rc : STORE_ERR;
+		goto out;
+	}
+	*rc = 0;
+	c->left = (int)n;
+	for (i = 0; i < n; i++)
+		f[i]->claim = c;
+out:
+	buf_free(&seqs);
+	if (*rc < 0) {
+		free(c);
+		c = NULL;
+	}
+	return c;
 }
 
 /* How many sends the lane's cap allows now. Sends are spaced 1/rate apart
@@ -1012,16 +1114,18 @@ static int run_turn(struct sender *sd, struct turn *t, int64_t now, double mono)
 	struct dispatch *d = sd->d;
 	struct store_tx *tx = NULL;
 	struct flight **claimed = NULL;
+	struct claim_row *row = NULL, **done_rows = NULL;
 	int64_t *next = NULL, *min_due = NULL;
-	size_t i, total = 0, nclaimed = 0;
+	size_t i, total = 0, nclaimed = 0, recorded = 0, ndone_rows = 0;
 	int rc, got;
 
 	for (i = 0; i < t->nclaims; i++)
 		total += (size_t)t->claims[i].want;
 	claimed = calloc(total ? total : 1, sizeof *claimed);
 	next = calloc(t->nfin ? t->nfin : 1, sizeof *next);
+	done_rows = calloc(t->nfin ? t->nfin : 1, sizeof *done_rows);
 	min_due = calloc(t->nclaims ? t->nclaims : 1, sizeof *min_due);
-	if (!claimed || !next || !min_due) {
+	if (!claimed || !next || !done_rows || !min_due) {
 		rc = STORE_ERR;
 		goto out;
 	}
@@ -1044,28 +1148,41 @@ static int run_turn(struct sender *sd, struct turn *t, int64_t now, double mono)
 		tx = NULL;
 		goto out;
 	}
-	for (i = 0; i < t->nfin; i++)
-		if ((rc = record_outcome(tx, t->fin[i], &next[i])) < 0)
+	for (recorded = 0; recorded < t->nfin; recorded++) {
+		struct flight *f = t->fin[recorded];
+
+		if ((rc = record_outcome(tx, f, &next[recorded])) < 0)
 			goto out;
-	for (i = 0; i < nclaimed; i++) {
-		if ((got = lease(tx, claimed[i], now)) < 0) {
-			rc = got;
+		if (!f->claim || --f->claim->left > 0)
+			continue;
+		done_rows[ndone_rows++] = f->claim;
+		rc = store_exec(tx, "DELETE FROM webhook_claims WHERE id = $1",
+				(struct store_val[]){sv_int(f->claim->id)}, 1);
+		if (rc < 0) {
+			recorded++; /* its count was taken */
 			goto out;
-		}
-		if (got == 0) { /* no longer due: not ours to send */
-			for (size_t k = 0; k < t->nclaims; k++)
-				if (t->claims[k].lane == claimed[i]->lane)
-					t->claims[k].want--;
-			flight_free(claimed[i]);
-			claimed[i--] = claimed[--nclaimed];
 		}
 	}
+	if (nclaimed && !(row = claim_write(tx, claimed, nclaimed, now, &rc)))
+		goto out;
 	rc = store_commit(tx);
 	tx = NULL;
 	if (rc != STORE_OK)
 		goto out;
 
 	/* Committed: lanes learn their next due times and in-flight counts. */
+	row = NULL;
+	for (i = 0; i < ndone_rows; i++)
+		free(done_rows[i]);
+	ndone_rows = 0;
+	for (i = 0; i < t->nfin; i++)
+		lane_landed(t->fin[i]->lane, t->fin[i]->seq);
+	for (i = 0; i < nclaimed; i++) {
+		struct lane *l = claimed[i]->lane;
+
+		if (l->nflying < (int)ARRAY_LEN(l->flying))
+			l->flying[l->nflying++] = claimed[i]->seq;
+	}
 	pthread_mutex_lock(&d->mu);
 	for (i = 0; i < t->nfin; i++) {
 		struct lane *l = t->fin[i]->lane;
@@ -1096,7 +1213,11 @@ static int run_turn(struct sender *sd, struct turn *t, int64_t now, double mono)
 			sd->in_flight++;
 			continue;
 		}
-		/* Cannot even queue it: the lease brings it back later. */
+		/* Cannot happen (room is reserved at start). It is selected
+		 * again; its claim row stays until the next start. */
+		log_msg(LOG_ERROR, "webhook", "no room to queue delivery %s; it waits",
+			claimed[i]->id);
+		lane_landed(claimed[i]->lane, claimed[i]->seq);
 		claimed[i]->lane->in_flight--;
 		flight_free(claimed[i]);
 	}
@@ -1106,14 +1227,21 @@ static int run_turn(struct sender *sd, struct turn *t, int64_t now, double mono)
 	nclaimed = 0;
 	rc = 0;
 out:
-	if (rc < 0)
+	if (rc < 0) {
 		for (i = 0; i < t->nfin; i++)
 			t->fin[i]->lane->finished = 0;
+		/* Nothing was recorded: the claims keep their counts. */
+		for (i = 0; i < recorded; i++)
+			if (t->fin[i]->claim)
+				t->fin[i]->claim->left++;
+	}
 	store_rollback(tx);
+	free(row);
 	for (i = 0; i < nclaimed; i++)
 		flight_free(claimed[i]);
 	free(claimed);
 	free(next);
+	free(done_rows);
 	free(min_due);
 	return rc;
 }
@@ -1126,6 +1254,9 @@ static void *recorder_main(void *arg)
 	struct sender *sd = arg;
 	struct dispatch *d = sd->d;
 	struct turn t = {0};
+
+	t.fin = malloc(MAX_IN_FLIGHT * sizeof *t.fin); /* see queue_reserve */
+	t.fin_cap = t.fin ? MAX_IN_FLIGHT : 0;
 	struct timespec ts;
 	int64_t drain_until = 0, now;
 	int wait = 0, stopping, rc;
@@ -1150,7 +1281,9 @@ static void *recorder_main(void *arg)
 		sd->wake = 0;
 		for (i = 0; i < sd->done.n; i++)
 			if (fin_push(&t, sd->done.f[i]) < 0) {
-				/* The lease brings it back later. */
+				/* Cannot happen (room reserved). It is
+				 * selected again; its claim row stays. */
+				lane_landed(sd->done.f[i]->lane, sd->done.f[i]->seq);
 				sd->done.f[i]->lane->in_flight--;
 				sd->in_flight--;
 				flight_free(sd->done.f[i]);
@@ -1176,7 +1309,7 @@ static void *recorder_main(void *arg)
 			wait = 0;
 		}
 	}
-	/* Flights not back keep their lease: sent again at the next start. */
+	/* Flights not back keep their claim: sent again at the next start. */
 	for (i = 0; i < t.nfin; i++)
 		flight_free(t.fin[i]);
 	free(t.fin);
@@ -1192,7 +1325,7 @@ static void *sender_main(void *arg)
 {
 	struct sender *sd = arg;
 	struct httpc_request *done[256];
-	struct flight_queue start = {0}, swap;
+	struct flight_queue swap;
 	size_t i;
 	int n, failed;
 
@@ -1201,32 +1334,31 @@ static void *sender_main(void *arg)
 		pthread_mutex_lock(&sd->qmu);
 		for (i = 0; i < (size_t)(n > 0 ? n : 0); i++)
 			if (queue_push(&sd->done, done[i]->user) < 0)
-				flight_free(done[i]->user); /* its lease brings it back */
+				flight_free(done[i]->user); /* cannot happen: room reserved */
 		swap = sd->ready;
-		sd->ready = start;
-		start = swap;
+		sd->ready = sd->spare;
+		sd->spare = swap;
 		if (n > 0)
 			pthread_cond_signal(&sd->qcond);
 		pthread_mutex_unlock(&sd->qmu);
 		failed = 0;
-		for (i = 0; i < start.n; i++) {
-			if (flight_start(sd, start.f[i]) == 0)
+		for (i = 0; i < sd->spare.n; i++) {
+			if (flight_start(sd, sd->spare.f[i]) == 0)
 				continue;
 			/* Ended at once (refused, unsigned): record it as it is. */
 			pthread_mutex_lock(&sd->qmu);
-			if (queue_push(&sd->done, start.f[i]) < 0)
-				flight_free(start.f[i]);
+			if (queue_push(&sd->done, sd->spare.f[i]) < 0)
+				flight_free(sd->spare.f[i]);
 			pthread_mutex_unlock(&sd->qmu);
 			failed = 1;
 		}
-		start.n = 0;
+		sd->spare.n = 0;
 		if (failed) {
 			pthread_mutex_lock(&sd->qmu);
 			pthread_cond_signal(&sd->qcond);
 			pthread_mutex_unlock(&sd->qmu);
 		}
 	}
-	free(start.f);
 	return NULL;
 }
 
@@ -1238,28 +1370,55 @@ static void abandon_flight(struct httpc_request *r)
 	flight_free(r->user);
 }
 
-/* A previous process died with attempts in flight: they are due again. */
-static int recover_leases(struct store *st)
+/* Start-up: counts the outstanding deliveries named by claim rows a
+ * previous process left (in flight when it stopped: they may reach their
+ * receiver twice) and deletes the rows; those deliveries are still due.
+ * Also gives rows made before lane_hash existed their hash. */
+static int recover_claims(struct store *st)
 {
 	struct store_tx *tx;
-	int rc, n;
+	struct store_rows *r;
+	int64_t n = 0;
+	int rc;
 
 	if ((rc = store_begin(st, 1, &tx)) != STORE_OK)
 		return rc;
-	n = store_exec(tx,
-		       "UPDATE webhook_deliveries SET next_attempt_at = $1, leased_until = NULL"
-		       " WHERE leased_until IS NOT NULL",
-		       (struct store_val[]){sv_int(clock_now_ms())}, 1);
-	if (n < 0) {
-		store_rollback(tx);
-		return n;
+	rc = store_query_int(tx,
+			     "SELECT COUNT(*) FROM webhook_deliveries WHERE next_attempt_at IS NOT NULL"
+			     " AND seq IN (SELECT j.value FROM webhook_claims,"
+			     " json_each('[' || webhook_claims.seqs || ']') AS j)",
+			     NULL, 0, &n);
+	if (rc >= 0)
+		rc = store_exec(tx, "DELETE FROM webhook_claims", NULL, 0);
+	if (rc >= 0)
+		rc = store_query(tx,
+				 "SELECT DISTINCT lane FROM webhook_deliveries WHERE lane_hash = 0"
+				 " AND next_attempt_at IS NOT NULL",
+				 NULL, 0, &r);
+	if (rc >= 0) {
+		struct buf lanes;
+
+		/* Collected first: a statement cannot run while r is open. */
+		buf_init(&lanes, 0);
+		while ((rc = store_next(r)) == 1)
+			if (buf_append(&lanes, store_text(r, 0), strlen(store_text(r, 0)) + 1) < 0)
+				rc = STORE_ERR;
+		store_rows_close(r);
+		for (size_t off = 0; rc >= 0 && off < lanes.len; off += strlen(lanes.data + off) + 1)
+			rc = store_exec(tx,
+					"UPDATE webhook_deliveries SET lane_hash = $1 WHERE lane = $2"
+					" AND lane_hash = 0",
+					(struct store_val[]){sv_int(dispatch_lane_hash(lanes.data + off)),
+							     sv_text(lanes.data + off)},
+					2);
+		buf_free(&lanes);
 	}
-	if ((rc = store_commit(tx)) != STORE_OK)
+	if ((rc = store_finish(tx, rc)) != STORE_OK)
 		return rc;
 	if (n > 0)
 		log_msg(LOG_WARN, "webhook_recovered",
-			"%d deliveries were in flight when the last process stopped; sending them"
-			" again (receivers may see them twice)", n);
+			"%" PRId64 " deliveries were in flight when the last process stopped; sending"
+			" them again (receivers may see them twice)", n);
 	return 0;
 }
 
@@ -1291,7 +1450,7 @@ int dispatch_start(struct store *st, const struct dispatch_opts *o, struct dispa
 	d->o.seal_key = d->seal_key;
 	pthread_mutex_init(&d->mu, NULL);
 	pthread_cond_init(&d->cond, NULL);
-	if (recover_leases(st) < 0 || lanes_rescan(d) < 0)
+	if (recover_claims(st) < 0 || lanes_rescan(d) < 0)
 		goto fail;
 	if ((rc = store_begin(st, 0, &tx)) != STORE_OK)
 		goto fail;
@@ -1308,22 +1467,31 @@ int dispatch_start(struct store *st, const struct dispatch_opts *o, struct dispa
 		pthread_mutex_init(&sd->qmu, NULL);
 		pthread_cond_init(&sd->qcond, NULL);
 		sd->http = httpc_async_new();
-		if (!sd->http)
+		if (!sd->http || queue_reserve(&sd->ready, MAX_IN_FLIGHT) < 0 ||
+		    queue_reserve(&sd->done, MAX_IN_FLIGHT) < 0 ||
+		    queue_reserve(&sd->spare, MAX_IN_FLIGHT) < 0)
 			goto fail;
 	}
 	for (i = 0; i < d->nsenders; i++) {
 		struct sender *sd = &d->senders[i];
 
+		char name[16];
+
 		if (pthread_create(&sd->rec_thr, NULL, recorder_main, sd) != 0)
 			goto fail;
 		sd->rec_started = 1;
+		snprintf(name, sizeof name, "wh-record-%d", i);
+		pthread_setname_np(sd->rec_thr, name);
 		if (pthread_create(&sd->http_thr, NULL, sender_main, sd) != 0)
 			goto fail;
 		sd->http_started = 1;
+		snprintf(name, sizeof name, "wh-send-%d", i);
+		pthread_setname_np(sd->http_thr, name);
 	}
 	if (pthread_create(&d->fanout_thr, NULL, fanout_main, d) != 0)
 		goto fail;
 	d->fanout_started = 1;
+	pthread_setname_np(d->fanout_thr, "wh-fanout");
 	*out = d;
 	return 0;
 fail:
@@ -1356,7 +1524,7 @@ void dispatch_stop(struct dispatch *d, int drain_ms)
 			sd->rec_exited = 1;
 		if (sd->http_started)
 			pthread_join(sd->http_thr, NULL);
-		/* Attempts still running are abandoned with their lease. */
+		/* Attempts still running are abandoned with their claim. */
 		httpc_async_free(sd->http, abandon_flight);
 		for (k = 0; k < sd->ready.n; k++)
 			flight_free(sd->ready.f[k]);
@@ -1364,6 +1532,7 @@ void dispatch_stop(struct dispatch *d, int drain_ms)
 			flight_free(sd->done.f[k]);
 		free(sd->ready.f);
 		free(sd->done.f);
+		free(sd->spare.f);
 		if (sd->d) {
 			pthread_cond_destroy(&sd->qcond);
 			pthread_mutex_destroy(&sd->qmu);

@@ -6,7 +6,7 @@
  * and advances the cursor. Each sender thread (--webhook-senders) keeps
  * many HTTPS POSTs in flight on its own asynchronous libcurl client and,
  * once per turn, in one write transaction, records the attempts that
- * finished (state, schedule, attempt log) and leases the next due
+ * finished (state, schedule, attempt log) and claims the next due
  * deliveries. A lane belongs to one sender (by a hash of its key).
  *
  * Deliveries are grouped in lanes: a v1 subscription, or a v2 portfolio's
@@ -15,11 +15,13 @@
  * most DISPATCH_LANE_CONCURRENCY attempts in flight; lanes are served round
  * robin, so a slow receiver holds only its own lane.
  *
- * Crash safety: a delivery is leased (its next_attempt_at pushed past the
- * longest attempt, leased_until set) in the same transaction that claims it;
- * the outcome clears the lease. A process killed mid-attempt leaves the
- * lease, and the next start makes every leased delivery due again (it may
- * then arrive twice: at-least-once). */
+ * Crash safety: the transaction that claims deliveries also writes a claim
+ * row naming them (webhook_claims); their own rows stay as they are, still
+ * due, and the sender skips them while they are in flight. The outcome of
+ * the claim's last delivery deletes the row. A process killed mid-attempt
+ * leaves its claim rows; the next start counts the deliveries they name
+ * that are still outstanding (those may arrive twice: at-least-once),
+ * deletes the rows and sends everything due. */
 #ifndef REVOPS_DISPATCH_H
 #define REVOPS_DISPATCH_H
 #include <jansson.h>
@@ -40,13 +42,16 @@ struct dispatch_opts {
 	int senders;                   /* sender threads (--webhook-senders), 1-16 */
 };
 
-/* Recovers leases left by a crash, then starts both threads. Returns 0 or
+/* The key of a lane in the due index (webhook_deliveries.lane_hash). */
+int64_t dispatch_lane_hash(const char *lane);
+
+/* Recovers claims left by a crash, then starts both threads. Returns 0 or
  * -1 (logged). */
 int dispatch_start(struct store *st, const struct dispatch_opts *o, struct dispatch **out) WUR;
 
 /* Stops claiming, waits up to drain_ms for attempts in flight (recording
  * them), stops both threads and frees d. Attempts still running after that
- * keep their lease and are sent again at the next start. NULL is ignored. */
+ * keep their claim and are sent again at the next start. NULL is ignored. */
 void dispatch_stop(struct dispatch *d, int drain_ms);
 
 /* One outbox event, as fan-out reads it. Strings are borrowed. */

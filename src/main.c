@@ -29,7 +29,7 @@
 #include "store.h"
 
 #define DRAIN_MS 10000
-/* Attempts in flight at shutdown get this long; later ones keep their lease
+/* Attempts in flight at shutdown get this long; later ones keep their claim
  * and are sent again at the next start. */
 #define DISPATCH_DRAIN_MS 3000
 

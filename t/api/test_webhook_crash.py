@@ -198,7 +198,7 @@ class WebhookCrashTest(unittest.TestCase):
             % (len(deliveries), EVENTS, duplicates, dict(sorted(dup_counts.items()))))
         log("%d TLS connections used" % len({d.conn for d in deliveries}))
         if in_flight is not None:
-            # only a delivery leased when the process died can be sent twice
+            # only a delivery claimed when the process died can be sent twice
             self.assertLessEqual(len([c for c in by_event.values() if len(c) > 1]), in_flight,
                                  "more events duplicated than were in flight at the kill")
 
