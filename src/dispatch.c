@@ -1480,12 +1480,12 @@ int dispatch_start(struct store *st, const struct dispatch_opts *o, struct dispa
 		if (pthread_create(&sd->rec_thr, NULL, recorder_main, sd) != 0)
 			goto fail;
 		sd->rec_started = 1;
-		snprintf(name, sizeof name, "wh-record-%d", i);
+		snprintf(name, sizeof name, "wh-record-%d", i % 100);
 		pthread_setname_np(sd->rec_thr, name);
 		if (pthread_create(&sd->http_thr, NULL, sender_main, sd) != 0)
 			goto fail;
 		sd->http_started = 1;
-		snprintf(name, sizeof name, "wh-send-%d", i);
+		snprintf(name, sizeof name, "wh-send-%d", i % 100);
 		pthread_setname_np(sd->http_thr, name);
 	}
 	if (pthread_create(&d->fanout_thr, NULL, fanout_main, d) != 0)
