@@ -47,8 +47,13 @@
 struct xfer {
 	struct httpc_request *req;
 	CURL *easy;
-	struct curl_slist *hdrs;
-	struct curl_slist *resolve;
+	struct curl_slist *hdrs;    /* NULL or the first of hdr_nodes */
+	struct curl_slist *resolve; /* NULL or &resolve_node */
+	/* The lists curl reads (it never frees or changes them) are built here
+	 * over the caller's strings, not with curl_slist_append, which made
+	 * two allocations per header per request. */
+	struct curl_slist hdr_nodes[HTTPC_MAX_REQUEST_HEADERS + 2];
+	struct curl_slist resolve_node;
 	int64_t start_us;
 	int64_t deadline_us;
 	struct xfer *prev, *next; /* an async client's running list */
@@ -58,6 +63,7 @@ struct xfer {
 	int too_big;
 	int oom;
 	int refused;            /* the egress guard refused an address */
+	int shape;              /* the easy handle's fixed options: see xfer_prepare */
 	char errbuf[CURL_ERROR_SIZE];
 };
 
@@ -70,9 +76,13 @@ struct httpc_async {
 	int epfd;               /* the sockets libcurl asks us to watch, and evfd */
 	int evfd;               /* an eventfd written by httpc_async_wakeup */
 	int64_t timer_us;       /* when libcurl's timer is due (monotonic), -1: none */
-	CURL *idle[ASYNC_IDLE_HANDLES]; /* finished easy handles, reset, for reuse:
-					 * making one per request was a visible
-					 * share of the sender's time */
+	struct idle_handle {
+		CURL *e;
+		int shape; /* the options it is configured with: see xfer_prepare */
+	} idle[ASYNC_IDLE_HANDLES]; /* finished easy handles, for reuse: making
+				     * one per request, then resetting and
+				     * configuring one per request, were
+				     * visible shares of the sender's time */
 	size_t nidle;
 	struct xfer *running;   /* head of the list of running transfers */
 	int64_t next_expire_us; /* when async_expire next walks the list */
@@ -87,10 +97,11 @@ static pthread_key_t multi_key;
 static int initialized;
 static char *trust_ca;
 static int allow_private;
+static int config_gen; /* bumped by httpc_configure: kept handles' options are stale */
 
 /* Easy handles: reused by an async client, else made per request. */
-static CURL *easy_get(struct httpc_async *a);
-static void easy_put(struct httpc_async *a, CURL *e);
+static CURL *easy_get(struct httpc_async *a, int shape, int *configured);
+static void easy_put(struct httpc_async *a, CURL *e, int shape);
 
 static void multi_destroy(void *p)
 {
@@ -144,6 +155,7 @@ void httpc_configure(const struct httpc_opts *o)
 	free(trust_ca);
 	trust_ca = NULL;
 	allow_private = 0;
+	config_gen = (config_gen + 1) & 0xffff;
 	if (!o)
 		return;
 	allow_private = o->allow_private;
@@ -300,42 +312,52 @@ static int method_valid(const char *m)
 	return i > 0;
 }
 
+/* A list node over a string curl only reads (the API's type is not const). */
+static void node_set(struct curl_slist *n, const char *text, struct curl_slist *next)
+{
+	union {
+		const char *c;
+		char *m;
+	} u = {.c = text};
+
+	n->data = u.m;
+	n->next = next;
+}
+
 /* Builds the header list: the caller's headers, then Content-Type and an
- * empty Expect when the caller gave none. Returns 0, -1 out of memory, or
- * 1 when a header holds a line break (the request fails). */
+ * empty Expect when the caller gave none. Returns 0, or 1 when a header
+ * holds a line break or there are too many (the request fails; the
+ * message is set). */
 static int build_headers(struct xfer *x, int has_body)
 {
 	const struct httpc_request *r = x->req;
-	struct curl_slist *l;
 	int have_ct = 0, have_expect = 0;
-	size_t i;
+	size_t i, n = 0;
 
 	for (i = 0; r->headers && r->headers[i]; i++) {
 		const char *h = r->headers[i];
 
-		if (strpbrk(h, "\r\n"))
+		if (strpbrk(h, "\r\n")) {
+			set_error(x->req, HTTPC_EOTHER, "header contains a line break");
 			return 1;
+		}
+		if (n == HTTPC_MAX_REQUEST_HEADERS) {
+			set_error(x->req, HTTPC_EOTHER, "too many request headers");
+			return 1;
+		}
 		have_ct |= header_is(h, "Content-Type");
 		have_expect |= header_is(h, "Expect");
-		l = curl_slist_append(x->hdrs, h);
-		if (!l)
-			return -1;
-		x->hdrs = l;
+		node_set(&x->hdr_nodes[n++], h, NULL);
 	}
-	if (!have_ct) {
-		/* "Content-Type:" with no value stops curl's form default. */
-		l = curl_slist_append(x->hdrs, has_body ? "Content-Type: application/json"
-							: "Content-Type:");
-		if (!l)
-			return -1;
-		x->hdrs = l;
-	}
-	if (!have_expect) {
-		l = curl_slist_append(x->hdrs, "Expect:");
-		if (!l)
-			return -1;
-		x->hdrs = l;
-	}
+	/* "Content-Type:" with no value stops curl's form default. */
+	if (!have_ct)
+		node_set(&x->hdr_nodes[n++],
+			 has_body ? "Content-Type: application/json" : "Content-Type:", NULL);
+	if (!have_expect)
+		node_set(&x->hdr_nodes[n++], "Expect:", NULL);
+	for (i = 0; i + 1 < n; i++)
+		x->hdr_nodes[i].next = &x->hdr_nodes[i + 1];
+	x->hdrs = n ? &x->hdr_nodes[0] : NULL;
 	return 0;
 }
 
@@ -356,7 +378,7 @@ static int xfer_prepare(struct xfer *x, int64_t start_us)
 	int send_body = !is_get && !is_head;
 	CURLcode rc = CURLE_OK;
 	CURL *e;
-	int ret;
+	int ret, guarded, configured;
 
 	if (!r->url || !r->url[0]) {
 		set_error(r, HTTPC_EOTHER, "no URL");
@@ -371,56 +393,58 @@ static int xfer_prepare(struct xfer *x, int64_t start_us)
 		return 1;
 	}
 	ret = build_headers(x, send_body && r->body);
-	if (ret) {
-		if (ret > 0)
-			set_error(r, HTTPC_EOTHER, "header contains a line break");
+	if (ret)
 		return ret;
-	}
 	if (r->resolve && r->resolve[0]) {
-		x->resolve = curl_slist_append(NULL, r->resolve);
-		if (!x->resolve)
-			return -1;
+		node_set(&x->resolve_node, r->resolve, NULL);
+		x->resolve = &x->resolve_node;
 	}
-	e = x->easy = easy_get(x->owner);
+	/* The shape names the options that depend only on the kind of request
+	 * (method family, SSRF backstop) and the configuration: a handle kept
+	 * from a request of the same shape has them already, so only the
+	 * per-request ones are set. */
+	guarded = r->egress_guard && !allow_private;
+	x->shape = (is_get ? 1 : is_head ? 2 : 3) | guarded << 2 | config_gen << 3;
+	e = x->easy = easy_get(x->owner, x->shape, &configured);
 	if (!e)
 		return -1;
 	x->start_us = start_us;
 	x->deadline_us = start_us + (int64_t)timeout * 1000;
+	if (!configured) {
+		SETOPT(CURLOPT_PROTOCOLS_STR, "http,https");
+		SETOPT(CURLOPT_REDIR_PROTOCOLS_STR, "http,https");
+		SETOPT(CURLOPT_FOLLOWLOCATION, 0L);
+		SETOPT(CURLOPT_HTTP_VERSION, (long)CURL_HTTP_VERSION_1_1);
+		SETOPT(CURLOPT_NOSIGNAL, 1L);
+		SETOPT(CURLOPT_PROXY, "");
+		SETOPT(CURLOPT_SSL_VERIFYPEER, 1L);
+		SETOPT(CURLOPT_SSL_VERIFYHOST, 2L);
+		if (trust_ca)
+			SETOPT(CURLOPT_CAINFO, trust_ca);
+		SETOPT(CURLOPT_TCP_KEEPALIVE, 1L);
+		SETOPT(CURLOPT_USERAGENT, "revops");
+		SETOPT(CURLOPT_WRITEFUNCTION, on_write);
+		if (guarded)
+			SETOPT(CURLOPT_OPENSOCKETFUNCTION, open_socket);
+		if (is_get)
+			SETOPT(CURLOPT_HTTPGET, 1L);
+		else if (is_head)
+			SETOPT(CURLOPT_NOBODY, 1L);
+	}
 	SETOPT(CURLOPT_PRIVATE, (void *)x);
 	SETOPT(CURLOPT_ERRORBUFFER, x->errbuf);
 	SETOPT(CURLOPT_URL, r->url);
-	SETOPT(CURLOPT_PROTOCOLS_STR, "http,https");
-	SETOPT(CURLOPT_REDIR_PROTOCOLS_STR, "http,https");
-	SETOPT(CURLOPT_FOLLOWLOCATION, 0L);
-	SETOPT(CURLOPT_HTTP_VERSION, (long)CURL_HTTP_VERSION_1_1);
-	SETOPT(CURLOPT_NOSIGNAL, 1L);
-	SETOPT(CURLOPT_PROXY, "");
-	SETOPT(CURLOPT_SSL_VERIFYPEER, 1L);
-	SETOPT(CURLOPT_SSL_VERIFYHOST, 2L);
-	if (trust_ca)
-		SETOPT(CURLOPT_CAINFO, trust_ca);
 	SETOPT(CURLOPT_TIMEOUT_MS, timeout);
-	SETOPT(CURLOPT_TCP_KEEPALIVE, 1L);
-	SETOPT(CURLOPT_USERAGENT, "revops");
 	SETOPT(CURLOPT_HTTPHEADER, x->hdrs);
-	SETOPT(CURLOPT_WRITEFUNCTION, on_write);
 	SETOPT(CURLOPT_WRITEDATA, (void *)x);
-	if (x->resolve)
-		SETOPT(CURLOPT_RESOLVE, x->resolve);
-	if (r->egress_guard && !allow_private) {
-		SETOPT(CURLOPT_OPENSOCKETFUNCTION, open_socket);
+	SETOPT(CURLOPT_RESOLVE, x->resolve);
+	if (guarded)
 		SETOPT(CURLOPT_OPENSOCKETDATA, (void *)x);
-	}
-	if (is_get) {
-		SETOPT(CURLOPT_HTTPGET, 1L);
-	} else if (is_head) {
-		SETOPT(CURLOPT_NOBODY, 1L);
-	} else {
+	if (send_body) {
 		/* POSTFIELDS does not copy: the caller's body outlives the call. */
 		SETOPT(CURLOPT_POSTFIELDSIZE_LARGE, (curl_off_t)(r->body ? r->body_len : 0));
 		SETOPT(CURLOPT_POSTFIELDS, r->body ? r->body : "");
-		if (strcmp(method, "POST"))
-			SETOPT(CURLOPT_CUSTOMREQUEST, method);
+		SETOPT(CURLOPT_CUSTOMREQUEST, strcmp(method, "POST") ? method : NULL);
 	}
 	if (rc == CURLE_OK)
 		return 0;
@@ -480,11 +504,9 @@ static enum httpc_error classify(CURLcode rc, const struct xfer *x)
 static void xfer_release(struct xfer *x)
 {
 	if (x->easy)
-		easy_put(x->owner, x->easy);
+		easy_put(x->owner, x->easy, x->shape);
 	x->easy = NULL;
-	curl_slist_free_all(x->hdrs);
 	x->hdrs = NULL;
-	curl_slist_free_all(x->resolve);
 	x->resolve = NULL;
 }
 
@@ -603,20 +625,43 @@ out:
 	return ret;
 }
 
-/* A fresh easy handle: an idle one of a (reset to defaults) or a new one. */
-static CURL *easy_get(struct httpc_async *a)
+/* An easy handle for a request of the given shape: an idle one of a
+ * already configured for that shape (*configured = 1), else an idle one
+ * reset to defaults or a new one (*configured = 0). */
+static CURL *easy_get(struct httpc_async *a, int shape, int *configured)
 {
-	if (a && a->nidle)
-		return a->idle[--a->nidle];
-	return curl_easy_init();
+	struct idle_handle h;
+	size_t i;
+
+	*configured = 0;
+	if (!a || !a->nidle)
+		return curl_easy_init();
+	for (i = a->nidle; i-- > 0;)
+		if (a->idle[i].shape == shape) {
+			h = a->idle[i];
+			a->idle[i] = a->idle[--a->nidle];
+			*configured = 1;
+			return h.e;
+		}
+	h = a->idle[--a->nidle];
+	curl_easy_reset(h.e);
+	return h.e;
 }
 
-/* Ends a request's use of e: kept by a when there is room, else freed. */
-static void easy_put(struct httpc_async *a, CURL *e)
+/* Ends a request's use of e: kept by a (with its options) when there is
+ * room, else freed. The options that point into the request are cleared
+ * so an idle handle holds no dangling pointer but its body (never read
+ * before the next request sets it). */
+static void easy_put(struct httpc_async *a, CURL *e, int shape)
 {
 	if (a && a->nidle < ASYNC_IDLE_HANDLES) {
-		curl_easy_reset(e);
-		a->idle[a->nidle++] = e;
+		curl_easy_setopt(e, CURLOPT_PRIVATE, NULL);
+		curl_easy_setopt(e, CURLOPT_ERRORBUFFER, NULL);
+		curl_easy_setopt(e, CURLOPT_HTTPHEADER, NULL);
+		curl_easy_setopt(e, CURLOPT_RESOLVE, NULL);
+		curl_easy_setopt(e, CURLOPT_WRITEDATA, NULL);
+		curl_easy_setopt(e, CURLOPT_OPENSOCKETDATA, NULL);
+		a->idle[a->nidle++] = (struct idle_handle){e, shape};
 		return;
 	}
 	curl_easy_cleanup(e);
@@ -681,7 +726,7 @@ void httpc_async_free(struct httpc_async *a, void (*abandoned)(struct httpc_requ
 	for (i = 0; abandoned && i < a->ndone; i++)
 		abandoned(a->done[i]);
 	while (a->nidle)
-		curl_easy_cleanup(a->idle[--a->nidle]);
+		curl_easy_cleanup(a->idle[--a->nidle].e);
 	curl_multi_cleanup(a->m);
 	close(a->epfd);
 	close(a->evfd);

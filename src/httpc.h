@@ -24,6 +24,8 @@
  * fixed size: libcurl's default (4 x the transfers still in the multi
  * handle) shrinks as a batch drains and closes connections just made. */
 #define HTTPC_MAX_CACHED_CONNECTIONS 128L
+/* Headers a request may give (more fail it with HTTPC_EOTHER). */
+#define HTTPC_MAX_REQUEST_HEADERS 32
 
 enum httpc_error {
 	HTTPC_OK = 0,              /* a response arrived (any status) */
@@ -43,7 +45,8 @@ struct httpc_request {
 	const char *url;
 	const char *body;              /* sent for every method but GET and HEAD; may be NULL */
 	size_t body_len;
-	const char *const *headers;    /* NULL-terminated "Name: value" list, may be NULL.
+	const char *const *headers;    /* NULL-terminated "Name: value" list, may be NULL;
+					* at most HTTPC_MAX_REQUEST_HEADERS.
 					* Content-Type: application/json is added when body
 					* != NULL and none is given; Expect: 100-continue is
 					* never sent unless given. A header holding CR or LF

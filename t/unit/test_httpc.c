@@ -207,6 +207,32 @@ static void test_headers_sent(void **state)
 	assert_int_equal(r.status, 0);
 	assert_non_null(r.response.data);
 	buf_free(&r.response);
+
+	/* The most headers a request may give are sent; one more fails it. */
+	{
+		const char *many[HTTPC_MAX_REQUEST_HEADERS + 2];
+		size_t i;
+
+		for (i = 0; i < HTTPC_MAX_REQUEST_HEADERS; i++)
+			many[i] = i == 0 ? "X-Test: many" : "X-Filler: 1";
+		many[HTTPC_MAX_REQUEST_HEADERS] = NULL;
+		req_init(&r, url, sizeof url, "POST", "/headers", "{}");
+		r.headers = many;
+		perform_one(&r);
+		assert_int_equal(r.error, HTTPC_OK);
+		assert_string_equal(r.response.data,
+				    "x-test=many;ct=application/json;expect=;method=POST;len=2");
+		buf_free(&r.response);
+		many[HTTPC_MAX_REQUEST_HEADERS] = "X-One-Too-Many: 1";
+		many[HTTPC_MAX_REQUEST_HEADERS + 1] = NULL;
+		req_init(&r, url, sizeof url, "POST", "/headers", "{}");
+		r.headers = many;
+		perform_one(&r);
+		assert_int_equal(r.error, HTTPC_EOTHER);
+		assert_string_equal(r.errmsg, "too many request headers");
+		assert_int_equal(r.status, 0);
+		buf_free(&r.response);
+	}
 }
 
 static void test_status_reported(void **state)
