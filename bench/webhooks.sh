@@ -28,7 +28,7 @@
 #              webhooks:manage, URLS v2 subscriptions to
 #              https://127.0.0.1:<nginx>/hook/i for sso.user.provisioned; a
 #              ping must arrive (delivered) before anything is measured. Then
-#              `revopsctl event emit` tops the backlog up every 50 ms to
+#              one `revopsctl event emit --count -` tops the backlog up every 50 ms to
 #              about PENDING_SMALL deliveries outstanding (not yet delivered,
 #              including events not yet fanned out x URLS); after WARMUP
 #              seconds, deliveries/s over DURATION seconds: rows with

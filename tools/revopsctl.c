@@ -1,5 +1,6 @@
 /* revopsctl: operator CLI on the same database as revopsd. Prints one JSON
  * document on stdout; errors as {"error": "..."} on stderr with exit 2. */
+#include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -81,7 +82,8 @@ static void usage(void)
 	      "  audit verify DECISION_ID   (recomputes the hash chain; exit 3 when broken)\n"
 	      "  event list --portfolio ID [--after SEQ] [--limit N]   (the transactional outbox)\n"
 	      "  event emit --portfolio ID --type T [--surface v1|v2] [--count N] [--property ID]\n"
-	      "             (synthetic events, for testing receivers and benchmarks)\n"
+	      "             (synthetic events, for testing receivers and benchmarks; --count -\n"
+	      "             reads one count per line of standard input and answers each)\n"
 	      "  idp set --portfolio ID --entity-id ENTITY --cert PEMFILE [--roles-attribute roles]\n"
 	      "  deprecation add --method M --route /v2/... --announced 2026-06-01T00:00:00Z [--note T]\n",
 	      stderr);
@@ -126,6 +128,40 @@ static int verify_signature(const struct args *a, json_t **out, struct buf *err)
 	free(body);
 	*out = json_pack("{s:s, s:b}", "scheme", sig ? "X-Service-Signature" : "Standard Webhooks",
 			 "valid", ok);
+	return 0;
+}
+
+/* event emit --count -: emits one batch per line of standard input (a
+ * count), printing {"emitted": n} for each as a line, flushed, so a load
+ * generator can keep one process and top a backlog up often. At the end
+ * of input *out is the total. */
+static int emit_stream(struct store *st, const struct args *a, json_t **out, struct buf *err)
+{
+	char line[64], *end;
+	int64_t total = 0, batches = 0;
+	long long n;
+	json_t *one;
+
+	while (fgets(line, sizeof line, stdin)) {
+		batches++;
+		n = strtoll(line, &end, 10);
+		if (end == line || (*end && *end != '\n')) {
+			if (buf_printf(err, "line %" PRId64 " of standard input is not a count",
+				       batches) < 0)
+				return -1;
+			return -1;
+		}
+		one = NULL;
+		if (admin_event_emit(st, arg(a, "portfolio"), arg(a, "surface"), arg(a, "type"), n,
+				     arg(a, "property"), &one, err) < 0)
+			return -1;
+		json_dumpf(one, stdout, JSON_COMPACT);
+		fputc('\n', stdout);
+		fflush(stdout);
+		json_decref(one);
+		total += n;
+	}
+	*out = json_pack("{s:I, s:I}", "emitted", (json_int_t)total, "batches", (json_int_t)batches);
 	return 0;
 }
 
@@ -188,7 +224,11 @@ static int run(struct store *st, const char *noun, const char *verb, const struc
 		return admin_event_list(st, arg(a, "portfolio"), after, limit, out, err);
 	}
 	if (IS("event", "emit")) {
-		int64_t count = arg_int(a, "count", 1, &bad);
+		int64_t count;
+
+		if (arg(a, "count") && !strcmp(arg(a, "count"), "-"))
+			return emit_stream(st, a, out, err);
+		count = arg_int(a, "count", 1, &bad);
 
 		if (bad) {
 			if (buf_puts(err, "--count must be a whole number"))

@@ -29,6 +29,7 @@ import json
 import os
 import re
 import shutil
+import subprocess
 import sys
 import tempfile
 import time
@@ -489,6 +490,35 @@ class DeliveryFormatTest(DeliveryCase):
         self.assertEqual(got[0].json()["id"], after[0]["id"])
         self.assert_no_more("/fan", 1, settle=0.5)
         self.assert_no_more("/fan-other", 0, settle=0)
+
+    def test_emit_counts_from_stdin(self):
+        # The load generator's mode: one batch per input line, each answered
+        # at once; a bad line stops with an error and keeps earlier batches.
+        seed = self.seed("group", 1)
+        before = len(ctl_events(self.srv, seed.id))
+        cmd = [harness.REVOPSCTL, "--data-dir", self.srv.data_dir, "event", "emit",
+               "--portfolio", seed.id, "--type", "guest.thread.escalated", "--count", "-"]
+        p = subprocess.Popen(cmd, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                             stderr=subprocess.PIPE, text=True, env=harness._child_env())
+        try:
+            p.stdin.write("3\n")
+            p.stdin.flush()
+            self.assertEqual(json.loads(p.stdout.readline()), {"emitted": 3})
+            self.assertEqual(len(ctl_events(self.srv, seed.id)), before + 3)
+            p.stdin.write("2\n")
+            p.stdin.close()
+            self.assertEqual(json.loads(p.stdout.readline()), {"emitted": 2})
+            self.assertEqual(json.loads(p.stdout.read()), {"emitted": 5, "batches": 2})
+            self.assertEqual(p.wait(10), 0)
+        finally:
+            p.kill()
+            p.wait()
+        self.assertEqual(len(ctl_events(self.srv, seed.id)), before + 5)
+        bad = subprocess.run(cmd, input="1\nlots\n", capture_output=True, text=True,
+                             timeout=harness.CTL_TIMEOUT, env=harness._child_env())
+        self.assertNotEqual(bad.returncode, 0)
+        self.assertIn("line 2 of standard input is not a count", bad.stderr)
+        self.assertEqual(len(ctl_events(self.srv, seed.id)), before + 6)
 
 
 class PingTest(DeliveryCase):
