@@ -21,6 +21,7 @@ import os
 import re
 import shutil
 import signal
+import sqlite3
 import sys
 import tempfile
 import time
@@ -242,6 +243,64 @@ class WebhookCrashTest(unittest.TestCase):
         time.sleep(1.0)
         self.assertEqual(len(self.rcv.received(PATH)), n, "deliveries after convergence")
         log("total %.1fs" % (time.monotonic() - t_start))
+
+
+    def test_upgrade_turns_leases_into_claims(self):
+        """A database left by the lease-based engine (migration 005) with a
+        delivery leased mid-attempt: migration 006 turns the lease into a
+        claim, the start counts it as possibly duplicated and sends it again,
+        after giving the row its lane hash (0 for rows made before 006)."""
+        path = "/upgrade"
+        args = ["--allow-private-targets", "--trust-ca", self.ca.ca_pem]
+        self.srv = srv = harness.Server(args)
+        seed = srv.seed_portfolio("enterprise", 1)
+        r = srv.request("POST", "/v2/webhooks", token=seed.token, portfolio=seed.id,
+                        body={"url": self.rcv.url(path), "events": [EVENT_TYPE]})
+        sub, _ = assert_success(self, r, 201)
+        srv.ctl("event", "emit", "--portfolio", seed.id, "--type", EVENT_TYPE, "--count", "2")
+        harness.wait_until(lambda: len(self.rcv.received(path)) >= 2 or None, 15.0,
+                           what="the first two deliveries")
+        harness.wait_until(lambda: len(assert_success(self, seed.get(
+            "/v2/webhooks/%s/deliveries?state=delivered" % sub["id"]))[0]) == 2 or None, 15.0,
+            what="both deliveries recorded as delivered")
+        srv.stop()
+
+        # Back to the 005 schema, with one delivery leased as a process killed
+        # mid-attempt left it.
+        db = sqlite3.connect(os.path.join(srv.data_dir, "revops.db"))
+        leased = db.execute("SELECT id FROM webhook_deliveries ORDER BY seq LIMIT 1").fetchone()[0]
+        lease_end = int(time.time() * 1000) + 60000
+        db.executescript("""
+            DROP INDEX webhook_deliveries_due;
+            ALTER TABLE webhook_deliveries DROP COLUMN lane_hash;
+            ALTER TABLE webhook_deliveries ADD COLUMN leased_until INTEGER;
+            CREATE INDEX webhook_deliveries_due ON webhook_deliveries (lane, next_attempt_at)
+              WHERE next_attempt_at IS NOT NULL;
+            DROP TABLE webhook_claims;
+            DELETE FROM schema_migrations WHERE version = 6;
+        """)
+        db.execute("UPDATE webhook_deliveries SET state = 'pending', attempt_count = 0,"
+                   " delivered_at = NULL, leased_until = ?, next_attempt_at = ? WHERE id = ?",
+                   (lease_end, lease_end, leased))
+        db.execute("DELETE FROM webhook_attempts WHERE delivery_id = ?", (leased,))
+        db.commit()
+        db.close()
+
+        srv.start()
+        recovered = harness.wait_until(lambda: srv._find_event("webhook_recovered"), 10.0,
+                                       what="a webhook_recovered log event at start")
+        self.assertRegex(recovered.get("msg", ""), r"^1 deliveries were in flight")
+        copies = harness.wait_until(
+            lambda: [d for d in self.rcv.received(path)
+                     if d.headers.get("x-service-delivery-id") == leased][1:] or None,
+            15.0, what="the leased delivery sent again")
+        self.assertEqual(len(copies), 1)
+        d = harness.wait_until(lambda: (lambda r: r.body["data"] if r.status == 200 and
+                                        r.body["data"]["state"] == "delivered" else None)(
+            seed.get("/v2/webhooks/deliveries/" + leased)), 15.0,
+            what="the leased delivery recorded as delivered")
+        self.assertEqual(d["attempt_count"], 1)
+        self.assertEqual(len(self.rcv.received(path)), 3, "only the leased one went again")
 
 
 if __name__ == "__main__":
