@@ -1083,27 +1083,11 @@ static int flight_start(struct sender *sd, struct flight *f)
 }
 
 struct turn {
-	struct flight **fin; /* finished, to record */
-	size_t nfin, fin_cap;
+	struct flight_queue fin; /* finished, to record */
 	struct claim *claims;
 	size_t nclaims;
 	int blocked_wait;    /* ms until a capped lane may send again, or -1 */
 };
-
-static int fin_push(struct turn *t, struct flight *f)
-{
-	if (t->nfin == t->fin_cap) {
-		size_t cap = t->fin_cap ? t->fin_cap * 2 : 256;
-		struct flight **g = realloc(t->fin, cap * sizeof *g);
-
-		if (!g)
-			return -1;
-		t->fin = g;
-		t->fin_cap = cap;
-	}
-	t->fin[t->nfin++] = f;
-	return 0;
-}
 
 /* Decides which lanes to claim from now: due, under their concurrency and
  * cap, round robin from d->rr, within MAX_IN_FLIGHT overall. Returns the
@@ -1179,8 +1163,8 @@ static int run_turn(struct sender *sd, struct turn *t, int64_t now, double mono)
 	for (i = 0; i < t->nclaims; i++)
 		total += (size_t)t->claims[i].want;
 	claimed = calloc(total ? total : 1, sizeof *claimed);
-	next = calloc(t->nfin ? t->nfin : 1, sizeof *next);
-	done_rows = calloc(t->nfin ? t->nfin : 1, sizeof *done_rows);
+	next = calloc(t->fin.n ? t->fin.n : 1, sizeof *next);
+	done_rows = calloc(t->fin.n ? t->fin.n : 1, sizeof *done_rows);
 	min_due = calloc(t->nclaims ? t->nclaims : 1, sizeof *min_due);
 	if (!claimed || !next || !done_rows || !min_due) {
 		rc = STORE_ERR;
@@ -1205,10 +1189,10 @@ static int run_turn(struct sender *sd, struct turn *t, int64_t now, double mono)
 		tx = NULL;
 		goto out;
 	}
-	if (t->nfin && (rc = record_outcomes(tx, t->fin, t->nfin, next)) < 0)
+	if (t->fin.n && (rc = record_outcomes(tx, t->fin.f, t->fin.n, next)) < 0)
 		goto out;
-	for (recorded = 0; recorded < t->nfin; recorded++) {
-		struct flight *f = t->fin[recorded];
+	for (recorded = 0; recorded < t->fin.n; recorded++) {
+		struct flight *f = t->fin.f[recorded];
 
 		if (f->claim && --f->claim->left == 0)
 			done_rows[ndone_rows++] = f->claim;
@@ -1227,8 +1211,8 @@ static int run_turn(struct sender *sd, struct turn *t, int64_t now, double mono)
 	for (i = 0; i < ndone_rows; i++)
 		free(done_rows[i]);
 	ndone_rows = 0;
-	for (i = 0; i < t->nfin; i++)
-		lane_landed(t->fin[i]->lane, t->fin[i]->seq);
+	for (i = 0; i < t->fin.n; i++)
+		lane_landed(t->fin.f[i]->lane, t->fin.f[i]->seq);
 	for (i = 0; i < nclaimed; i++) {
 		struct lane *l = claimed[i]->lane;
 
@@ -1236,8 +1220,8 @@ static int run_turn(struct sender *sd, struct turn *t, int64_t now, double mono)
 			l->flying[l->nflying++] = claimed[i]->seq;
 	}
 	pthread_mutex_lock(&d->mu);
-	for (i = 0; i < t->nfin; i++) {
-		struct lane *l = t->fin[i]->lane;
+	for (i = 0; i < t->fin.n; i++) {
+		struct lane *l = t->fin.f[i]->lane;
 
 		l->in_flight--;
 		l->finished = 0;
@@ -1254,10 +1238,10 @@ static int run_turn(struct sender *sd, struct turn *t, int64_t now, double mono)
 	pthread_mutex_unlock(&d->mu);
 	for (i = 0; i < t->nclaims; i++)
 		lane_consume(d, t->claims[i].lane, t->claims[i].want, mono);
-	for (i = 0; i < t->nfin; i++)
-		flight_free(t->fin[i]);
-	sd->in_flight -= t->nfin;
-	t->nfin = 0;
+	for (i = 0; i < t->fin.n; i++)
+		flight_free(t->fin.f[i]);
+	sd->in_flight -= t->fin.n;
+	t->fin.n = 0;
 	/* Hand the claimed ones to the HTTP thread. */
 	pthread_mutex_lock(&sd->qmu);
 	for (i = 0; i < nclaimed; i++) {
@@ -1280,12 +1264,12 @@ static int run_turn(struct sender *sd, struct turn *t, int64_t now, double mono)
 	rc = 0;
 out:
 	if (rc < 0) {
-		for (i = 0; i < t->nfin; i++)
-			t->fin[i]->lane->finished = 0;
+		for (i = 0; i < t->fin.n; i++)
+			t->fin.f[i]->lane->finished = 0;
 		/* Nothing was recorded: the claims keep their counts. */
 		for (i = 0; i < recorded; i++)
-			if (t->fin[i]->claim)
-				t->fin[i]->claim->left++;
+			if (t->fin.f[i]->claim)
+				t->fin.f[i]->claim->left++;
 	}
 	store_rollback(tx);
 	free(row);
@@ -1307,8 +1291,8 @@ static void *recorder_main(void *arg)
 	struct dispatch *d = sd->d;
 	struct turn t = {0};
 
-	t.fin = malloc(MAX_IN_FLIGHT * sizeof *t.fin); /* see queue_reserve */
-	t.fin_cap = t.fin ? MAX_IN_FLIGHT : 0;
+	if (queue_reserve(&t.fin, MAX_IN_FLIGHT) < 0)
+		log_msg(LOG_ERROR, "webhook", "out of memory reserving the recorder's list");
 	struct timespec ts;
 	int64_t drain_until = 0, now;
 	int wait = 0, stopping, rc;
@@ -1319,7 +1303,7 @@ static void *recorder_main(void *arg)
 		stopping = d->stop;
 		if (stopping && !drain_until)
 			drain_until = clock_mono_ms() + d->drain_ms;
-		if (stopping && t.nfin == 0 &&
+		if (stopping && t.fin.n == 0 &&
 		    (sd->in_flight == 0 || clock_mono_ms() >= drain_until))
 			break;
 		pthread_mutex_lock(&sd->qmu);
@@ -1332,7 +1316,7 @@ static void *recorder_main(void *arg)
 		}
 		sd->wake = 0;
 		for (i = 0; i < sd->done.n; i++)
-			if (fin_push(&t, sd->done.f[i]) < 0) {
+			if (queue_push(&t.fin, sd->done.f[i]) < 0) {
 				/* Cannot happen (room reserved). It is
 				 * selected again; its claim row stays. */
 				lane_landed(sd->done.f[i]->lane, sd->done.f[i]->seq);
@@ -1346,10 +1330,10 @@ static void *recorder_main(void *arg)
 		now = clock_now_ms();
 		mono = (double)clock_mono_us() / 1000.0;
 		t.nclaims = 0;
-		for (i = 0; i < t.nfin; i++)
-			t.fin[i]->lane->finished++;
+		for (i = 0; i < t.fin.n; i++)
+			t.fin.f[i]->lane->finished++;
 		wait = stopping ? 20 : plan_claims(sd, &t, now, mono, sd->in_flight);
-		if (t.nfin == 0 && t.nclaims == 0)
+		if (t.fin.n == 0 && t.nclaims == 0)
 			continue;
 		rc = run_turn(sd, &t, now, mono);
 		if (rc < 0) {
@@ -1362,9 +1346,9 @@ static void *recorder_main(void *arg)
 		}
 	}
 	/* Flights not back keep their claim: sent again at the next start. */
-	for (i = 0; i < t.nfin; i++)
-		flight_free(t.fin[i]);
-	free(t.fin);
+	for (i = 0; i < t.fin.n; i++)
+		flight_free(t.fin.f[i]);
+	free(t.fin.f);
 	free(t.claims);
 	sd->rec_exited = 1;
 	httpc_async_wakeup(sd->http);
