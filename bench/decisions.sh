@@ -244,15 +244,22 @@ measure_reference() {
 }
 
 LAST_RATE=""
-# measure_decisions OUTFILE: revopsd + pms-sim, fresh, at CONNECTIONS.
-measure_decisions() {
-  local out=$1 dir="$W/run" c0 c1 p0 p1 rate secs requests
+# start_fresh DIR: an empty DIR, seeded, with pms-sim and revopsd running and
+# one decision published through them.
+start_fresh() {
+  local dir=$1
   rm -rf "$dir"
   mkdir -p "$dir"
   setup_data "$dir"
   start_sim "$dir/pms-sim.log"
   start_revopsd "$dir"
   smoke_decision "$dir"
+}
+
+# measure_decisions OUTFILE: revopsd + pms-sim, fresh, at CONNECTIONS.
+measure_decisions() {
+  local out=$1 dir="$W/run" c0 c1 p0 p1 rate secs requests
+  start_fresh "$dir"
   WRK_SCRIPT="$BENCH/decision.lua"
   run_wrk "$REVOPSD_URL/v2/rate-decisions" "$WARMUP" "$W/warmup.txt"
   "${REPORT[@]}" check-status "$W/warmup.txt" || { cat "$W/warmup.txt" >&2; die "warm-up: not every decision was a 201"; }
@@ -320,12 +327,7 @@ if [ "$PERF" = 1 ]; then
   echo
   echo "== perf profile of revopsd, ${PERF_SECONDS}s of 3-property decisions at -c$CONNECTIONS"
   dir="$W/run"
-  rm -rf "$dir"
-  mkdir -p "$dir"
-  setup_data "$dir"
-  start_sim "$dir/pms-sim.log"
-  start_revopsd "$dir"
-  smoke_decision "$dir"
+  start_fresh "$dir"
   wrk -t"$THREADS" -c"$CONNECTIONS" -d"$((WARMUP + PERF_SECONDS + TRACE_SECONDS + 2))"s --latency \
     --timeout "$WRK_TIMEOUT" -s "$BENCH/decision.lua" "$REVOPSD_URL/v2/rate-decisions" \
     >"$RES/perf-wrk.txt" 2>&1 &

@@ -436,13 +436,25 @@ out:
 	return rc;
 }
 
-static int insert_delivery(struct store_tx *tx, const struct dispatch_event *ev,
-			   const struct sub *s, const char *id, const char *target,
-			   const char *primary_id, const char *url, const char *lane, int rate,
-			   const struct buf *body, int64_t now)
+/* What every delivery made for one event shares. */
+struct fan {
+	struct store_tx *tx;
+	const struct dispatch_event *ev;
+	const struct buf *body;
+	int64_t now;
+	json_t *created;                 /* when not NULL, gets {id, target} per delivery */
+	struct dispatch_touched *touched;
+};
+
+/* Inserts one delivery of f->ev to s (its primary URL, or its mirror with
+ * primary_id naming the primary), notes its lane and reports it. */
+static int add_delivery(const struct fan *f, const struct sub *s, const char *id,
+			const char *target, const char *primary_id, const char *url,
+			const char *lane, int rate)
 {
-	return store_exec(
-		tx,
+	const struct dispatch_event *ev = f->ev;
+	int rc = store_exec(
+		f->tx,
 		"INSERT INTO webhook_deliveries (id, portfolio_id, subscription_id, surface, target,"
 		" primary_id, event_id, event_type, event_created_at, url, lane, lane_hash,"
 		" rate_per_s, body, state, next_attempt_at, created_at) VALUES ($1, $2, $3, $4,"
@@ -451,9 +463,17 @@ static int insert_delivery(struct store_tx *tx, const struct dispatch_event *ev,
 				     sv_text(s->surface), sv_text(target), sv_text(primary_id),
 				     sv_text(ev->id), sv_text(ev->type), sv_int(ev->created_at),
 				     sv_text(url), sv_text(lane), sv_int(rate),
-				     sv_blob(body->data, body->len), sv_int(now),
+				     sv_blob(f->body->data, f->body->len), sv_int(f->now),
 				     sv_int(dispatch_lane_hash(lane))},
 		15);
+
+	if (rc < 0)
+		return rc;
+	dispatch_touch(f->touched, lane, rate);
+	if (f->created)
+		json_array_append_new(f->created,
+				      json_pack("{s:s, s:s}", "id", id, "target", target));
+	return 0;
 }
 
 /* Creates the deliveries of ev for the subscriptions in subs that want it
@@ -464,7 +484,7 @@ static int fan_out_event(struct store_tx *tx, const struct dispatch_event *ev,
 {
 	struct buf pre, suf, body, lane;
 	char id[ID_MAX], mid[ID_MAX];
-	int64_t now = clock_now_ms();
+	struct fan f = {tx, ev, &body, clock_now_ms(), created, touched};
 	int rc = 0, count = 0, rate;
 	size_t i;
 
@@ -493,13 +513,8 @@ static int fan_out_event(struct store_tx *tx, const struct dispatch_event *ev,
 			rc = STORE_ERR;
 			goto out;
 		}
-		rc = insert_delivery(tx, ev, s, id, "primary", NULL, s->url, lane.data, rate, &body, now);
-		if (rc < 0)
+		if ((rc = add_delivery(&f, s, id, "primary", NULL, s->url, lane.data, rate)) < 0)
 			goto out;
-		dispatch_touch(touched, lane.data, rate);
-		if (created)
-			json_array_append_new(created, json_pack("{s:s, s:s}", "id", id, "target",
-								 "primary"));
 		count++;
 		if (!s->mirror_url || strcmp(s->surface, "v2"))
 			continue;
@@ -510,14 +525,8 @@ static int fan_out_event(struct store_tx *tx, const struct dispatch_event *ev,
 			rc = STORE_ERR;
 			goto out;
 		}
-		rc = insert_delivery(tx, ev, s, mid, "mirror", id, s->mirror_url, lane.data, rate,
-				     &body, now);
-		if (rc < 0)
+		if ((rc = add_delivery(&f, s, mid, "mirror", id, s->mirror_url, lane.data, rate)) < 0)
 			goto out;
-		dispatch_touch(touched, lane.data, rate);
-		if (created)
-			json_array_append_new(created, json_pack("{s:s, s:s}", "id", mid, "target",
-								 "mirror"));
 		count++;
 	}
 	rc = count;
