@@ -76,6 +76,12 @@ struct httpc_async {
 	int epfd;               /* the sockets libcurl asks us to watch, and evfd */
 	int evfd;               /* an eventfd written by httpc_async_wakeup */
 	int64_t timer_us;       /* when libcurl's timer is due (monotonic), -1: none */
+	/* Per socket (indexed by descriptor): the events registered in epfd
+	 * and the events libcurl wants now (CURL_POLL_* bits; 0: none). */
+	struct sock_state {
+		unsigned char reg, want;
+	} *socks;
+	size_t nsocks;
 	struct idle_handle {
 		CURL *e;
 		int shape; /* the options it is configured with: see xfer_prepare */
@@ -181,28 +187,66 @@ void httpc_thread_cleanup(void)
 	httpc_async_free(a, NULL);
 }
 
-/* CURLMOPT_SOCKETFUNCTION: keeps a's epoll set equal to what libcurl
- * wants watched. A socket closed before its REMOVE already left the set
- * (epoll drops closed descriptors), and a new socket may reuse its number,
- * so MOD falls back to ADD rather than tracking what was added. */
+/* CURLMOPT_SOCKETFUNCTION: keeps a's epoll set in step with what libcurl
+ * wants watched, lazily. A kept-alive connection is removed between
+ * requests and wanted again by the next one, so a removal only marks the
+ * socket unwanted; it stays registered and the next request's wish is a
+ * single MOD (an event on an unwanted socket deletes it then). Before,
+ * every request paid DEL, a failed MOD and an ADD. A socket wanted after a
+ * removal is always re-registered, since it may have been closed (which
+ * drops it from epoll) and its number reused. */
 static int on_socket(CURL *e, curl_socket_t s, int what, void *arg, void *sockp)
 {
 	struct httpc_async *a = arg;
 	struct epoll_event ev = {0};
+	struct sock_state *st;
+	int op;
 
 	(void)e;
 	(void)sockp;
+	if (s < 0)
+		return -1;
+	if ((size_t)s >= a->nsocks) {
+		size_t n = (size_t)s + 64;
+		struct sock_state *g = realloc(a->socks, n * sizeof *g);
+
+		if (!g)
+			return -1;
+		memset(g + a->nsocks, 0, (n - a->nsocks) * sizeof *g);
+		a->socks = g;
+		a->nsocks = n;
+	}
+	st = &a->socks[s];
 	if (what == CURL_POLL_REMOVE) {
-		epoll_ctl(a->epfd, EPOLL_CTL_DEL, s, NULL);
+		st->want = 0;
+		return 0;
+	}
+	if (st->want && st->reg == what) {
+		st->want = (unsigned char)what;
 		return 0;
 	}
 	ev.events = (what & CURL_POLL_IN ? EPOLLIN : 0) | (what & CURL_POLL_OUT ? EPOLLOUT : 0);
 	ev.data.fd = s;
-	if (epoll_ctl(a->epfd, EPOLL_CTL_MOD, s, &ev) == 0)
-		return 0;
-	if (errno == ENOENT && epoll_ctl(a->epfd, EPOLL_CTL_ADD, s, &ev) == 0)
-		return 0;
-	return -1;
+	op = st->reg ? EPOLL_CTL_MOD : EPOLL_CTL_ADD;
+	if (epoll_ctl(a->epfd, op, s, &ev) < 0) {
+		op = op == EPOLL_CTL_MOD ? EPOLL_CTL_ADD : EPOLL_CTL_MOD;
+		if ((errno != ENOENT && errno != EEXIST) || epoll_ctl(a->epfd, op, s, &ev) < 0)
+			return -1;
+	}
+	st->reg = st->want = (unsigned char)what;
+	return 0;
+}
+
+/* An event on socket fd: 1 when libcurl wants it; otherwise the socket
+ * leaves the epoll set (see on_socket) and 0. */
+static int sock_wanted(struct httpc_async *a, int fd)
+{
+	if ((size_t)fd < a->nsocks && a->socks[fd].want)
+		return 1;
+	epoll_ctl(a->epfd, EPOLL_CTL_DEL, fd, NULL);
+	if ((size_t)fd < a->nsocks)
+		a->socks[fd].reg = 0;
+	return 0;
 }
 
 /* CURLMOPT_TIMERFUNCTION: when libcurl next wants socket_action(TIMEOUT). */
@@ -730,6 +774,7 @@ void httpc_async_free(struct httpc_async *a, void (*abandoned)(struct httpc_requ
 	curl_multi_cleanup(a->m);
 	close(a->epfd);
 	close(a->evfd);
+	free(a->socks);
 	free(a->done);
 	free(a);
 }
@@ -872,6 +917,8 @@ static CURLMcode wait_events(struct httpc_async *a, int wait_ms)
 				count = 0; /* already drained: nothing to do */
 			continue;
 		}
+		if (!sock_wanted(a, ev[i].data.fd))
+			continue;
 		mask = (ev[i].events & EPOLLIN ? CURL_CSELECT_IN : 0) |
 		       (ev[i].events & EPOLLOUT ? CURL_CSELECT_OUT : 0) |
 		       (ev[i].events & (EPOLLERR | EPOLLHUP) ? CURL_CSELECT_ERR : 0);
