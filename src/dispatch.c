@@ -670,6 +670,17 @@ static void flight_free(struct flight *f)
 	free(f);
 }
 
+/* Frees a claimed flight whose outcome will not be recorded (stop, or no
+ * room to queue it): its claim row stays in the database, so the delivery
+ * is counted and sent again at the next start; the row's memory goes with
+ * its last flight. */
+static void flight_abandon(struct flight *f)
+{
+	if (f && f->claim && --f->claim->left == 0)
+		free(f->claim);
+	flight_free(f);
+}
+
 /* The error class of an attempt: NULL for a 2xx (a success). */
 static const char *error_class(const struct httpc_request *r)
 {
@@ -1264,7 +1275,7 @@ static int run_turn(struct sender *sd, struct turn *t, int64_t now, double mono)
 			claimed[i]->id);
 		lane_landed(claimed[i]->lane, claimed[i]->seq);
 		claimed[i]->lane->in_flight--;
-		flight_free(claimed[i]);
+		flight_abandon(claimed[i]);
 	}
 	pthread_mutex_unlock(&sd->qmu);
 	if (nclaimed)
@@ -1331,7 +1342,7 @@ static void *recorder_main(void *arg)
 				lane_landed(sd->done.f[i]->lane, sd->done.f[i]->seq);
 				sd->done.f[i]->lane->in_flight--;
 				sd->in_flight--;
-				flight_free(sd->done.f[i]);
+				flight_abandon(sd->done.f[i]);
 			}
 		sd->done.n = 0;
 		pthread_mutex_unlock(&sd->qmu);
@@ -1356,7 +1367,7 @@ static void *recorder_main(void *arg)
 	}
 	/* Flights not back keep their claim: sent again at the next start. */
 	for (i = 0; i < t.fin.n; i++)
-		flight_free(t.fin.f[i]);
+		flight_abandon(t.fin.f[i]);
 	free(t.fin.f);
 	free(t.claims);
 	sd->rec_exited = 1;
@@ -1379,7 +1390,7 @@ static void *sender_main(void *arg)
 		pthread_mutex_lock(&sd->qmu);
 		for (i = 0; i < (size_t)(n > 0 ? n : 0); i++)
 			if (queue_push(&sd->done, done[i]->user) < 0)
-				flight_free(done[i]->user); /* cannot happen: room reserved */
+				flight_abandon(done[i]->user); /* cannot happen: room reserved */
 		swap = sd->ready;
 		sd->ready = sd->spare;
 		sd->spare = swap;
@@ -1393,7 +1404,7 @@ static void *sender_main(void *arg)
 			/* Ended at once (refused, unsigned): record it as it is. */
 			pthread_mutex_lock(&sd->qmu);
 			if (queue_push(&sd->done, sd->spare.f[i]) < 0)
-				flight_free(sd->spare.f[i]);
+				flight_abandon(sd->spare.f[i]);
 			pthread_mutex_unlock(&sd->qmu);
 			failed = 1;
 		}
@@ -1412,7 +1423,7 @@ static void *sender_main(void *arg)
 /* httpc_async_free's callback: a request is the first member of its flight. */
 static void abandon_flight(struct httpc_request *r)
 {
-	flight_free(r->user);
+	flight_abandon(r->user);
 }
 
 /* Start-up: counts the outstanding deliveries named by claim rows a
@@ -1572,9 +1583,9 @@ void dispatch_stop(struct dispatch *d, int drain_ms)
 		/* Attempts still running are abandoned with their claim. */
 		httpc_async_free(sd->http, abandon_flight);
 		for (k = 0; k < sd->ready.n; k++)
-			flight_free(sd->ready.f[k]);
+			flight_abandon(sd->ready.f[k]);
 		for (k = 0; k < sd->done.n; k++)
-			flight_free(sd->done.f[k]);
+			flight_abandon(sd->done.f[k]);
 		free(sd->ready.f);
 		free(sd->done.f);
 		free(sd->spare.f);
