@@ -89,7 +89,6 @@ struct flight {
 	size_t body_len;
 	char hdr[9][160];
 	const char *hdrs[10];
-	char resolve[340];
 };
 
 /* A flight list guarded by its sender's qmu. */
@@ -1060,9 +1059,16 @@ static void lane_consume(const struct dispatch *d, struct lane *l, int n, double
 	l->tat += n * (1000.0 / l->rate);
 }
 
-/* Starts a claimed flight: the SSRF check against the current DNS answer,
- * the pin, then the transfer. Returns 1 when it finished at once (refused
- * or failed to start: record it), 0 when running. */
+/* Starts a claimed flight: the URL check, then the transfer. Returns 1
+ * when it finished at once (refused or failed to start: record it), 0 when
+ * running.
+ *
+ * The SSRF check of a send happens on the address itself: a host name is
+ * resolved by libcurl's asynchronous resolver (so a slow or dead DNS server
+ * holds only its own transfers, never this thread), and httpc's socket-open
+ * guard refuses every forbidden address before a socket exists. The check
+ * and the connection therefore use the same answer: a rebinding DNS server
+ * gets no second say. A literal address is checked here. */
 static int flight_start(struct sender *sd, struct flight *f)
 {
 	struct dispatch *d = sd->d;
@@ -1074,14 +1080,13 @@ static int flight_start(struct sender *sd, struct flight *f)
 		f->req.status = 0;
 		return 1;
 	}
-	rc = egress_check(f->url, 0, d->o.allow_private, &t);
+	rc = egress_check_url(f->url, 0, d->o.allow_private, &t);
 	if (rc != EGRESS_OK) {
 		f->req.status = 0;
-		f->req.error = rc == EGRESS_RESOLVE_FAILED ? HTTPC_ERESOLVE : HTTPC_EREFUSED_TARGET;
+		f->req.error = HTTPC_EREFUSED_TARGET;
 		snprintf(f->req.errmsg, sizeof f->req.errmsg, "%s", t.why);
 		return 1;
 	}
-	snprintf(f->resolve, sizeof f->resolve, "%s", t.resolve_entry);
 	f->req.method = "POST";
 	f->req.url = f->url;
 	f->req.body = f->body;
@@ -1089,7 +1094,6 @@ static int flight_start(struct sender *sd, struct flight *f)
 	f->req.headers = f->hdrs;
 	f->req.timeout_ms = HTTPC_DEFAULT_TIMEOUT_MS;
 	f->req.max_response = SNIPPET_MAX;
-	f->req.resolve = f->resolve;
 	f->req.egress_guard = 1;
 	f->req.user = f;
 	rc = httpc_async_start(sd->http, &f->req);

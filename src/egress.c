@@ -427,42 +427,59 @@ static int numeric(const struct sockaddr *sa, char *out, size_t cap)
 	return inet_ntop(sa->sa_family, a, out, (socklen_t)cap) ? 0 : -1;
 }
 
-int egress_check(const char *url, int allow_http, int allow_private, struct egress_target *t)
+/* egress_check_url's work; *is_name tells whether the host is a DNS name
+ * (left for the caller to resolve). */
+static int check_url(const char *url, int allow_http, int allow_private, struct egress_target *t,
+		     int *is_name)
 {
 	struct sockaddr_storage lit;
-	struct addrinfo hints, *res = NULL, *ai;
-	const struct sockaddr *chosen = NULL;
 	enum host_kind kind = HOST_NAME;
 	char range[96];
-	int rc, n;
+	int rc;
 
 	memset(t, 0, sizeof(*t));
 	memset(&lit, 0, sizeof(lit));
+	*is_name = 0;
 	rc = parse_url(url, allow_http, t, &kind, &lit);
 	if (rc < 0)
-		goto out;
-
+		return rc;
 	if (kind != HOST_NAME) {
-		chosen = (const struct sockaddr *)&lit;
-		if (numeric(chosen, t->address, sizeof(t->address)) < 0) {
+		if (numeric((const struct sockaddr *)&lit, t->address, sizeof(t->address)) < 0) {
 			put_msg(t->why, sizeof(t->why), "address cannot be printed");
-			rc = EGRESS_BAD_URL;
-			goto out;
+			return EGRESS_BAD_URL;
 		}
-		if (!allow_private && !egress_address_allowed(chosen, range, sizeof(range))) {
+		if (!allow_private &&
+		    !egress_address_allowed((const struct sockaddr *)&lit, range, sizeof(range))) {
 			put_msg(t->why, sizeof(t->why), "address is forbidden: %s", range);
-			rc = EGRESS_FORBIDDEN;
-			goto out;
+			return EGRESS_FORBIDDEN;
 		}
-		rc = EGRESS_OK;
-		goto out;
+		return EGRESS_OK;
 	}
-
 	if (!allow_private && is_localhost_name(t->host)) {
 		put_msg(t->why, sizeof(t->why), "host is forbidden: localhost names mean loopback");
-		rc = EGRESS_FORBIDDEN;
-		goto out;
+		return EGRESS_FORBIDDEN;
 	}
+	*is_name = 1;
+	return EGRESS_OK;
+}
+
+int egress_check_url(const char *url, int allow_http, int allow_private, struct egress_target *t)
+{
+	int is_name;
+
+	return check_url(url, allow_http, allow_private, t, &is_name);
+}
+
+int egress_check(const char *url, int allow_http, int allow_private, struct egress_target *t)
+{
+	struct addrinfo hints, *res = NULL, *ai;
+	const struct sockaddr *chosen = NULL;
+	char range[96];
+	int rc, n, is_name;
+
+	rc = check_url(url, allow_http, allow_private, t, &is_name);
+	if (rc < 0 || !is_name)
+		goto out;
 	memset(&hints, 0, sizeof(hints));
 	hints.ai_family = AF_UNSPEC;
 	hints.ai_socktype = SOCK_STREAM;

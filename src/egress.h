@@ -1,25 +1,25 @@
 /* egress: the outbound SSRF guard for webhooks and mirrors.
  *
- * A target URL is parsed strictly, its host resolved once, and every
- * address the resolver returns classified; the request may go out only when
- * all of them are public unicast addresses (unless --allow-private-targets).
- * The checked address is then pinned for libcurl with a CURLOPT_RESOLVE
- * entry ("host:port:address"), so the connection goes to the address that
- * was checked and a second DNS answer (rebinding) never gets a say. This
- * file does not include curl; httpc.c turns the result into options.
+ * Two checks, one rule: a request may reach only public unicast addresses
+ * (unless --allow-private-targets). This file does not include curl; httpc.c
+ * turns the results into options.
  *
- * Check at subscription time (refuse with 400) and again before every send.
+ * At subscription time (refuse with 400), egress_check parses the URL
+ * strictly, resolves its host once and classifies every address the
+ * resolver returns: one forbidden answer refuses the target.
  *
- * How httpc should use a target t (with allow_private off):
- *  - add t.resolve_entry to CURLOPT_RESOLVE when it is non-empty (it is
- *    empty for IP-literal hosts: libcurl does not resolve those, and its
- *    entry syntax cannot name an IPv6 literal host);
- *  - also install a CURLOPT_OPENSOCKETFUNCTION that refuses (returns
- *    CURL_SOCKET_BAD) any address for which egress_address_allowed() is 0.
- *    The pin decides where libcurl connects; the callback is the backstop
- *    should libcurl ever parse the URL differently from us and miss the
- *    pinned entry;
- *  - keep proxies off and redirects unfollowed (httpc already does). */
+ * At every send, egress_check_url validates the URL and classifies a
+ * literal address without DNS, and the address libcurl is about to connect
+ * to is classified again in httpc's CURLOPT_OPENSOCKETFUNCTION (with
+ * egress_address_allowed): a forbidden one gets no socket. libcurl's own
+ * resolver answers for host names, asynchronously, so a slow or dead DNS
+ * server holds only its own transfers; and since the address checked is the
+ * address connected to, a second DNS answer (rebinding) never gets a say.
+ * A name with both kinds of address is reached on its public ones only.
+ *
+ * egress_check also returns a pin ("host:port:address", for
+ * CURLOPT_RESOLVE) for callers that resolve once and connect later; httpc
+ * keeps proxies off and redirects unfollowed. */
 #ifndef REVOPS_EGRESS_H
 #define REVOPS_EGRESS_H
 #include <netinet/in.h>
@@ -99,5 +99,13 @@ int egress_address_allowed(const struct sockaddr *sa, char *why, size_t cap);
  * address for the operator's log (why names only its range, so it is fit
  * for an API error message). Thread-safe. */
 int egress_check(const char *url, int allow_http, int allow_private, struct egress_target *t) WUR;
+
+/* egress_check without DNS, for every send: the same URL rules, a literal
+ * host classified, "localhost" names refused; a DNS name passes (its
+ * addresses are checked where the connection is made, see above). Fills t
+ * like egress_check except address and resolve_entry for names. Returns
+ * EGRESS_OK, EGRESS_BAD_URL or EGRESS_FORBIDDEN. Thread-safe. */
+int egress_check_url(const char *url, int allow_http, int allow_private,
+		     struct egress_target *t) WUR;
 
 #endif

@@ -63,6 +63,7 @@ struct xfer {
 	int too_big;
 	int oom;
 	int refused;            /* the egress guard refused an address */
+	char refused_range[96]; /* the last refused address's range, e.g. "loopback (127.0.0.0/8)" */
 	int shape;              /* the easy handle's fixed options: see xfer_prepare */
 	char errbuf[CURL_ERROR_SIZE];
 };
@@ -306,7 +307,7 @@ static curl_socket_t open_socket(void *arg, curlsocktype purpose, struct curl_so
 	struct xfer *x = arg;
 
 	(void)purpose;
-	if (!egress_address_allowed(&a->addr, NULL, 0)) {
+	if (!egress_address_allowed(&a->addr, x->refused_range, sizeof x->refused_range)) {
 		x->refused = 1;
 		return CURL_SOCKET_BAD;
 	}
@@ -504,7 +505,9 @@ static enum httpc_error classify(CURLcode rc, const struct xfer *x)
 {
 	if (x->too_big)
 		return HTTPC_ETOOBIG;
-	if (x->refused)
+	/* A refused address fails the transfer only when no other one of
+	 * the name's addresses could be used. */
+	if (x->refused && rc != CURLE_OK)
 		return HTTPC_EREFUSED_TARGET;
 	switch (rc) {
 	case CURLE_OK:
@@ -575,7 +578,8 @@ static void xfer_finish(CURLM *m, struct xfer *x, CURLcode rc)
 		snprintf(r->errmsg, sizeof r->errmsg, "response larger than %zu bytes",
 			 r->response.max);
 	else if (r->error == HTTPC_EREFUSED_TARGET && x->refused)
-		set_error(r, r->error, "the target address is not allowed (SSRF guard)");
+		snprintf(r->errmsg, sizeof r->errmsg,
+			 "the target address is not allowed (SSRF guard): %s", x->refused_range);
 	else if (r->error != HTTPC_OK)
 		set_error(r, r->error, x->errbuf[0] ? x->errbuf : curl_easy_strerror(rc));
 	r->reused = status > 0 && connects == 0;

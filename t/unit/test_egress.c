@@ -804,6 +804,37 @@ static void test_unresolvable(void **state)
 			 EGRESS_RESOLVE_FAILED);
 }
 
+/* The per-send check: the same URL rules and literal classification, and
+ * names pass without any DNS lookup (libcurl resolves them, and httpc's
+ * socket guard classifies the address it connects to). */
+static void test_check_url_no_dns(void **state)
+{
+	struct egress_target t;
+	int calls = gai_calls;
+
+	(void)state;
+	assert_int_equal(egress_check_url("https://nonexistent.invalid/h", 0, 0, &t), EGRESS_OK);
+	assert_string_equal(t.host, "nonexistent.invalid");
+	assert_int_equal(t.port, 443);
+	assert_string_equal(t.address, "");
+	assert_string_equal(t.resolve_entry, "");
+	assert_int_equal(egress_check_url("https://split.test:8443/", 0, 0, &t), EGRESS_OK);
+	assert_int_equal(t.port, 8443);
+
+	assert_int_equal(egress_check_url("https://8.8.8.8/x", 0, 0, &t), EGRESS_OK);
+	assert_string_equal(t.address, "8.8.8.8");
+	assert_int_equal(egress_check_url("https://127.0.0.1:8443/", 0, 0, &t), EGRESS_FORBIDDEN);
+	assert_non_null(strstr(t.why, "loopback"));
+	assert_int_equal(egress_check_url("https://[fd00::1]/", 0, 0, &t), EGRESS_FORBIDDEN);
+	assert_int_equal(egress_check_url("https://127.0.0.1:8443/", 0, 1, &t), EGRESS_OK);
+	assert_int_equal(egress_check_url("https://app.localhost/", 0, 0, &t), EGRESS_FORBIDDEN);
+	assert_int_equal(egress_check_url("https://app.localhost/", 0, 1, &t), EGRESS_OK);
+	assert_int_equal(egress_check_url("http://public.test/", 0, 0, &t), EGRESS_BAD_URL);
+	assert_int_equal(egress_check_url("https://0x7f.1/", 0, 1, &t), EGRESS_BAD_URL);
+	assert_int_equal(egress_check_url("https://user@public.test/", 0, 0, &t), EGRESS_BAD_URL);
+	assert_int_equal(gai_calls, calls);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -817,6 +848,7 @@ int main(void)
 		cmocka_unit_test(test_localhost),
 		cmocka_unit_test(test_fake_dns),
 		cmocka_unit_test(test_unresolvable),
+		cmocka_unit_test(test_check_url_no_dns),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);

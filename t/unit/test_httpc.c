@@ -727,6 +727,7 @@ static void test_egress_guard(void **state)
 	assert_int_equal(r.error, HTTPC_EREFUSED_TARGET);
 	assert_int_equal(r.status, 0);
 	assert_non_null(strstr(r.errmsg, "SSRF"));
+	assert_non_null(strstr(r.errmsg, "loopback (127.0.0.0/8)"));
 	buf_free(&r.response);
 
 	req_init(&r, url, sizeof url, "POST", "/echo", "x");
