@@ -5,7 +5,7 @@ set -euo pipefail
 pkgs=(build-essential cmake pkg-config python3
       libmicrohttpd-dev libjansson-dev libsqlite3-dev libssl-dev libcmocka-dev
       libcurl4-openssl-dev libpq-dev libxml2-dev libxmlsec1-dev
-      xmlsec1 libxml2-utils openssl sqlite3 curl jq nodejs npm)
+      xmlsec1 libxml2-utils openssl sqlite3 curl jq iproute2 nodejs npm)
 if [ "${1:-}" = "--bench" ]; then pkgs+=(wrk nginx-light); fi
 missing=()
 for p in "${pkgs[@]}"; do

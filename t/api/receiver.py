@@ -1,12 +1,15 @@
 """A webhook receiver for the black-box suites (Python 3 stdlib only).
 
 `TestCA(directory)` makes, with the `openssl` CLI, a throw-away CA (ca.pem)
-and a server certificate signed by it for IP:127.0.0.1 and DNS:localhost;
-start revopsd with `--trust-ca ca.ca_pem` so that it trusts the receiver.
+and a server certificate signed by it for IP:127.0.0.1 and DNS:localhost
+(plus any `dns_names=` and `ip_addresses=` given); start revopsd with
+`--trust-ca ca.ca_pem` so that it trusts the receiver.
 
 `Receiver(ca)` is a threaded HTTPS/1.1 (keep-alive) server on 127.0.0.1 on a
-free port.  It records every POST (`received`, `wait_for`) and answers each
-path as told by `set_behaviour` (status, delay before answering, body).
+free port (or on `host=`, `port=` when given).  It records every POST
+(`received`, `wait_for`), counts TCP connections (`connections`), and answers
+each path as told by `set_behaviour` (status, delay before answering, body,
+whether to close the connection after answering).
 
     ca = TestCA(tmpdir)
     rx = Receiver(ca)
@@ -54,14 +57,15 @@ def _openssl(*args, cwd=None):
 
 
 class TestCA:
-    """A CA and one server certificate (127.0.0.1, localhost) in `directory`.
+    """A CA and one server certificate (127.0.0.1, localhost, and the extra
+    dns_names and ip_addresses) in `directory`.
 
     Attributes (absolute paths): ca_pem, ca_key, cert_pem, key_pem.
     The server certificate file holds the leaf only; the CA is ca_pem."""
 
     __test__ = False  # not a unittest/pytest test class despite the name
 
-    def __init__(self, directory, days=30):
+    def __init__(self, directory, days=30, dns_names=(), ip_addresses=()):
         os.makedirs(directory, exist_ok=True)
         d = os.path.abspath(directory)
         self.directory = d
@@ -82,13 +86,16 @@ class TestCA:
                  "-pkeyopt", "ec_paramgen_curve:prime256v1",
                  "-keyout", self.key_pem, "-out", csr,
                  "-subj", "/O=revops tests/CN=localhost")
+        sans = ["IP:127.0.0.1", "DNS:localhost"]
+        sans += ["IP:" + a for a in ip_addresses if a != "127.0.0.1"]
+        sans += ["DNS:" + n for n in dns_names if n != "localhost"]
         with open(ext, "w") as f:
             f.write("basicConstraints=critical,CA:FALSE\n"
                     "keyUsage=critical,digitalSignature,keyEncipherment\n"
                     "extendedKeyUsage=serverAuth\n"
                     "subjectKeyIdentifier=hash\n"
                     "authorityKeyIdentifier=keyid,issuer\n"
-                    "subjectAltName=IP:127.0.0.1,DNS:localhost\n")
+                    "subjectAltName=%s\n" % ",".join(sans))
         serial = "0x%016x" % (int.from_bytes(os.urandom(8), "big") >> 1)
         _openssl("x509", "-req", "-in", csr, "-CA", self.ca_pem, "-CAkey", self.ca_key,
                  "-set_serial", serial, "-out", self.cert_pem, "-days", str(days),
@@ -145,12 +152,13 @@ class Delivery:
 
 
 class _Behaviour:
-    __slots__ = ("status", "delay", "body")
+    __slots__ = ("status", "delay", "body", "close")
 
-    def __init__(self, status=None, delay=0.0, body=b""):
+    def __init__(self, status=None, delay=0.0, body=b"", close=False):
         self.status = status
         self.delay = float(delay)
         self.body = body.encode() if isinstance(body, str) else bytes(body)
+        self.close = bool(close)
 
 
 class _BadRequest(Exception):
@@ -247,7 +255,7 @@ class _Handler(BaseHTTPRequestHandler):
         if beh.delay > 0:
             time.sleep(beh.delay)
         status = beh.status if beh.status is not None else rx.default_status
-        self._answer(status, beh.body)
+        self._answer(status, beh.body, close=beh.close)
 
     def _not_allowed(self):
         try:
@@ -275,13 +283,13 @@ class _TLSServer(socketserver.ThreadingMixIn, socketserver.TCPServer):
     block_on_close = False
     request_queue_size = 128
 
-    def __init__(self, receiver, ctx):
+    def __init__(self, receiver, ctx, address=("127.0.0.1", 0)):
         self.receiver = receiver
         self.ctx = ctx
         self._conns = set()
         self._conns_lock = threading.Lock()
         self._conn_seq = 0
-        socketserver.TCPServer.__init__(self, ("127.0.0.1", 0), _Handler)
+        socketserver.TCPServer.__init__(self, address, _Handler)
 
     # The TLS handshake runs in the connection's own thread, so that a slow
     # or broken client never holds up accept().
@@ -333,19 +341,21 @@ class _TLSServer(socketserver.ThreadingMixIn, socketserver.TCPServer):
 
 
 class Receiver:
-    """A threaded HTTPS receiver on 127.0.0.1:<free port>.
+    """A threaded HTTPS receiver on 127.0.0.1:<free port>, or on host:port
+    when given (an IPv4 address; port 0 picks a free one).
 
     Answers every POST with `default_status` (empty body) unless
     set_behaviour() says otherwise for its path."""
 
-    def __init__(self, ca, default_status=204):
+    def __init__(self, ca, default_status=204, host="127.0.0.1", port=0):
         self.ca = ca
         self.default_status = default_status
+        self.host = host
         self._lock = threading.Lock()
         self._cond = threading.Condition(self._lock)
         self._deliveries = []
         self._behaviour = {}
-        self._server = _TLSServer(self, ca.server_context())
+        self._server = _TLSServer(self, ca.server_context(), (host, port))
         self.port = self._server.server_address[1]
         self._thread = threading.Thread(target=self._server.serve_forever,
                                         kwargs={"poll_interval": 0.05},
@@ -356,13 +366,22 @@ class Receiver:
     def url(self, path="/hook"):
         if not path.startswith("/"):
             path = "/" + path
-        return "https://127.0.0.1:%d%s" % (self.port, path)
+        return "https://%s:%d%s" % (self.host, self.port, path)
 
-    def set_behaviour(self, path, status=None, delay=0.0, body=b""):
+    def set_behaviour(self, path, status=None, delay=0.0, body=b"", close=False):
         """How to answer POSTs to `path` from now on: status (None = the
-        default status), seconds to wait before answering, response body."""
+        default status), seconds to wait before answering, response body,
+        and close=True to end the connection after the answer (so that the
+        next request needs a new one)."""
         with self._lock:
-            self._behaviour[path] = _Behaviour(status, delay, body)
+            self._behaviour[path] = _Behaviour(status, delay, body, close)
+
+    @property
+    def connections(self):
+        """TCP connections accepted so far (whatever became of them: a
+        failed TLS handshake or an empty connection counts too)."""
+        with self._server._conns_lock:
+            return self._server._conn_seq
 
     def _record(self, d):
         with self._cond:
@@ -518,9 +537,36 @@ def _selftest():
                 raise RuntimeError("wait_for did not time out")
             except AssertionError:
                 pass
+        _selftest_options(os.path.join(tmp, "options"))
         print("receiver self-test: ok")
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
+
+
+def _selftest_options(tmp):
+    """The optional arguments: extra SANs, a chosen address and port (two
+    receivers on one port), close after answering, the connection count."""
+    ca = TestCA(tmp, dns_names=("selftest.invalid",), ip_addresses=("127.0.0.2",))
+    with Receiver(ca, host="127.0.0.2") as rx:
+        assert rx.url("/a") == "https://127.0.0.2:%d/a" % rx.port
+        with Receiver(ca, port=rx.port) as same:  # 127.0.0.1, the same port
+            assert same.port == rx.port and same.connections == 0
+            rx.set_behaviour("/close", close=True)
+            name_url = "https://selftest.invalid:%d/close" % rx.port
+            resolve = "selftest.invalid:%d:127.0.0.2" % rx.port
+            p = subprocess.run(["curl", "-sS", "--cacert", ca.ca_pem, "--resolve", resolve,
+                                "-o", "/dev/null", "-w", "%{http_code} %{num_connects}\\n",
+                                "--data-binary", "1", name_url,
+                                "--next", "--cacert", ca.ca_pem, "--resolve", resolve,
+                                "-o", "/dev/null", "-w", "%{http_code} %{num_connects}\\n",
+                                "--data-binary", "2", name_url],
+                               capture_output=True, timeout=30)
+            assert p.returncode == 0, p.stderr
+            assert p.stdout.decode().split() == ["204", "1", "204", "1"], p.stdout
+            got = rx.wait_for(2, "/close", timeout=5)
+            assert got[0].conn != got[1].conn and rx.connections == 2, got
+            assert got[0].headers["host"] == "selftest.invalid:%d" % rx.port
+            assert same.connections == 0 and same.received() == []
 
 
 if __name__ == "__main__":
