@@ -67,22 +67,78 @@ static void hmac_template_make(void)
 	EVP_MAC_free(mac); /* the context keeps its own reference */
 }
 
-void crypto_hmac_sha256(const void *key, size_t klen, const void *msg, size_t mlen,
-			unsigned char out[CRYPTO_SHA256_LEN])
+/* A fresh HMAC-SHA256 context keyed with key, or NULL. */
+static EVP_MAC_CTX *hmac_keyed(const void *key, size_t klen)
 {
-	unsigned int len = CRYPTO_SHA256_LEN;
-	size_t outl = 0;
 	EVP_MAC_CTX *ctx;
 
 	pthread_once(&hmac_once, hmac_template_make);
 	ctx = hmac_template ? EVP_MAC_CTX_dup(hmac_template) : NULL;
-	if (ctx && EVP_MAC_init(ctx, key, klen, NULL) && EVP_MAC_update(ctx, msg, mlen) &&
-	    EVP_MAC_final(ctx, out, &outl, CRYPTO_SHA256_LEN) && outl == CRYPTO_SHA256_LEN) {
+	if (ctx && !EVP_MAC_init(ctx, key, klen, NULL)) {
 		EVP_MAC_CTX_free(ctx);
-		return;
+		ctx = NULL;
 	}
+	return ctx;
+}
+
+/* Feeds the n parts to ctx and writes the MAC. Returns 0 or -1. */
+static int hmac_finish(EVP_MAC_CTX *ctx, size_t n, const void *const *p, const size_t *len,
+		       unsigned char out[CRYPTO_SHA256_LEN])
+{
+	size_t i, outl = 0;
+
+	for (i = 0; i < n; i++)
+		if (!EVP_MAC_update(ctx, p[i], len[i]))
+			return -1;
+	return EVP_MAC_final(ctx, out, &outl, CRYPTO_SHA256_LEN) && outl == CRYPTO_SHA256_LEN
+		       ? 0
+		       : -1;
+}
+
+void crypto_hmac_sha256(const void *key, size_t klen, const void *msg, size_t mlen,
+			unsigned char out[CRYPTO_SHA256_LEN])
+{
+	unsigned int len = CRYPTO_SHA256_LEN;
+	EVP_MAC_CTX *ctx = hmac_keyed(key, klen);
+	int ok = ctx && hmac_finish(ctx, 1, &msg, &mlen, out) == 0;
+
 	EVP_MAC_CTX_free(ctx);
-	HMAC(EVP_sha256(), key, (int)klen, msg, mlen, out, &len);
+	if (!ok)
+		HMAC(EVP_sha256(), key, (int)klen, msg, mlen, out, &len);
+}
+
+/* The keyed context itself: crypto_hmac_parts works on copies of it. */
+struct crypto_hmac {
+	EVP_MAC_CTX *keyed;
+};
+
+struct crypto_hmac *crypto_hmac_new(const void *key, size_t klen)
+{
+	struct crypto_hmac *h = calloc(1, sizeof *h);
+
+	if (h && !(h->keyed = hmac_keyed(key, klen))) {
+		free(h);
+		h = NULL;
+	}
+	return h;
+}
+
+int crypto_hmac_parts(struct crypto_hmac *h, size_t n, const void *const *p, const size_t *len,
+		      unsigned char out[CRYPTO_SHA256_LEN])
+{
+	EVP_MAC_CTX *ctx = EVP_MAC_CTX_dup(h->keyed);
+	int rc = ctx ? hmac_finish(ctx, n, p, len, out) : -1;
+
+	EVP_MAC_CTX_free(ctx);
+	return rc;
+}
+
+void crypto_hmac_free(struct crypto_hmac *h)
+{
+	if (!h)
+		return;
+	EVP_MAC_CTX_free(h->keyed);
+	free(h);
 }
 
 int crypto_equal(const void *a, const void *b, size_t n)

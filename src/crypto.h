@@ -14,6 +14,17 @@ void crypto_sha256(const void *p, size_t n, unsigned char out[CRYPTO_SHA256_LEN]
 void crypto_sha256_hex(const void *p, size_t n, char out[2 * CRYPTO_SHA256_LEN + 1]);
 void crypto_hmac_sha256(const void *key, size_t klen, const void *msg, size_t mlen,
 			unsigned char out[CRYPTO_SHA256_LEN]);
+/* A keyed HMAC-SHA256, for many messages under one key: the key is set up
+ * once, and each crypto_hmac_parts copies the keyed state. NULL when out of
+ * memory. Free with crypto_hmac_free (NULL is fine). Not shared between
+ * threads. */
+struct crypto_hmac;
+struct crypto_hmac *crypto_hmac_new(const void *key, size_t klen);
+/* HMAC of the concatenation of n parts (p[i], len[i]) into out. Returns 0,
+ * or -1 (out of memory). */
+int crypto_hmac_parts(struct crypto_hmac *h, size_t n, const void *const *p, const size_t *len,
+		      unsigned char out[CRYPTO_SHA256_LEN]) WUR;
+void crypto_hmac_free(struct crypto_hmac *h);
 /* 1 when the n bytes are equal, else 0; time depends only on n. */
 int crypto_equal(const void *a, const void *b, size_t n);
 /* Lowercase hex of n bytes into out (2n+1 bytes). */

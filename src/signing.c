@@ -107,49 +107,87 @@ static int std_key(const char *secret, unsigned char key[STD_KEY_MAX])
 	return (int)klen;
 }
 
-/* Signs "<msg_id>.<timestamp>.<body>" with the decoded key. The message is
- * assembled in one heap buffer because crypto offers a one-shot HMAC only;
- * the key is wiped before returning. Returns 0, or -1 on a bad secret, a
- * NULL argument, cap < 48 or an allocation failure. */
+/* The Standard Webhooks signature "v1,<base64 MAC>" of
+ * "<msg_id>.<timestamp>.<body>" under h (keyed with the decoded key), fed
+ * to the MAC in parts. Returns 0, or -1 (out of memory). */
+static int standard_sign(struct crypto_hmac *h, const char *msg_id, int64_t timestamp,
+			 const void *body, size_t len, char *out)
+{
+	unsigned char mac[CRYPTO_SHA256_LEN];
+	char ts[24];
+	int tsn = snprintf(ts, sizeof ts, "%" PRId64, timestamp);
+	const void *part[] = {msg_id, ".", ts, ".", body ? body : ""};
+	size_t plen[] = {strlen(msg_id), 1, (size_t)(tsn > 0 ? tsn : 0), 1, len};
+
+	if (tsn <= 0 || (size_t)tsn >= sizeof ts || crypto_hmac_parts(h, 5, part, plen, mac) < 0)
+		return -1;
+	memcpy(out, "v1,", 3);
+	crypto_b64_encode(mac, sizeof mac, out + 3);
+	return 0;
+}
+
+/* Signs with the decoded key (wiped before returning). Returns 0, or -1 on
+ * a bad secret, a NULL argument, cap < 48 or an allocation failure. */
 int signing_standard_signature(const char *secret, const char *msg_id, int64_t timestamp,
 			       const void *body, size_t len, char *out, size_t cap)
 {
-	unsigned char key[STD_KEY_MAX], mac[CRYPTO_SHA256_LEN];
-	char ts[24];
-	unsigned char *msg = NULL;
-	size_t idlen, tslen, head;
-	int klen, tsn, rc = -1;
+	unsigned char key[STD_KEY_MAX];
+	struct crypto_hmac *h = NULL;
+	int klen, rc = -1;
 
 	if (!secret || !msg_id || !out || cap < STD_SIG_LEN || (!body && len))
 		return -1;
 	klen = std_key(secret, key);
-	if (klen < 0)
-		goto out;
-	tsn = snprintf(ts, sizeof ts, "%" PRId64, timestamp);
-	if (tsn < 0 || (size_t)tsn >= sizeof ts)
-		goto out;
-	tslen = (size_t)tsn;
-	idlen = strlen(msg_id);
-	head = idlen + 1 + tslen + 1;
-	if (len > SIZE_MAX - head)
-		goto out;
-	msg = malloc(head + len);
-	if (!msg)
-		goto out;
-	memcpy(msg, msg_id, idlen);
-	msg[idlen] = '.';
-	memcpy(msg + idlen + 1, ts, tslen);
-	msg[head - 1] = '.';
-	if (len)
-		memcpy(msg + head, body, len);
-	crypto_hmac_sha256(key, (size_t)klen, msg, head + len, mac);
-	memcpy(out, "v1,", 3);
-	crypto_b64_encode(mac, sizeof mac, out + 3);
-	rc = 0;
-out:
-	free(msg);
+	if (klen >= 0 && (h = crypto_hmac_new(key, (size_t)klen)))
+		rc = standard_sign(h, msg_id, timestamp, body, len, out);
+	crypto_hmac_free(h);
 	crypto_wipe(key, sizeof key);
 	return rc;
+}
+
+struct signing_key {
+	struct crypto_hmac *service;  /* keyed with the whole secret string */
+	struct crypto_hmac *standard; /* keyed with its decoded part */
+};
+
+struct signing_key *signing_key_new(const char *secret)
+{
+	unsigned char key[STD_KEY_MAX];
+	struct signing_key *k = calloc(1, sizeof *k);
+	int klen = secret ? std_key(secret, key) : -1;
+
+	if (k && klen >= 0) {
+		k->service = crypto_hmac_new(secret, strlen(secret));
+		k->standard = crypto_hmac_new(key, (size_t)klen);
+	}
+	crypto_wipe(key, sizeof key);
+	if (k && (!k->service || !k->standard)) {
+		signing_key_free(k);
+		k = NULL;
+	}
+	return k;
+}
+
+int signing_key_sign(struct signing_key *k, const char *msg_id, int64_t timestamp,
+		     const void *body, size_t len, char hex[SIGNING_HEX_LEN], char *std, size_t cap)
+{
+	unsigned char mac[CRYPTO_SHA256_LEN];
+	const void *part = body ? body : "";
+
+	if (!msg_id || !std || cap < STD_SIG_LEN || (!body && len) ||
+	    crypto_hmac_parts(k->service, 1, &part, &len, mac) < 0)
+		return -1;
+	crypto_hex(mac, sizeof mac, hex);
+	return standard_sign(k->standard, msg_id, timestamp, body, len, std);
+}
+
+void signing_key_free(struct signing_key *k)
+{
+	if (!k)
+		return;
+	crypto_hmac_free(k->service);
+	crypto_hmac_free(k->standard);
+	free(k);
 }
 
 /* Parses a webhook-timestamp value: 1 to TS_DIGITS_MAX ASCII digits and

@@ -27,6 +27,19 @@ void signing_service_signature(const char *secret, const void *body, size_t len,
  * whsec_ + valid base64. */
 int signing_standard_signature(const char *secret, const char *msg_id, int64_t timestamp,
 			       const void *body, size_t len, char *out, size_t cap) WUR;
+/* A secret set up for signing many deliveries: both signatures' keys are
+ * prepared once. NULL when out of memory or the secret is not whsec_ +
+ * valid base64. Not shared between threads; free with signing_key_free
+ * (NULL is fine). */
+struct signing_key;
+struct signing_key *signing_key_new(const char *secret);
+/* Both signatures of one delivery, as signing_service_signature (hex) and
+ * signing_standard_signature (std, cap >= 48 bytes) would make them.
+ * Returns 0, or -1 (bad arguments, out of memory). */
+int signing_key_sign(struct signing_key *k, const char *msg_id, int64_t timestamp,
+		     const void *body, size_t len, char hex[SIGNING_HEX_LEN], char *std,
+		     size_t cap) WUR;
+void signing_key_free(struct signing_key *k);
 /* Verifies an X-Service-Signature header value in constant time: 1 valid,
  * 0 not. Accepts the hex in any case. */
 int signing_verify_service(const char *secret, const void *body, size_t len,

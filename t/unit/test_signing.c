@@ -304,10 +304,44 @@ static void test_verify_standard_nul_body(void **state)
 					     STD_NUL_BODY, 1700000000, 300));
 }
 
+/* A prepared key gives the independent vectors, over and over (each
+ * signature starts from a copy of the keyed state), NUL bytes included. */
+static void test_signing_key(void **state)
+{
+	char hex[SIGNING_HEX_LEN], sig[64];
+	struct signing_key *k = signing_key_new(SW_SECRET);
+	int i;
+
+	(void)state;
+	assert_non_null(k);
+	for (i = 0; i < 3; i++) {
+		assert_int_equal(signing_key_sign(k, SW_MSG_ID, SW_TS, SW_BODY, LEN(SW_BODY), hex,
+						  sig, sizeof sig),
+				 0);
+		assert_string_equal(hex, HEX_SW_BODY);
+		assert_string_equal(sig, SW_SIG);
+		assert_int_equal(signing_key_sign(k, "msg_1", 1700000000, NUL_BODY, sizeof NUL_BODY,
+						  hex, sig, sizeof sig),
+				 0);
+		assert_string_equal(hex, HEX_NUL_BODY);
+		assert_string_equal(sig, STD_NUL_BODY);
+	}
+	assert_int_equal(signing_key_sign(k, "msg_1", 1, NULL, 0, hex, sig, sizeof sig), 0);
+	assert_string_equal(hex, HEX_EMPTY);
+	assert_int_equal(signing_key_sign(k, "msg_1", 1, NULL, 3, hex, sig, sizeof sig), -1);
+	assert_int_equal(signing_key_sign(k, "msg_1", 1, "x", 1, hex, sig, LEN(SW_SIG)), -1);
+	signing_key_free(k);
+	assert_null(signing_key_new("whsec_AAAA"));
+	assert_null(signing_key_new("no-prefix"));
+	assert_null(signing_key_new(NULL));
+	signing_key_free(NULL);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_service_signature_vectors),
+		cmocka_unit_test(test_signing_key),
 		cmocka_unit_test(test_service_signature_nul_body),
 		cmocka_unit_test(test_standard_signature_vector),
 		cmocka_unit_test(test_standard_signature_nul_body),
