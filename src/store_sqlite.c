@@ -97,6 +97,14 @@ static int map_rc(sqlite3 *db, int rc, const char *sql)
 	return STORE_ERR;
 }
 
+/* Process-wide settings, before the first connection: no memory
+ * statistics (SQLite would otherwise take a global mutex around every
+ * allocation of every connection to keep them). */
+static void sqlite_configure(void)
+{
+	(void)sqlite3_config(SQLITE_CONFIG_MEMSTATUS, 0);
+}
+
 static int conn_open(const char *path, struct conn *c)
 {
 	static const char *pragmas =
@@ -533,9 +541,11 @@ int store_open(const char *url, int pool_size, struct store **out)
 {
 	struct store *st;
 	const char *path;
+	static pthread_once_t once = PTHREAD_ONCE_INIT;
 	int i;
 
 	*out = NULL;
+	pthread_once(&once, sqlite_configure);
 	if (strncmp(url, "sqlite:", 7) != 0) {
 		log_msg(LOG_ERROR, "store_open",
 			"unsupported database URL (this build has the sqlite: backend only)");
