@@ -26,6 +26,11 @@ static const int64_t v1_offsets[] = {MIN_MS,       5 * MIN_MS,   15 * MIN_MS,
 static const int64_t v2_offsets[] = {MIN_MS,      5 * MIN_MS,   15 * MIN_MS, HOUR_MS,
 				     4 * HOUR_MS, 12 * HOUR_MS, 24 * HOUR_MS};
 
+/* A lane's claimed and unrecorded deliveries, at most: DISPATCH_LANE_
+ * CONCURRENCY sending and as many again waiting in the HTTP thread for a
+ * slot, so a slot is refilled as soon as its transfer ends, without
+ * waiting for the recorder's next turn. */
+#define LANE_CLAIMED (2 * DISPATCH_LANE_CONCURRENCY)
 #define FANOUT_BATCH 500
 /* A batch also ends once it made this many deliveries, so a burst to many
  * subscriptions never holds the write lock (which the recorders need) for
@@ -53,17 +58,26 @@ struct lane {
 	char *key;
 	int rate;        /* sends per second, 0 = no cap */
 	int owner;       /* the sender that serves it */
-	int in_flight;   /* claimed and not yet recorded; sender only */
-	int finished;    /* of those, finished and about to be recorded; sender only */
+	int in_flight;   /* claimed and not yet recorded; recorder only */
+	int finished;    /* of those, finished and about to be recorded; recorder only */
+	/* The HTTP thread's: transfers running, and claimed flights waiting
+	 * for one of the DISPATCH_LANE_CONCURRENCY slots (FIFO). */
+	int running;
+	struct flight *wait_head, *wait_tail;
+	/* The signing key of its deliveries, prepared, and the sealed value it
+	 * was opened from (reopened when that changes: a rotation); owner's
+	 * recorder only. */
+	char *sealed;
+	struct signing_key *skey;
 	double tat;      /* GCRA theoretical arrival time, mono ms; sender only */
 	int64_t due_ms;  /* earliest known due time (wall ms); under mu */
 	unsigned gen;    /* bumped by every notify; under mu */
 	int64_t hash;    /* dispatch_lane_hash(key): the due index's key */
 	/* The seqs of its deliveries claimed and not yet recorded (their rows
 	 * still look due, so selection skips them); owner's recorder only. A
-	 * turn records before it claims, so at most the concurrency are in
-	 * flight plus as many finished, awaiting their record. */
-	int64_t flying[2 * DISPATCH_LANE_CONCURRENCY];
+	 * turn records before it claims, so at most LANE_CLAIMED are claimed
+	 * plus as many finished, awaiting their record. */
+	int64_t flying[2 * LANE_CLAIMED];
 	int nflying;
 };
 
@@ -89,6 +103,7 @@ struct flight {
 	size_t body_len;
 	char hdr[9][160];
 	const char *hdrs[10];
+	struct flight *next_wait; /* in its lane's wait list (HTTP thread) */
 };
 
 /* A flight list guarded by its sender's qmu. */
@@ -116,6 +131,7 @@ struct sender {
 	struct flight_queue ready; /* claimed, to start (recorder -> HTTP) */
 	struct flight_queue done;  /* finished, to record (HTTP -> recorder) */
 	struct flight_queue spare; /* the HTTP thread's, swapped with ready */
+	struct flight_queue failed; /* the HTTP thread's: ended at once, to hand back */
 	int wake;                  /* under qmu: plan again (a lane got work) */
 	volatile int rec_exited;
 };
@@ -828,16 +844,15 @@ static struct flight *flight_new(struct lane *lane, struct store_rows *r)
 	return f;
 }
 
-/* Signs f with the secret (fresh webhook-timestamp) and fills its header
- * list. Returns 0, or -1 when the secret is unusable. */
-static int flight_sign(struct flight *f, const char *secret)
+/* Signs f with key (fresh webhook-timestamp) and fills its header list.
+ * Returns 0, or -1 when signing failed. */
+static int flight_sign(struct flight *f, struct signing_key *key)
 {
 	char hex[SIGNING_HEX_LEN], sig[128];
 	int64_t ts = clock_now_ms() / 1000;
 	size_t i, n = 0;
 
-	signing_service_signature(secret, f->body, f->body_len, hex);
-	if (signing_standard_signature(secret, f->id, ts, f->body, f->body_len, sig, sizeof sig) < 0)
+	if (signing_key_sign(key, f->id, ts, f->body, f->body_len, hex, sig, sizeof sig) < 0)
 		return -1;
 	snprintf(f->hdr[5], sizeof f->hdr[5], "X-Service-Signature: %s", hex);
 	snprintf(f->hdr[6], sizeof f->hdr[6], "webhook-timestamp: %" PRId64, ts);
@@ -849,22 +864,40 @@ static int flight_sign(struct flight *f, const char *secret)
 	return 0;
 }
 
-/* Up to $3 due deliveries of lane $4 (hash $1, due at $2), earliest first.
- * Read outside the write lock: only the lane's own sender claims from it. */
-#define DUE_SQL                                                                            \
+/* The seqs of up to $3 due deliveries of the lane hashed $1 (due at $2),
+ * earliest first: from the due index alone, so the lane's deliveries in
+ * flight, which still look due, cost an index entry each to skip. Read
+ * outside the write lock: only the lane's own sender claims from it. */
+#define DUE_SEQS_SQL                                                                       \
+	"SELECT seq FROM webhook_deliveries WHERE lane_hash = $1 AND"                          \
+	" next_attempt_at IS NOT NULL AND next_attempt_at <= $2 ORDER BY next_attempt_at"    \
+	" LIMIT $3"
+/* One of them, if it is the lane's ($2; a hash collision is not). */
+#define DUE_ROW_SQL                                                                        \
 	"SELECT seq, id, surface, event_id, event_type, portfolio_id, url, body,"             \
 	" attempt_count, schedule_origin, manual, subscription_id FROM webhook_deliveries"   \
-	" WHERE lane_hash = $1 AND next_attempt_at IS NOT NULL AND next_attempt_at <= $2"     \
-	" AND lane = $4 ORDER BY next_attempt_at LIMIT $3"
+	" WHERE seq = $1 AND lane = $2 AND next_attempt_at IS NOT NULL"
 
-/* The signing secret of a lane's deliveries, opened (malloc'ed), or NULL:
- * a v1 subscription's own, or the v2 portfolio's (the mirror shares it).
- * Every delivery of a lane has the same one, so it is read once per claim. */
-static char *lane_secret(struct dispatch *d, struct store_tx *tx, const char *surface,
-			 const char *portfolio_id, const char *subscription_id)
+static void lane_key_drop(struct lane *l)
+{
+	signing_key_free(l->skey);
+	l->skey = NULL;
+	free(l->sealed);
+	l->sealed = NULL;
+}
+
+/* The signing key of l's deliveries, or NULL when unusable: a v1
+ * subscription's own secret, or the v2 portfolio's (the mirror shares it).
+ * The sealed value is read at every claim, so a rotation applies to the
+ * next claim; it is opened only when it changed, and the lane keeps the
+ * prepared key (in memory only) between claims. */
+static struct signing_key *lane_key(struct dispatch *d, struct lane *l, struct store_tx *tx,
+				    const char *surface, const char *portfolio_id,
+				    const char *subscription_id)
 {
 	struct store_rows *r;
-	char *secret = NULL;
+	const char *sealed;
+	char *secret;
 	int v1 = !strcmp(surface, "v1");
 
 	if (store_query(tx,
@@ -873,10 +906,25 @@ static char *lane_secret(struct dispatch *d, struct store_tx *tx, const char *su
 			(struct store_val[]){sv_text(v1 ? subscription_id : portfolio_id)}, 1,
 			&r) != STORE_OK)
 		return NULL;
-	if (store_next(r) == 1 && !store_is_null(r, 0))
-		secret = crypto_open(d->seal_key, store_text(r, 0), v1 ? subscription_id : portfolio_id);
+	if (store_next(r) != 1 || store_is_null(r, 0)) {
+		lane_key_drop(l);
+		goto out;
+	}
+	sealed = store_text(r, 0);
+	if (l->sealed && !strcmp(l->sealed, sealed))
+		goto out;
+	lane_key_drop(l);
+	secret = crypto_open(d->seal_key, sealed, v1 ? subscription_id : portfolio_id);
+	if (!secret)
+		goto out;
+	l->skey = signing_key_new(secret);
+	crypto_wipe(secret, strlen(secret));
+	free(secret);
+	if (l->skey && !(l->sealed = strdup(sealed)))
+		lane_key_drop(l);
+out:
 	store_rows_close(r);
-	return secret;
+	return l->skey;
 }
 
 /* 1 when seq is one of the lane's deliveries in flight. */
@@ -911,35 +959,44 @@ static int select_lane(struct dispatch *d, struct store_tx *tx, const struct cla
 {
 	struct lane *l = c->lane;
 	struct store_rows *r;
-	char *secret = NULL;
-	int rc, n = 0, rows = 0, i;
+	struct signing_key *key = NULL;
+	int64_t seqs[LANE_CLAIMED];
+	int rc, n = 0, nseqs = 0, rows = 0, i;
 
 	*min_due = 0;
 	/* Deliveries in flight still look due: ask for that many more. */
-	rc = store_query(tx, DUE_SQL,
+	rc = store_query(tx, DUE_SEQS_SQL,
 			 (struct store_val[]){sv_int(l->hash), sv_int(now),
-					      sv_int(c->want + l->nflying), sv_text(l->key)},
-			 4, &r);
+					      sv_int(c->want + l->nflying)},
+			 3, &r);
 	if (rc != STORE_OK)
 		return rc;
 	while ((rc = store_next(r)) == 1) {
 		rows++;
-		if (n == c->want || lane_flying(l, store_int(r, 0)))
-			continue;
-		if (!(out[n] = flight_new(c->lane, r))) {
-			rc = STORE_ERR;
-			break;
-		}
-		if (n == 0)
-			secret = lane_secret(d, tx, out[0]->surface, store_text(r, 5),
-					     store_text(r, 11));
-		n++;
+		if (nseqs < c->want && nseqs < (int)ARRAY_LEN(seqs) && !lane_flying(l, store_int(r, 0)))
+			seqs[nseqs++] = store_int(r, 0);
 	}
 	store_rows_close(r);
+	for (i = 0; rc >= 0 && i < nseqs; i++) {
+		rc = store_query(tx, DUE_ROW_SQL, (struct store_val[]){sv_int(seqs[i]), sv_text(l->key)},
+				 2, &r);
+		if (rc != STORE_OK)
+			break;
+		rc = store_next(r);
+		if (rc == 1 && !(out[n] = flight_new(c->lane, r)))
+			rc = STORE_ERR;
+		else if (rc == 1) {
+			if (n == 0)
+				key = lane_key(d, l, tx, out[0]->surface, store_text(r, 5),
+					       store_text(r, 11));
+			n++;
+		}
+		store_rows_close(r);
+	}
 	if (rc < 0)
 		goto fail;
 	for (i = 0; i < n; i++) {
-		if (secret && flight_sign(out[i], secret) == 0)
+		if (key && flight_sign(out[i], key) == 0)
 			continue;
 		/* Sent nowhere; recorded as a failed attempt. */
 		out[i]->req.error = HTTPC_EOTHER;
@@ -966,10 +1023,6 @@ fail:
 	for (i = 0; i < n; i++)
 		flight_free(out[i]);
 out:
-	if (secret) {
-		crypto_wipe(secret, strlen(secret));
-		free(secret);
-	}
 	return rc;
 }
 
@@ -1148,7 +1201,7 @@ static int plan_claims(struct sender *sd, struct turn *t, int64_t now, double mo
 		}
 		/* Attempts that finished count as free already: their outcome
 		 * is recorded in the same transaction that claims the next. */
-		want = DISPATCH_LANE_CONCURRENCY - (l->in_flight - l->finished);
+		want = LANE_CLAIMED - (l->in_flight - l->finished);
 		if (want <= 0)
 			continue;
 		tokens = lane_tokens(d, l, mono);
@@ -1379,18 +1432,47 @@ static void *recorder_main(void *arg)
 	return NULL;
 }
 
-/* The HTTP thread: starts what the recorder claimed, hands back what
- * finished, until the recorder has exited. */
+/* Starts the waiting flights of l while it has a free slot; those that
+ * end at once (refused, unsigned) go to failed, to be recorded as they
+ * are. */
+static void lane_fill(struct sender *sd, struct lane *l, struct flight_queue *failed)
+{
+	struct flight *f;
+
+	while (l->running < DISPATCH_LANE_CONCURRENCY && (f = l->wait_head)) {
+		l->wait_head = f->next_wait;
+		if (!l->wait_head)
+			l->wait_tail = NULL;
+		f->next_wait = NULL;
+		if (flight_start(sd, f) == 0)
+			l->running++;
+		else if (queue_push(failed, f) < 0)
+			flight_abandon(f); /* cannot happen: room reserved */
+	}
+}
+
+/* The HTTP thread: queues the flights the recorder claimed behind their
+ * lanes and starts them as slots free (at most DISPATCH_LANE_CONCURRENCY
+ * transfers per lane), hands back the finished ones, until the recorder
+ * has exited. */
 static void *sender_main(void *arg)
 {
 	struct sender *sd = arg;
 	struct httpc_request *done[256];
 	struct flight_queue swap;
+	struct flight *f;
+	struct lane *l;
 	size_t i;
-	int n, failed;
+	int n;
 
 	while (!sd->rec_exited) {
 		n = httpc_async_poll(sd->http, 1000, done, ARRAY_LEN(done));
+		/* A finished transfer frees its slot for the lane's next. */
+		for (i = 0; i < (size_t)(n > 0 ? n : 0); i++) {
+			l = ((struct flight *)done[i]->user)->lane;
+			l->running--;
+			lane_fill(sd, l, &sd->failed);
+		}
 		pthread_mutex_lock(&sd->qmu);
 		for (i = 0; i < (size_t)(n > 0 ? n : 0); i++)
 			if (queue_push(&sd->done, done[i]->user) < 0)
@@ -1401,22 +1483,25 @@ static void *sender_main(void *arg)
 		if (n > 0)
 			pthread_cond_signal(&sd->qcond);
 		pthread_mutex_unlock(&sd->qmu);
-		failed = 0;
 		for (i = 0; i < sd->spare.n; i++) {
-			if (flight_start(sd, sd->spare.f[i]) == 0)
-				continue;
-			/* Ended at once (refused, unsigned): record it as it is. */
-			pthread_mutex_lock(&sd->qmu);
-			if (queue_push(&sd->done, sd->spare.f[i]) < 0)
-				flight_abandon(sd->spare.f[i]);
-			pthread_mutex_unlock(&sd->qmu);
-			failed = 1;
+			f = sd->spare.f[i];
+			l = f->lane;
+			if (l->wait_tail)
+				l->wait_tail->next_wait = f;
+			else
+				l->wait_head = f;
+			l->wait_tail = f;
+			lane_fill(sd, l, &sd->failed);
 		}
 		sd->spare.n = 0;
-		if (failed) {
+		if (sd->failed.n) {
 			pthread_mutex_lock(&sd->qmu);
+			for (i = 0; i < sd->failed.n; i++)
+				if (queue_push(&sd->done, sd->failed.f[i]) < 0)
+					flight_abandon(sd->failed.f[i]);
 			pthread_cond_signal(&sd->qcond);
 			pthread_mutex_unlock(&sd->qmu);
+			sd->failed.n = 0;
 		}
 	}
 	return NULL;
@@ -1484,9 +1569,16 @@ static int recover_claims(struct store *st)
 
 static void lanes_free(struct dispatch *d)
 {
+	struct flight *f;
 	size_t i;
 
 	for (i = 0; i < d->nlanes; i++) {
+		/* Claimed, never started (stop): their claim stays. */
+		while ((f = d->lanes[i]->wait_head)) {
+			d->lanes[i]->wait_head = f->next_wait;
+			flight_abandon(f);
+		}
+		lane_key_drop(d->lanes[i]);
 		free(d->lanes[i]->key);
 		free(d->lanes[i]);
 	}
@@ -1529,7 +1621,8 @@ int dispatch_start(struct store *st, const struct dispatch_opts *o, struct dispa
 		sd->http = httpc_async_new();
 		if (!sd->http || queue_reserve(&sd->ready, MAX_IN_FLIGHT) < 0 ||
 		    queue_reserve(&sd->done, MAX_IN_FLIGHT) < 0 ||
-		    queue_reserve(&sd->spare, MAX_IN_FLIGHT) < 0)
+		    queue_reserve(&sd->spare, MAX_IN_FLIGHT) < 0 ||
+		    queue_reserve(&sd->failed, MAX_IN_FLIGHT) < 0)
 			goto fail;
 	}
 	for (i = 0; i < d->nsenders; i++) {
@@ -1593,6 +1686,7 @@ void dispatch_stop(struct dispatch *d, int drain_ms)
 		free(sd->ready.f);
 		free(sd->done.f);
 		free(sd->spare.f);
+		free(sd->failed.f);
 		if (sd->d) {
 			pthread_cond_destroy(&sd->qcond);
 			pthread_mutex_destroy(&sd->qmu);

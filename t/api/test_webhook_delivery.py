@@ -600,6 +600,26 @@ class PingTest(DeliveryCase):
         self.assert_no_more("/ping-g-other", 0)
         self.assert_no_more("/ping-g", 1, settle=0)
 
+    def test_v2_rotation_signs_the_next_attempt(self):
+        """The engine keeps a lane's key prepared between claims; a rotation
+        must still sign the very next attempt with the new secret only."""
+        seed = self.seed("group", 1)
+        sub, old = self.subscribe(seed, "v2", "/rot", ["rate.decision.published"])
+        ping = lambda: assert_success(self, self.srv.request(
+            "POST", "/v2/webhooks/%s/ping" % sub, token=seed.token, portfolio=seed.id), 202)
+        ping()
+        self.check_signatures(self.rx.wait_for(1, "/rot")[0], old)
+        r = self.srv.request("POST", "/v2/webhooks/signing-secret/rotate", token=seed.token,
+                             portfolio=seed.id)
+        new = assert_success(self, r, 200)[0]["signing_secret"]
+        self.assertNotEqual(new, old)
+        self.v2_secrets[seed.id] = new
+        ping()
+        d = self.rx.wait_for(2, "/rot")[1]
+        self.check_signatures(d, new)
+        stale = hmac.new(old.encode("utf-8"), d.body, hashlib.sha256).hexdigest()
+        self.assertNotEqual(d.headers.get("x-service-signature"), stale)
+
 
 class MirrorSlaTest(DeliveryCase):
     """Mirrors at --time-scale 1000000 (a v2 schedule is 86 ms), and the SLA."""
