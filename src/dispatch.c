@@ -36,7 +36,12 @@ static const int64_t v2_offsets[] = {MIN_MS,      5 * MIN_MS,   15 * MIN_MS, HOU
  * subscriptions never holds the write lock (which the recorders need) for
  * long: 500 events x 32 subscriptions in one transaction held it ~0.1 s. */
 #define FANOUT_MAX_DELIVERIES 2000
-#define FANOUT_IDLE_MS 20
+/* How often an idle fan-out looks at the outbox (events also come from
+ * other processes, e.g. revopsctl, so there is nothing to wait on). A read
+ * of one index entry: 200 a second cost nothing measurable, and at 20 ms
+ * a small backlog ran dry between looks (deliveries/s at 1k pending: 22.2k
+ * and 19.9k at 20 ms, 24.8k and 24.1k at 5 ms, alternated). */
+#define FANOUT_IDLE_MS 5
 #define MAX_IN_FLIGHT 512
 #define SNIPPET_MAX 1024
 #define POLL_IDLE_MS 1000
