@@ -26,10 +26,13 @@ static const int64_t v1_offsets[] = {MIN_MS,       5 * MIN_MS,   15 * MIN_MS,
 static const int64_t v2_offsets[] = {MIN_MS,      5 * MIN_MS,   15 * MIN_MS, HOUR_MS,
 				     4 * HOUR_MS, 12 * HOUR_MS, 24 * HOUR_MS};
 
-/* A lane's claimed and unrecorded deliveries, at most: DISPATCH_LANE_
- * CONCURRENCY sending and as many again waiting in the HTTP thread for a
- * slot, so a slot is refilled as soon as its transfer ends, without
- * waiting for the recorder's next turn. */
+/* An uncapped lane's claimed and unrecorded deliveries, at most:
+ * DISPATCH_LANE_CONCURRENCY sending and as many again waiting in the HTTP
+ * thread for a slot, so a slot is refilled as soon as its transfer ends,
+ * without waiting for the recorder's next turn. A capped lane claims only
+ * as many as it may send (its sends must stay 1/rate apart, which a
+ * release of waiting ones would break; at 80/s at most, its slots are
+ * never what limits it). */
 #define LANE_CLAIMED (2 * DISPATCH_LANE_CONCURRENCY)
 #define FANOUT_BATCH 500
 /* A batch also ends once it made this many deliveries, so a burst to many
@@ -1206,7 +1209,8 @@ static int plan_claims(struct sender *sd, struct turn *t, int64_t now, double mo
 		}
 		/* Attempts that finished count as free already: their outcome
 		 * is recorded in the same transaction that claims the next. */
-		want = LANE_CLAIMED - (l->in_flight - l->finished);
+		want = (d->o.uncapped || l->rate <= 0 ? LANE_CLAIMED : DISPATCH_LANE_CONCURRENCY) -
+		       (l->in_flight - l->finished);
 		if (want <= 0)
 			continue;
 		tokens = lane_tokens(d, l, mono);

@@ -29,6 +29,7 @@ and are never fatal to the server.
 Run `python3 receiver.py` for a self-test (needs openssl and curl).
 """
 
+import collections
 import json
 import os
 import socket
@@ -252,10 +253,13 @@ class _Handler(BaseHTTPRequestHandler):
         path = urllib.parse.urlsplit(target).path if target.startswith("/") else target
         d = Delivery(path, target, list(self.headers.items()), body, arrived, self._conn_no)
         beh = rx._record(d)
-        if beh.delay > 0:
-            time.sleep(beh.delay)
-        status = beh.status if beh.status is not None else rx.default_status
-        self._answer(status, beh.body, close=beh.close)
+        try:
+            if beh.delay > 0:
+                time.sleep(beh.delay)
+            status = beh.status if beh.status is not None else rx.default_status
+            self._answer(status, beh.body, close=beh.close)
+        finally:
+            rx._answered(path)
 
     def _not_allowed(self):
         try:
@@ -355,6 +359,8 @@ class Receiver:
         self._cond = threading.Condition(self._lock)
         self._deliveries = []
         self._behaviour = {}
+        self._busy = collections.Counter()      # per path: requests not yet answered
+        self._busy_max = collections.Counter()  # per path: the most at once
         self._server = _TLSServer(self, ca.server_context(), (host, port))
         self.port = self._server.server_address[1]
         self._thread = threading.Thread(target=self._server.serve_forever,
@@ -386,8 +392,20 @@ class Receiver:
     def _record(self, d):
         with self._cond:
             self._deliveries.append(d)
+            self._busy[d.path] += 1
+            self._busy_max[d.path] = max(self._busy_max[d.path], self._busy[d.path])
             self._cond.notify_all()
             return self._behaviour.get(d.path) or _Behaviour()
+
+    def _answered(self, path):
+        with self._lock:
+            self._busy[path] -= 1
+
+    def max_concurrent(self, path):
+        """The most requests to `path` that were in progress at once (arrived,
+        not yet answered)."""
+        with self._lock:
+            return self._busy_max[path]
 
     def received(self, path=None):
         """Deliveries so far (in arrival order), all or those of one path."""
