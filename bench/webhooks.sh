@@ -77,6 +77,7 @@
 #   PERF            if 1, after the 1k window profile revopsd with `perf
 #                   record --call-graph dwarf` for PERF_SECONDS (10) under the
 #                   same 1k-pending load and print the top of `perf report`
+#   FEED_TICK_MS    milliseconds between the 1k feeder's top-ups (50)
 #   KEEP            if 1, keep the work dir (data dir, logs, certificates)
 #   QUIET_MAX, QUIET_BUSY  before the reference and each phase, wait up to
 #                   QUIET_MAX seconds (60) for the machine to be at most

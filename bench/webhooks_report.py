@@ -315,7 +315,7 @@ class Feeder:
         self.prev = (now, after)
 
 
-TICK = 0.05  # seconds between the feeder's top-ups
+TICK = float(os.environ.get("FEED_TICK_MS", "50")) / 1000  # seconds between the feeder's top-ups
 
 
 def run_for(seconds, con, feeder, record, tick=TICK):
