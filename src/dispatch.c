@@ -77,7 +77,7 @@ struct lane {
 	 * recorder only. */
 	char *sealed;
 	struct signing_key *skey;
-	double tat;      /* GCRA theoretical arrival time, mono ms; sender only */
+	double tat;      /* GCRA theoretical arrival time, mono ms; recorder only */
 	int64_t due_ms;  /* earliest known due time (wall ms); under mu */
 	unsigned gen;    /* bumped by every notify; under mu */
 	int64_t hash;    /* dispatch_lane_hash(key): the due index's key */
@@ -121,8 +121,9 @@ struct flight_queue {
 };
 
 /* One sender: two threads that serve the lanes whose owner it is. The HTTP
- * thread only drives its asynchronous client: it starts the flights the
- * recorder hands it and hands back the finished ones. The recorder does
+ * thread only drives its asynchronous client: it queues the flights the
+ * recorder hands it behind their lanes, starts them as the lanes' slots
+ * free, and hands back the finished ones. The recorder does
  * all the database work: it records outcomes, plans and claims. Neither
  * waits for the other, so transfers progress during database turns and
  * turns batch whatever finished meanwhile. */
