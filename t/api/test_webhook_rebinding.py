@@ -52,8 +52,9 @@ second A query, answered by the trap, and connect to it (trap connections
 > 0) or fail as refused_target where a delivery is expected; without the
 socket guard, scenarios 3 to 5 connect to the trap.
 
-How.  The suite needs its own network: run as root, the file re-executes
-itself under `unshare --net --mount` (util-linux) unless the marker
+How.  The suite needs its own network: the file re-executes itself under
+`unshare --net --mount` (util-linux; not as root, also `--user
+--map-root-user`: a user namespace where it is root) unless the marker
 variable says it already did.  Inside the new namespaces it brings `lo` up
 and adds the public-looking address 93.184.216.34 to it (it exists only in
 this network namespace, which has no other interface: nothing leaves the
@@ -124,15 +125,19 @@ def netns_id():
 def reexec_in_namespaces():
     """Runs this file again in new network and mount namespaces (does not
     return).  Exits with a clear message when namespaces are unavailable."""
-    probe = subprocess.run(["unshare", "--net", "--mount", "true"], capture_output=True,
-                           timeout=30)
+    # Not root: a user namespace of our own, where we are root (Debian 12
+    # allows unprivileged user namespaces).
+    user = [] if os.geteuid() == 0 else ["--user", "--map-root-user"]
+    probe = subprocess.run(["unshare"] + user + ["--net", "--mount", "true"],
+                           capture_output=True, timeout=30)
     if probe.returncode != 0:
-        sys.exit("test_webhook_rebinding needs root and network + mount namespaces "
-                 "(unshare --net --mount): %s" % probe.stderr.decode(errors="replace"))
+        sys.exit("test_webhook_rebinding needs network + mount namespaces (unshare %s"
+                 "--net --mount): %s" % (" ".join(user + [""]),
+                                         probe.stderr.decode(errors="replace")))
     env = dict(os.environ)
     env[NS_MARK] = netns_id()
-    argv = ["unshare", "--net", "--mount", "--propagation", "private",
-            sys.executable, os.path.abspath(__file__)] + sys.argv[1:]
+    argv = ["unshare"] + user + ["--net", "--mount", "--propagation", "private",
+                                 sys.executable, os.path.abspath(__file__)] + sys.argv[1:]
     os.execvpe("unshare", argv, env)
 
 
