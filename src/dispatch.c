@@ -881,11 +881,17 @@ static int flight_sign(struct flight *f, struct signing_key *key)
 	"SELECT seq FROM webhook_deliveries WHERE lane_hash = $1 AND"                          \
 	" next_attempt_at IS NOT NULL AND next_attempt_at <= $2 ORDER BY next_attempt_at"    \
 	" LIMIT $3"
-/* One of them, if it is the lane's ($2; a hash collision is not). */
-#define DUE_ROW_SQL                                                                        \
+#define DUE_COLS                                                                           \
 	"SELECT seq, id, surface, event_id, event_type, portfolio_id, url, body,"             \
-	" attempt_count, schedule_origin, manual, subscription_id FROM webhook_deliveries"   \
-	" WHERE seq = $1 AND lane = $2 AND next_attempt_at IS NOT NULL"
+	" attempt_count, schedule_origin, manual, subscription_id FROM webhook_deliveries"
+/* One of them, if it is the lane's ($2; a hash collision is not). */
+#define DUE_ROW_SQL DUE_COLS " WHERE seq = $1 AND lane = $2 AND next_attempt_at IS NOT NULL"
+/* The lane's ($4) due deliveries by the text: used when the hash is shared
+ * with another lane, whose rows would otherwise fill DUE_SEQS_SQL's LIMIT
+ * (hash collisions are rare, but lane text comes partly from users). */
+#define DUE_LANE_SQL                                                                       \
+	DUE_COLS " WHERE lane_hash = $1 AND next_attempt_at IS NOT NULL AND"                  \
+		 " next_attempt_at <= $2 AND lane = $4 ORDER BY next_attempt_at LIMIT $3"
 
 static void lane_key_drop(struct lane *l)
 {
@@ -963,6 +969,28 @@ static void lane_landed(struct lane *l, int64_t seq)
  * under the write lock). Appends the flights to out (room for want more).
  * Sets *min_due to the lane's next due time when fewer than want were
  * due, else 0. Returns how many or a negative store status. */
+/* Takes the rows r yields as flights of l, skipping those in flight, until
+ * out holds want (*n so far); the first one fetches the lane's key. Returns
+ * the rows seen, or a negative store status. */
+static int take_rows(struct dispatch *d, struct store_tx *tx, struct lane *l,
+		     struct store_rows *r, int want, struct flight **out, int *n,
+		     struct signing_key **key)
+{
+	int rc, rows = 0;
+
+	while ((rc = store_next(r)) == 1) {
+		rows++;
+		if (*n == want || lane_flying(l, store_int(r, 0)))
+			continue;
+		if (!(out[*n] = flight_new(l, r)))
+			return STORE_ERR;
+		if (*n == 0)
+			*key = lane_key(d, l, tx, out[0]->surface, store_text(r, 5), store_text(r, 11));
+		(*n)++;
+	}
+	return rc < 0 ? rc : rows;
+}
+
 static int select_lane(struct dispatch *d, struct store_tx *tx, const struct claim *c,
 		       int64_t now, struct flight **out, int64_t *min_due)
 {
@@ -986,21 +1014,27 @@ static int select_lane(struct dispatch *d, struct store_tx *tx, const struct cla
 			seqs[nseqs++] = store_int(r, 0);
 	}
 	store_rows_close(r);
-	for (i = 0; rc >= 0 && i < nseqs; i++) {
+	for (i = 0; rc >= 0 && i < nseqs && n == i; i++) {
 		rc = store_query(tx, DUE_ROW_SQL, (struct store_val[]){sv_int(seqs[i]), sv_text(l->key)},
 				 2, &r);
 		if (rc != STORE_OK)
 			break;
-		rc = store_next(r);
-		if (rc == 1 && !(out[n] = flight_new(c->lane, r)))
-			rc = STORE_ERR;
-		else if (rc == 1) {
-			if (n == 0)
-				key = lane_key(d, l, tx, out[0]->surface, store_text(r, 5),
-					       store_text(r, 11));
-			n++;
-		}
+		rc = take_rows(d, tx, l, r, c->want, out, &n, &key);
 		store_rows_close(r);
+	}
+	if (rc >= 0 && n < nseqs) {
+		/* A seq of another lane with the same hash: select by the text. */
+		for (i = 0; i < n; i++)
+			flight_free(out[i]);
+		n = 0;
+		rc = store_query(tx, DUE_LANE_SQL,
+				 (struct store_val[]){sv_int(l->hash), sv_int(now),
+						      sv_int(c->want + l->nflying), sv_text(l->key)},
+				 4, &r);
+		if (rc == STORE_OK) {
+			rc = rows = take_rows(d, tx, l, r, c->want, out, &n, &key);
+			store_rows_close(r);
+		}
 	}
 	if (rc < 0)
 		goto fail;
