@@ -63,6 +63,7 @@ struct xfer {
 	int too_big;
 	int oom;
 	int refused;            /* the egress guard refused an address */
+	int opened;             /* ... and opened a socket for an allowed one */
 	char refused_range[96]; /* the last refused address's range, e.g. "loopback (127.0.0.0/8)" */
 	int shape;              /* the easy handle's fixed options: see xfer_prepare */
 	char errbuf[CURL_ERROR_SIZE];
@@ -305,12 +306,15 @@ static struct httpc_async *thread_client(void)
 static curl_socket_t open_socket(void *arg, curlsocktype purpose, struct curl_sockaddr *a)
 {
 	struct xfer *x = arg;
+	char range[sizeof x->refused_range];
 
 	(void)purpose;
-	if (!egress_address_allowed(&a->addr, x->refused_range, sizeof x->refused_range)) {
+	if (!egress_address_allowed(&a->addr, range, sizeof range)) {
 		x->refused = 1;
+		memcpy(x->refused_range, range, sizeof range);
 		return CURL_SOCKET_BAD;
 	}
+	x->opened = 1;
 	return socket(a->family, a->socktype, a->protocol);
 }
 
@@ -505,9 +509,9 @@ static enum httpc_error classify(CURLcode rc, const struct xfer *x)
 {
 	if (x->too_big)
 		return HTTPC_ETOOBIG;
-	/* A refused address fails the transfer only when no other one of
-	 * the name's addresses could be used. */
-	if (x->refused && rc != CURLE_OK)
+	/* A refused address is the failure only when no other one of the
+	 * name's addresses was tried: otherwise that one's outcome counts. */
+	if (x->refused && !x->opened && rc != CURLE_OK)
 		return HTTPC_EREFUSED_TARGET;
 	switch (rc) {
 	case CURLE_OK:
