@@ -1476,6 +1476,18 @@ static void *recorder_main(void *arg)
 	return NULL;
 }
 
+/* Puts f at the end of its lane's wait list. */
+static void lane_enqueue(struct flight *f)
+{
+	struct lane *l = f->lane;
+
+	if (l->wait_tail)
+		l->wait_tail->next_wait = f;
+	else
+		l->wait_head = f;
+	l->wait_tail = f;
+}
+
 /* Starts the waiting flights of l while it has a free slot; those that
  * end at once (refused, unsigned) go to failed, to be recorded as they
  * are. */
@@ -1504,21 +1516,21 @@ static void *sender_main(void *arg)
 	struct sender *sd = arg;
 	struct httpc_request *done[256];
 	struct flight_queue swap;
-	struct flight *f;
 	struct lane *l;
-	size_t i;
+	size_t i, nd;
 	int n;
 
 	while (!sd->rec_exited) {
 		n = httpc_async_poll(sd->http, 1000, done, ARRAY_LEN(done));
+		nd = n > 0 ? (size_t)n : 0;
 		/* A finished transfer frees its slot for the lane's next. */
-		for (i = 0; i < (size_t)(n > 0 ? n : 0); i++) {
+		for (i = 0; i < nd; i++) {
 			l = ((struct flight *)done[i]->user)->lane;
 			l->running--;
 			lane_fill(sd, l, &sd->failed);
 		}
 		pthread_mutex_lock(&sd->qmu);
-		for (i = 0; i < (size_t)(n > 0 ? n : 0); i++)
+		for (i = 0; i < nd; i++)
 			if (queue_push(&sd->done, done[i]->user) < 0)
 				flight_abandon(done[i]->user); /* cannot happen: room reserved */
 		swap = sd->ready;
@@ -1528,14 +1540,8 @@ static void *sender_main(void *arg)
 			pthread_cond_signal(&sd->qcond);
 		pthread_mutex_unlock(&sd->qmu);
 		for (i = 0; i < sd->spare.n; i++) {
-			f = sd->spare.f[i];
-			l = f->lane;
-			if (l->wait_tail)
-				l->wait_tail->next_wait = f;
-			else
-				l->wait_head = f;
-			l->wait_tail = f;
-			lane_fill(sd, l, &sd->failed);
+			lane_enqueue(sd->spare.f[i]);
+			lane_fill(sd, sd->spare.f[i]->lane, &sd->failed);
 		}
 		sd->spare.n = 0;
 		if (sd->failed.n) {
