@@ -277,7 +277,7 @@ class WebhookCrashTest(unittest.TestCase):
             CREATE INDEX webhook_deliveries_due ON webhook_deliveries (lane, next_attempt_at)
               WHERE next_attempt_at IS NOT NULL;
             DROP TABLE webhook_claims;
-            DELETE FROM schema_migrations WHERE version = 6;
+            DELETE FROM schema_migrations WHERE version >= 6;
         """)
         db.execute("UPDATE webhook_deliveries SET state = 'pending', attempt_count = 0,"
                    " delivered_at = NULL, leased_until = ?, next_attempt_at = ? WHERE id = ?",

@@ -611,6 +611,114 @@ static void test_two_writers(void **state)
 	assert_int_equal(store_ping(f->st), 0);
 }
 
+/* Inserts a delivery row in state `state`; returns store_exec's result. */
+static int insert_delivery(struct store *st, const char *id, const char *state)
+{
+	struct store_tx *tx;
+	int rc;
+
+	assert_int_equal(store_begin(st, 1, &tx), STORE_OK);
+	rc = store_exec(tx,
+			"INSERT INTO webhook_deliveries (id, portfolio_id, subscription_id, surface,"
+			" target, event_id, event_type, event_created_at, url, lane, rate_per_s,"
+			" body, state, created_at) VALUES ($1, 'pf', 'sub', 'v2', 'primary', 'evt',"
+			" 'x.y', 1, 'https://h/', 'v2 pf https://h/', 5, x'7b7d', $2, 1)",
+			(struct store_val[]){sv_text(id), sv_text(state)}, 2);
+	if (rc == 1)
+		assert_int_equal(store_commit(tx), STORE_OK);
+	else
+		store_rollback(tx);
+	return rc;
+}
+
+/* How many OpenEphemeral steps the program of sql has (its $1..$n bound to
+ * placeholders: EXPLAIN only compiles it). */
+static int64_t ephemeral_steps(struct store *st, const char *sql, int nparams)
+{
+	struct store_val v[4] = {sv_int(0), sv_int(0), sv_int(0), sv_int(0)};
+	struct store_tx *tx;
+	struct store_rows *r;
+	char explain[1024];
+	int64_t n = 0;
+
+	snprintf(explain, sizeof explain, "EXPLAIN %s", sql);
+	assert_int_equal(store_begin(st, 0, &tx), STORE_OK);
+	assert_int_equal(store_query(tx, explain, v, nparams, &r), STORE_OK);
+	while (store_next(r) == 1)
+		n += !strcmp(store_text(r, 1), "OpenEphemeral");
+	store_rows_close(r);
+	store_rollback(tx);
+	return n;
+}
+
+/* Migration 007: a delivery's INSERT and an outcome's UPDATE build no
+ * temporary B-tree for the state CHECK, which still refuses other states;
+ * rebuilding the table (the migration run again) keeps its rows, its
+ * indexes and its AUTOINCREMENT counter. */
+static void test_webhook_deliveries_rebuild(void **state)
+{
+	struct fixture *f = *state;
+	const char *indexes = "SELECT group_concat(name, ' ') FROM (SELECT name FROM sqlite_master"
+			      " WHERE type = 'index' AND tbl_name = 'webhook_deliveries' ORDER BY name)";
+	struct store_tx *tx;
+	struct store_rows *r;
+	char before[512];
+	int64_t n = -1;
+
+	assert_int_equal(ephemeral_steps(f->st,
+					 "INSERT INTO webhook_deliveries (id, portfolio_id,"
+					 " subscription_id, surface, target, event_id, event_type,"
+					 " event_created_at, url, lane, rate_per_s, body, state,"
+					 " created_at) VALUES ($1, 'pf', 's', 'v2', 'primary', 'e', 't',"
+					 " 1, 'u', 'l', 5, x'00', 'pending', 1)",
+					 1),
+			 0);
+	assert_int_equal(ephemeral_steps(f->st,
+					 "UPDATE webhook_deliveries SET state = $1 WHERE seq = $2", 2),
+			 0);
+	assert_int_equal(insert_delivery(f->st, "dlv_1", "bogus"), STORE_CONSTRAINT);
+	assert_int_equal(insert_delivery(f->st, "dlv_1", "pending"), 1);
+	assert_int_equal(insert_delivery(f->st, "dlv_2", "delivered"), 1);
+	assert_int_equal(insert_delivery(f->st, "dlv_3", "dead_lettered"), 1);
+	/* The newest row goes: its seq (3) must not come back. */
+	assert_int_equal(store_begin(f->st, 1, &tx), STORE_OK);
+	assert_int_equal(store_exec(tx, "DELETE FROM webhook_deliveries WHERE id = 'dlv_3'", NULL,
+				    0),
+			 1);
+	assert_int_equal(store_exec(tx, "DELETE FROM schema_migrations WHERE version >= 7", NULL,
+				    0),
+			 1);
+	assert_int_equal(store_commit(tx), STORE_OK);
+	assert_int_equal(store_begin(f->st, 0, &tx), STORE_OK);
+	assert_int_equal(store_query(tx, indexes, NULL, 0, &r), STORE_OK);
+	assert_int_equal(store_next(r), 1);
+	snprintf(before, sizeof before, "%s", store_text(r, 0));
+	store_rows_close(r);
+	store_rollback(tx);
+	assert_non_null(strstr(before, "webhook_deliveries_due"));
+
+	store_close(f->st);
+	f->st = NULL;
+	assert_int_equal(store_open(f->url, 1, &f->st), 0);
+	assert_int_equal(count(f->st, "SELECT COUNT(*) FROM webhook_deliveries WHERE"
+				      " (id = 'dlv_1' AND state = 'pending' AND seq = 1) OR"
+				      " (id = 'dlv_2' AND state = 'delivered' AND seq = 2)"),
+			 2);
+	assert_int_equal(count(f->st, "SELECT COUNT(*) FROM webhook_deliveries"), 2);
+	assert_int_equal(insert_delivery(f->st, "dlv_4", "retry_scheduled"), 1);
+	assert_int_equal(store_begin(f->st, 0, &tx), STORE_OK);
+	assert_int_equal(store_query_int(tx, "SELECT seq FROM webhook_deliveries WHERE id = 'dlv_4'",
+					 NULL, 0, &n),
+			 1);
+	assert_int_equal(n, 4);
+	assert_int_equal(store_query(tx, indexes, NULL, 0, &r), STORE_OK);
+	assert_int_equal(store_next(r), 1);
+	assert_string_equal(store_text(r, 0), before);
+	store_rows_close(r);
+	store_rollback(tx);
+	assert_int_equal(insert_delivery(f->st, "dlv_5", "bogus"), STORE_CONSTRAINT);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -628,6 +736,7 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_nested_same_sql, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_statement_cache_churn, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_two_writers, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_webhook_deliveries_rebuild, setup, teardown),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
