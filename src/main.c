@@ -6,6 +6,7 @@
  * accepting, let requests in flight finish (up to 10 s), close the database
  * cleanly, exit 0. */
 #include <errno.h>
+#include <malloc.h>
 #include <signal.h>
 #include <stdio.h>
 #include <string.h>
@@ -70,6 +71,7 @@ int main(int argc, char **argv)
 	int rc, sig, app_ok = 0, exit_code = 1;
 	struct chores_state cs = {NULL, 0};
 
+	mallopt(M_TRIM_THRESHOLD, 16 << 20);
 	rc = config_load(&cfg, argc, argv);
 	if (rc != 0)
 		return rc > 0 ? 0 : 2;
