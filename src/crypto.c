@@ -107,17 +107,52 @@ void crypto_hmac_sha256(const void *key, size_t klen, const void *msg, size_t ml
 		HMAC(EVP_sha256(), key, (int)klen, msg, mlen, out, &len);
 }
 
-/* The keyed context itself: crypto_hmac_parts works on copies of it. */
+/* HMAC-SHA256 as RFC 2104 defines it, with the key's two padded blocks
+ * hashed once: inner and outer hold SHA-256 after (K ^ ipad) and (K ^
+ * opad), and a message costs a copy of each plus its own blocks. The
+ * EVP_MAC route copied a whole HMAC context per message (about a dozen
+ * allocations, 1.3-1.5 us per delivery's two signatures). work is reused,
+ * so a crypto_hmac is not shared between threads. */
+#define HMAC_BLOCK 64
+
 struct crypto_hmac {
-	EVP_MAC_CTX *keyed;
+	EVP_MD_CTX *inner, *outer, *work;
 };
+
+/* ctx := SHA-256 after the block (k ^ pad). */
+static int hmac_pad(EVP_MD_CTX *ctx, const unsigned char k[HMAC_BLOCK], unsigned char pad)
+{
+	unsigned char b[HMAC_BLOCK];
+	int i, ok;
+
+	for (i = 0; i < HMAC_BLOCK; i++)
+		b[i] = k[i] ^ pad;
+	ok = EVP_DigestInit_ex(ctx, EVP_sha256(), NULL) && EVP_DigestUpdate(ctx, b, sizeof b);
+	OPENSSL_cleanse(b, sizeof b);
+	return ok ? 0 : -1;
+}
 
 struct crypto_hmac *crypto_hmac_new(const void *key, size_t klen)
 {
 	struct crypto_hmac *h = calloc(1, sizeof *h);
+	unsigned char k[HMAC_BLOCK] = {0};
+	int ok;
 
-	if (h && !(h->keyed = hmac_keyed(key, klen))) {
-		free(h);
+	if (!h)
+		return NULL;
+	/* A key longer than a block is replaced by its hash. */
+	if (klen > HMAC_BLOCK)
+		crypto_sha256(key, klen, k);
+	else if (klen)
+		memcpy(k, key, klen);
+	h->inner = EVP_MD_CTX_new();
+	h->outer = EVP_MD_CTX_new();
+	h->work = EVP_MD_CTX_new();
+	ok = h->inner && h->outer && h->work && hmac_pad(h->inner, k, 0x36) == 0 &&
+	     hmac_pad(h->outer, k, 0x5c) == 0;
+	OPENSSL_cleanse(k, sizeof k);
+	if (!ok) {
+		crypto_hmac_free(h);
 		h = NULL;
 	}
 	return h;
@@ -126,18 +161,29 @@ struct crypto_hmac *crypto_hmac_new(const void *key, size_t klen)
 int crypto_hmac_parts(struct crypto_hmac *h, size_t n, const void *const *p, const size_t *len,
 		      unsigned char out[CRYPTO_SHA256_LEN])
 {
-	EVP_MAC_CTX *ctx = EVP_MAC_CTX_dup(h->keyed);
-	int rc = ctx ? hmac_finish(ctx, n, p, len, out) : -1;
+	unsigned char ih[CRYPTO_SHA256_LEN];
+	unsigned int il = 0, ol = 0;
+	size_t i;
 
-	EVP_MAC_CTX_free(ctx);
-	return rc;
+	if (!EVP_MD_CTX_copy_ex(h->work, h->inner))
+		return -1;
+	for (i = 0; i < n; i++)
+		if (!EVP_DigestUpdate(h->work, p[i], len[i]))
+			return -1;
+	if (!EVP_DigestFinal_ex(h->work, ih, &il) || il != sizeof ih ||
+	    !EVP_MD_CTX_copy_ex(h->work, h->outer) || !EVP_DigestUpdate(h->work, ih, il) ||
+	    !EVP_DigestFinal_ex(h->work, out, &ol) || ol != CRYPTO_SHA256_LEN)
+		return -1;
+	return 0;
 }
 
 void crypto_hmac_free(struct crypto_hmac *h)
 {
 	if (!h)
 		return;
-	EVP_MAC_CTX_free(h->keyed);
+	EVP_MD_CTX_free(h->inner);
+	EVP_MD_CTX_free(h->outer);
+	EVP_MD_CTX_free(h->work);
 	free(h);
 }
 

@@ -66,6 +66,74 @@ static void test_hmac_rfc4231(void **state)
 	assert_string_equal(hex, "5bdcc146bf60754e6a042426089575c75a003f089d2739839dec58b964ec3843");
 }
 
+/* The prepared HMAC (crypto_hmac_*): RFC 4231 cases 1, 2, 6 and 7 (keys
+ * shorter and longer than a block), one key reused across messages, a
+ * message fed in parts, and agreement with the one-shot HMAC for every key
+ * length around the 64-byte block. */
+static void hmac_parts_hex(struct crypto_hmac *h, const char *msg, char hex[65])
+{
+	unsigned char mac[CRYPTO_SHA256_LEN];
+	const void *p[] = {msg};
+	size_t len[] = {strlen(msg)};
+
+	assert_int_equal(crypto_hmac_parts(h, 1, p, len, mac), 0);
+	crypto_hex(mac, sizeof mac, hex);
+}
+
+static void test_hmac_prepared(void **state)
+{
+	static const char c7[] = "This is a test using a larger than block-size key and a larger"
+				 " than block-size data. The key needs to be hashed before being"
+				 " used by the HMAC algorithm.";
+	unsigned char key[200], one[CRYPTO_SHA256_LEN], parts[CRYPTO_SHA256_LEN];
+	char hex[2 * CRYPTO_SHA256_LEN + 1];
+	struct crypto_hmac *h;
+	size_t klen;
+
+	(void)state;
+	memset(key, 0x0b, 20);
+	h = crypto_hmac_new(key, 20);
+	assert_non_null(h);
+	hmac_parts_hex(h, "Hi There", hex);
+	assert_string_equal(hex, "b0344c61d8db38535ca8afceaf0bf12b881dc200c9833da726e9376c2e32cff7");
+	hmac_parts_hex(h, "Hi There", hex); /* the key state is not consumed */
+	assert_string_equal(hex, "b0344c61d8db38535ca8afceaf0bf12b881dc200c9833da726e9376c2e32cff7");
+	crypto_hmac_free(h);
+	h = crypto_hmac_new("Jefe", 4);
+	assert_non_null(h);
+	{
+		const void *p[] = {"what do ya ", "", "want for nothing?"};
+		size_t len[] = {11, 0, 17};
+
+		assert_int_equal(crypto_hmac_parts(h, 3, p, len, parts), 0);
+		crypto_hex(parts, sizeof parts, hex);
+		assert_string_equal(
+			hex, "5bdcc146bf60754e6a042426089575c75a003f089d2739839dec58b964ec3843");
+	}
+	crypto_hmac_free(h);
+	memset(key, 0xaa, 131);
+	h = crypto_hmac_new(key, 131);
+	assert_non_null(h);
+	hmac_parts_hex(h, "Test Using Larger Than Block-Size Key - Hash Key First", hex);
+	assert_string_equal(hex, "60e431591ee0b67f0d8a26aacbf5b77f8e0bc6213728c5140546040f0ee37f54");
+	hmac_parts_hex(h, c7, hex);
+	assert_string_equal(hex, "9b09ffa71b942fcb27635fbcd5b0e944bfdc63644f0713938a7f51535c3a35e2");
+	crypto_hmac_free(h);
+	for (klen = 0; klen < sizeof key; klen++) {
+		const void *p[] = {c7, c7 + 70};
+		size_t len[] = {70, sizeof c7 - 71};
+
+		key[klen] = (unsigned char)(klen * 37 + 1);
+		crypto_hmac_sha256(key, klen, c7, sizeof c7 - 1, one);
+		h = crypto_hmac_new(key, klen);
+		assert_non_null(h);
+		assert_int_equal(crypto_hmac_parts(h, 2, p, len, parts), 0);
+		crypto_hmac_free(h);
+		assert_memory_equal(one, parts, sizeof one);
+	}
+	crypto_hmac_free(NULL);
+}
+
 static void test_crypto_equal(void **state)
 {
 	unsigned char a[32], b[32];
@@ -1098,6 +1166,7 @@ int main(void)
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_sha256_vector),
 		cmocka_unit_test(test_hmac_rfc4231),
+		cmocka_unit_test(test_hmac_prepared),
 		cmocka_unit_test(test_crypto_equal),
 		cmocka_unit_test(test_b64url_round_trip),
 		cmocka_unit_test(test_b64url_rejects),
