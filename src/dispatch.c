@@ -728,10 +728,14 @@ static const char *error_class(const struct httpc_request *r)
 	}
 }
 
-/* Appends one finished attempt to the JSON arrays of record_outcomes:
- * its attempt row to att, its delivery's new state to upd; sets *next_ms
- * to the next due time or NO_DUE. -1: no memory. */
-static int outcome_json(struct flight *f, struct buf *att, struct buf *upd, int64_t *next_ms)
+/* Records one finished attempt f in tx: its attempt row, and its
+ * delivery moved on (delivered; retry scheduled at origin + offset; or
+ * dead-lettered: schedule exhausted, or a manual retry/replay failed).
+ * Sets *next_ms to the next due time or NO_DUE. One prepared statement
+ * each per attempt: a turn's outcomes as one UPDATE ... FROM json_each
+ * over a JSON array cost ~4 us more per row (SQLite materialises every
+ * updated row, body included, before writing it). */
+static int record_outcome(struct store_tx *tx, struct flight *f, int64_t now, int64_t *next_ms)
 {
 	const char *err = error_class(&f->req);
 	const int64_t *offs;
@@ -740,6 +744,7 @@ static int outcome_json(struct flight *f, struct buf *att, struct buf *upd, int6
 	char snippet[SNIPPET_MAX + 1];
 	const char *state;
 	size_t n = f->req.response.len < SNIPPET_MAX ? f->req.response.len : SNIPPET_MAX;
+	int rc;
 
 	memcpy(snippet, f->req.response.data ? f->req.response.data : "", n);
 	snippet[n] = '\0';
@@ -755,70 +760,46 @@ static int outcome_json(struct flight *f, struct buf *att, struct buf *upd, int6
 		next = origin + clock_business_ms(offs[f->attempt - 1]);
 	}
 	*next_ms = next;
-	if (buf_putc(att, att->len ? ',' : '[') < 0 || buf_putc(att, '[') < 0 ||
-	    jsonw_str(att, f->id) < 0 ||
-	    buf_printf(att, ",%d,%" PRId64 ",%" PRId64 ",", f->attempt, f->started_at,
-		       (int64_t)llround(f->req.duration_ms)) < 0 ||
-	    (f->req.status > 0 ? buf_printf(att, "%ld,", f->req.status) : buf_puts(att, "null,")) <
-		    0 ||
-	    (err ? jsonw_str(att, err) : buf_puts(att, "null")) < 0 || buf_putc(att, ',') < 0 ||
-	    jsonw_str(att, snippet) < 0 || buf_putc(att, ']') < 0)
-		return -1;
-	if (buf_printf(upd, "%c[%" PRId64 ",\"%s\",%d,%" PRId64 ",", upd->len ? ',' : '[', f->seq,
-		       state, f->attempt, origin) < 0 ||
-	    (next == NO_DUE ? buf_puts(upd, "null]") : buf_printf(upd, "%" PRId64 "]", next)) < 0)
-		return -1;
-	return 0;
-}
-
-/* Records the n finished attempts f[] and moves each delivery on:
- * delivered, retry scheduled at origin + offset, or dead-lettered (schedule
- * exhausted, or a manual retry/replay failed); next[i] gets f[i]'s next
- * due time or NO_DUE. Two statements for the whole turn, over JSON arrays
- * (json_each), rather than two per attempt: the per-statement work was a
- * visible share of a recorder's time. */
-static int record_outcomes(struct store_tx *tx, struct flight **f, size_t n, int64_t *next)
-{
-	struct buf att, upd;
-	size_t i;
-	int rc = STORE_ERR;
-
-	buf_init(&att, 0);
-	buf_init(&upd, 0);
-	for (i = 0; i < n; i++)
-		if (outcome_json(f[i], &att, &upd, &next[i]) < 0)
-			goto out;
-	if (buf_putc(&att, ']') < 0 || buf_putc(&upd, ']') < 0)
-		goto out;
 	rc = store_exec(tx,
 			"INSERT INTO webhook_attempts (delivery_id, n, started_at, duration_ms,"
-			" http_status, error, response_snippet) SELECT value->>0, value->>1,"
-			" value->>2, value->>3, value->>4, value->>5, value->>6 FROM json_each($1)"
-			" WHERE true ON CONFLICT (delivery_id, n) DO NOTHING",
-			(struct store_val[]){sv_text(att.data)}, 1);
+			" http_status, error, response_snippet) VALUES ($1, $2, $3, $4, $5, $6, $7)"
+			" ON CONFLICT (delivery_id, n) DO NOTHING",
+			(struct store_val[]){sv_text(f->id), sv_int(f->attempt), sv_int(f->started_at),
+					     sv_int((int64_t)llround(f->req.duration_ms)),
+					     f->req.status > 0 ? sv_int(f->req.status) : sv_null(),
+					     err ? sv_text(err) : sv_null(), sv_text(snippet)},
+			7);
 	if (rc < 0)
-		goto out;
+		return rc;
 	rc = store_exec(tx,
-			"UPDATE webhook_deliveries SET state = j.value->>1,"
-			" attempt_count = j.value->>2, schedule_origin = j.value->>3,"
-			" next_attempt_at = j.value->>4, manual = 0,"
-			" delivered_at = CASE WHEN j.value->>1 = 'delivered' THEN $2"
-			" ELSE delivered_at END,"
-			" dead_lettered_at = CASE WHEN j.value->>1 = 'dead_lettered' THEN $2"
-			" ELSE dead_lettered_at END"
-			" FROM json_each($1) AS j WHERE webhook_deliveries.seq = j.value->>0",
-			(struct store_val[]){sv_text(upd.data), sv_int(clock_now_ms())}, 2);
-	if (rc < 0)
-		goto out;
-	rc = 0;
+			"UPDATE webhook_deliveries SET state = $2, attempt_count = $3,"
+			" schedule_origin = $4, next_attempt_at = $5, manual = 0,"
+			" delivered_at = CASE WHEN $2 = 'delivered' THEN $6 ELSE delivered_at END,"
+			" dead_lettered_at = CASE WHEN $2 = 'dead_lettered' THEN $6"
+			" ELSE dead_lettered_at END WHERE seq = $1",
+			(struct store_val[]){sv_int(f->seq), sv_text(state), sv_int(f->attempt),
+					     sv_int(origin), next == NO_DUE ? sv_null() : sv_int(next),
+					     sv_int(now)},
+			6);
+	return rc < 0 ? rc : 0;
+}
+
+/* Records the n finished attempts f[]; next[i] gets f[i]'s next due time
+ * or NO_DUE. */
+static int record_outcomes(struct store_tx *tx, struct flight **f, size_t n, int64_t *next)
+{
+	int64_t now = clock_now_ms();
+	size_t i;
+	int rc;
+
+	for (i = 0; i < n; i++)
+		if ((rc = record_outcome(tx, f[i], now, &next[i])) < 0)
+			return rc;
 	for (i = 0; i < n; i++)
 		if (next[i] == NO_DUE && error_class(&f[i]->req))
 			log_msg(LOG_INFO, "webhook_dead_lettered", "delivery=%s attempts=%d",
 				f[i]->id, f[i]->attempt);
-out:
-	buf_free(&att);
-	buf_free(&upd);
-	return rc;
+	return 0;
 }
 
 /* Builds a flight from a claimed row (columns of CLAIM_SQL). NULL: no memory. */
