@@ -164,6 +164,7 @@ static int prepare(struct conn *c, const char *sql, int persistent, sqlite3_stmt
 	n = sqlite3_bind_parameter_count(*stmt);
 	if (n > 32) {
 		sqlite3_finalize(*stmt);
+		*stmt = NULL; /* a cache slot must not keep it */
 		log_msg(LOG_ERROR, "store_error", "too many parameters in: %.120s", sql);
 		return STORE_ERR;
 	}

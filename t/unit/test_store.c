@@ -517,6 +517,29 @@ static void test_nested_same_sql(void **state)
 
 /* More distinct statements than cache slots, all kept alive: evictions and
  * slot collisions still give each query its own results. */
+/* A statement with more placeholders than the store maps (32) is refused
+ * each time it is run, and its refusal leaves nothing behind in the cache
+ * (the second run used to find the freed statement there). */
+static void test_too_many_params(void **state)
+{
+	struct fixture *f = *state;
+	struct store_tx *tx;
+	char sql[512];
+	size_t off = 0;
+	int64_t v;
+	int i, round;
+
+	off += (size_t)snprintf(sql + off, sizeof sql - off, "SELECT 0");
+	for (i = 1; i <= 33; i++)
+		off += (size_t)snprintf(sql + off, sizeof sql - off, " + $%d", i);
+	assert_int_equal(store_begin(f->st, 0, &tx), STORE_OK);
+	for (round = 0; round < 3; round++)
+		assert_int_equal(store_query_int(tx, sql, NULL, 0, &v), STORE_ERR);
+	assert_int_equal(store_query_int(tx, "SELECT 7", NULL, 0, &v), 1);
+	assert_int_equal(v, 7);
+	store_rollback(tx);
+}
+
 static void test_statement_cache_churn(void **state)
 {
 	enum { NSQL = 300 };
@@ -734,6 +757,7 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_read_snapshot, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_write_tx_locks_at_once, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_nested_same_sql, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_too_many_params, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_statement_cache_churn, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_two_writers, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_webhook_deliveries_rebuild, setup, teardown),
