@@ -178,8 +178,9 @@ static int prepare(struct conn *c, const char *sql, int persistent, sqlite3_stmt
 
 /* A hash of the statement text: taken on every statement run, over texts
  * of up to ~500 bytes, so it reads 8 bytes per step (a byte-at-a-time
- * FNV-1a was ~10 % of the webhook fan-out's time); the final mix brings
- * every byte's bits into the low ones that pick the slot. */
+ * FNV-1a was ~10 % of the webhook fan-out's time); the final mix
+ * (MurmurHash3's fmix64) brings every bit into the low ones that pick the
+ * slot. */
 static uint64_t sql_hash(const char *sql)
 {
 	size_t n = strlen(sql), i;
@@ -192,7 +193,11 @@ static uint64_t sql_hash(const char *sql)
 	}
 	w = 0;
 	memcpy(&w, sql + i, n - i);
-	h = (h ^ w) * 0xff51afd7ed558ccdu;
+	h = (h ^ w) * 1099511628211u;
+	h ^= h >> 33;
+	h *= 0xff51afd7ed558ccdu;
+	h ^= h >> 33;
+	h *= 0xc4ceb9fe1a85ec53u;
 	return h ^ h >> 33;
 }
 
