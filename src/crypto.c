@@ -136,19 +136,19 @@ struct crypto_hmac *crypto_hmac_new(const void *key, size_t klen)
 {
 	struct crypto_hmac *h = calloc(1, sizeof *h);
 	unsigned char k[HMAC_BLOCK] = {0};
-	int ok;
+	int ok = 1;
 
 	if (!h)
 		return NULL;
 	/* A key longer than a block is replaced by its hash. */
 	if (klen > HMAC_BLOCK)
-		crypto_sha256(key, klen, k);
+		ok = EVP_Digest(key, klen, k, NULL, EVP_sha256(), NULL);
 	else if (klen)
 		memcpy(k, key, klen);
 	h->inner = EVP_MD_CTX_new();
 	h->outer = EVP_MD_CTX_new();
 	h->work = EVP_MD_CTX_new();
-	ok = h->inner && h->outer && h->work && hmac_pad(h->inner, k, 0x36) == 0 &&
+	ok = ok && h->inner && h->outer && h->work && hmac_pad(h->inner, k, 0x36) == 0 &&
 	     hmac_pad(h->outer, k, 0x5c) == 0;
 	OPENSSL_cleanse(k, sizeof k);
 	if (!ok) {
@@ -164,17 +164,20 @@ int crypto_hmac_parts(struct crypto_hmac *h, size_t n, const void *const *p, con
 	unsigned char ih[CRYPTO_SHA256_LEN];
 	unsigned int il = 0, ol = 0;
 	size_t i;
+	int rc;
 
 	if (!EVP_MD_CTX_copy_ex(h->work, h->inner))
 		return -1;
 	for (i = 0; i < n; i++)
 		if (!EVP_DigestUpdate(h->work, p[i], len[i]))
 			return -1;
-	if (!EVP_DigestFinal_ex(h->work, ih, &il) || il != sizeof ih ||
-	    !EVP_MD_CTX_copy_ex(h->work, h->outer) || !EVP_DigestUpdate(h->work, ih, il) ||
-	    !EVP_DigestFinal_ex(h->work, out, &ol) || ol != CRYPTO_SHA256_LEN)
-		return -1;
-	return 0;
+	rc = EVP_DigestFinal_ex(h->work, ih, &il) && il == sizeof ih &&
+	     EVP_MD_CTX_copy_ex(h->work, h->outer) && EVP_DigestUpdate(h->work, ih, il) &&
+	     EVP_DigestFinal_ex(h->work, out, &ol) && ol == CRYPTO_SHA256_LEN
+		     ? 0
+		     : -1;
+	OPENSSL_cleanse(ih, sizeof ih);
+	return rc;
 }
 
 void crypto_hmac_free(struct crypto_hmac *h)
