@@ -16,6 +16,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "embedded.h"
 #include "store.h"
 
 struct fixture {
@@ -742,6 +743,70 @@ static void test_webhook_deliveries_rebuild(void **state)
 	assert_int_equal(insert_delivery(f->st, "dlv_5", "bogus"), STORE_CONSTRAINT);
 }
 
+/* Rows of sql (one text column) joined by '|', from an open database. */
+static void sqlite_rows(sqlite3 *db, const char *sql, char *out, size_t cap)
+{
+	sqlite3_stmt *st;
+	size_t off = 0;
+
+	out[0] = '\0';
+	assert_int_equal(sqlite3_prepare_v2(db, sql, -1, &st, NULL), SQLITE_OK);
+	while (sqlite3_step(st) == SQLITE_ROW)
+		off += (size_t)snprintf(out + off, cap - off, "%s|",
+					(const char *)sqlite3_column_text(st, 0));
+	assert_true(off < cap);
+	sqlite3_finalize(st);
+}
+
+/* Migration 007 changes nothing of webhook_deliveries but the state CHECK:
+ * the columns (name, type, NOT NULL, default, key, order), the indexes
+ * (their full SQL, partial WHERE clauses included) and the other CHECKs
+ * are those of a database migrated only to 006. */
+static void test_webhook_deliveries_rebuild_same_shape(void **state)
+{
+	static const char *cols =
+		"SELECT name || ' ' || type || ' ' || \"notnull\" || ' ' ||"
+		" coalesce(dflt_value, '-') || ' ' || pk || ' ' || hidden"
+		" FROM pragma_table_xinfo('webhook_deliveries') ORDER BY cid";
+	static const char *idx = "SELECT name || ' ' || coalesce(sql, '-') FROM sqlite_master"
+				 " WHERE type = 'index' AND tbl_name = 'webhook_deliveries'"
+				 " ORDER BY name";
+	struct fixture *f = *state;
+	const struct embedded_migration *m;
+	char path[120], want_cols[4096], got_cols[4096], want_idx[4096], got_idx[4096];
+	sqlite3 *db;
+	struct store_tx *tx;
+
+	snprintf(path, sizeof path, "%s/at006.db", f->dir);
+	assert_int_equal(sqlite3_open(path, &db), SQLITE_OK);
+	for (m = embedded_migrations_sqlite; m->name && m->version <= 6; m++)
+		assert_int_equal(sqlite3_exec(db, m->sql, NULL, NULL, NULL), SQLITE_OK);
+	sqlite_rows(db, cols, want_cols, sizeof want_cols);
+	sqlite_rows(db, idx, want_idx, sizeof want_idx);
+	sqlite3_close(db);
+	remove_db(path);
+	assert_non_null(strstr(want_cols, "lane_hash INTEGER 1 0 0 0|"));
+
+	assert_int_equal(sqlite3_open(f->db, &db), SQLITE_OK);
+	sqlite_rows(db, cols, got_cols, sizeof got_cols);
+	sqlite_rows(db, idx, got_idx, sizeof got_idx);
+	sqlite3_close(db);
+	assert_string_equal(got_cols, want_cols);
+	assert_string_equal(got_idx, want_idx);
+
+	/* The other CHECKs still hold. */
+	assert_int_equal(store_begin(f->st, 1, &tx), STORE_OK);
+	assert_int_equal(store_exec(tx,
+				    "INSERT INTO webhook_deliveries (id, portfolio_id, subscription_id,"
+				    " surface, target, event_id, event_type, event_created_at, url,"
+				    " lane, rate_per_s, body, state, created_at) VALUES ('d', 'pf',"
+				    " 's', 'v3', 'primary', 'e', 't', 1, 'u', 'l', 5, x'00',"
+				    " 'pending', 1)",
+				    NULL, 0),
+			 STORE_CONSTRAINT);
+	store_rollback(tx);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -761,6 +826,8 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_statement_cache_churn, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_two_writers, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_webhook_deliveries_rebuild, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_webhook_deliveries_rebuild_same_shape, setup,
+						teardown),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
