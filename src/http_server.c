@@ -1,10 +1,17 @@
-/* libmicrohttpd glue. Traps in MHD 0.9.75 that shape this file (DESIGN.md):
+/* libmicrohttpd glue. Traps in MHD 0.9.75 that shape this file (DESIGN.md,
+ * docs/architecture.md):
  *  - epoll mode stalls with exactly 128 ready connections: poll mode only;
  *  - a response queued on the first access-handler call forces
  *    Connection: close, so normal responses wait for a later call;
  *  - no MHD_PostProcessor: bodies are collected into a capped buffer;
- *  - duplicate Content-Length and Content-Length with Transfer-Encoding are
- *    refused here (request smuggling), before any body is read. */
+ *  - MHD frames requests loosely (any Transfer-Encoding but "chunked" is
+ *    read until close, duplicate Host and Transfer-Encoding pass, NUL bytes
+ *    cut lines short, obs-folds are joined): http_check.c refuses such heads
+ *    before any body is read, and check_head_integrity() below finds the
+ *    NUL bytes and folds MHD hides from us;
+ *  - MHD closes some connections without telling the completion callback:
+ *    a request's state lives with its connection and is freed when the
+ *    connection closes, whatever path MHD took. */
 #include "http_server.h"
 
 #include <arpa/inet.h>
@@ -22,7 +29,7 @@
 #include <unistd.h>
 
 #include "clock.h"
-#include "form.h"
+#include "http_check.h"
 #include "log.h"
 
 struct reqctx;
@@ -54,21 +61,23 @@ struct http_server {
 /* How much of an oversized body is read (and discarded) to answer 413. */
 #define DISCARD_MAX (4 * 1024 * 1024)
 
-#define QUERY_MAX_PARAMS 32
-
+/* The state of the request a connection is on. One per connection,
+ * allocated when MHD accepts it and freed when MHD closes it (on_connection),
+ * cleared between requests; so no path through MHD can leak it. */
 struct reqctx {
 	struct request req;
+	int counted;            /* added to in_flight */
 	int responded;
 	int deferred;           /* handed to the worker pool */
 	atomic_int ready;       /* the worker filled res */
 	struct response res;
 	size_t received;
+	size_t uri_len;         /* strlen of the request-target MHD showed on_uri */
+	int target_status;      /* http_check_target's verdict */
+	const char *target_msg;
 	char *raw_query;        /* the query string as sent, or NULL */
 	int query_parsed;
-	int query_malformed;
-	int nquery;
-	char *qname[QUERY_MAX_PARAMS];
-	char *qvalue[QUERY_MAX_PARAMS];
+	struct http_query query;
 };
 
 const char *http_header(const struct request *req, const char *name)
@@ -77,33 +86,11 @@ const char *http_header(const struct request *req, const char *name)
 }
 
 /* Decodes the raw query string once ('+' is a space, then %XX), so a '+'
- * sent as %2B survives; MHD's own argument parsing cannot tell them apart.
- * An undecodable pair, or more than QUERY_MAX_PARAMS - 1 pairs, marks the
- * query malformed (the pipeline answers 400). */
+ * sent as %2B survives; MHD's own argument parsing cannot tell them apart. */
 static void parse_query(struct reqctx *rc)
 {
-	const char *p = rc->raw_query, *amp, *eq;
-	char *name, *value;
-
 	rc->query_parsed = 1;
-	while (p && *p && rc->nquery < QUERY_MAX_PARAMS) {
-		amp = strchr(p, '&');
-		if (!amp)
-			amp = p + strlen(p);
-		eq = memchr(p, '=', (size_t)(amp - p));
-		if (amp > p && form_decode(p, (size_t)((eq ? eq : amp) - p), &name) == 0) {
-			if (form_decode(eq ? eq + 1 : amp, eq ? (size_t)(amp - eq - 1) : 0, &value) == 0) {
-				rc->qname[rc->nquery] = name;
-				rc->qvalue[rc->nquery++] = value;
-			} else {
-				free(name);
-				rc->query_malformed = 1;
-			}
-		} else if (amp > p) {
-			rc->query_malformed = 1;
-		}
-		p = *amp ? amp + 1 : amp;
-	}
+	http_query_parse(rc->raw_query, &rc->query);
 }
 
 static struct reqctx *ctx_of(const struct request *req)
@@ -117,7 +104,7 @@ int http_query_malformed(const struct request *req)
 
 	if (!rc->query_parsed)
 		parse_query(rc);
-	return rc->query_malformed || rc->nquery == QUERY_MAX_PARAMS;
+	return rc->query.malformed;
 }
 
 const char *http_query(const struct request *req, const char *name)
@@ -127,9 +114,9 @@ const char *http_query(const struct request *req, const char *name)
 
 	if (!rc->query_parsed)
 		parse_query(rc);
-	for (i = 0; i < rc->nquery; i++)
-		if (!strcmp(rc->qname[i], name))
-			return rc->qvalue[i];
+	for (i = 0; i < rc->query.n; i++)
+		if (!strcmp(rc->query.name[i], name))
+			return rc->query.value[i];
 	return NULL;
 }
 
@@ -141,8 +128,8 @@ int http_query_each(const struct request *req,
 
 	if (!rc->query_parsed)
 		parse_query(rc);
-	for (i = 0; i < rc->nquery; i++)
-		if ((r = fn(arg, rc->qname[i], rc->qvalue[i])) != 0)
+	for (i = 0; i < rc->query.n; i++)
+		if ((r = fn(arg, rc->query.name[i], rc->query.value[i])) != 0)
 			return r;
 	return 0;
 }
@@ -193,69 +180,89 @@ int response_header(struct response *res, const char *name, const char *value)
 	return 0;
 }
 
-struct framing {
-	int content_length;
-	int transfer_encoding;
-	int bad_name;
-	const char *cl_value;
+#define HEAD_MAX_FIELDS 100
+
+/* The header fields of a request, collected in arrival order, and whether
+ * each sits where the line before it ended. */
+struct head_walk {
+	struct http_field f[HEAD_MAX_FIELDS];
+	size_t n;
+	int too_many;
+	const char *line_end; /* the NUL that ended the previous line */
+	int broken;
 };
 
-/* RFC 9110 token characters: what a header field name may contain. */
-static int is_token(const char *s)
+/* 1 when next starts right after the line that ended at end: one or two
+ * bytes later (LF or CRLF, both turned into NULs by MHD), nothing else in
+ * between. */
+static int follows(const char *end, const char *next)
 {
-	if (!*s)
-		return 0;
-	for (; *s; s++)
-		if (!((*s >= 'a' && *s <= 'z') || (*s >= 'A' && *s <= 'Z') ||
-		      (*s >= '0' && *s <= '9') || strchr("!#$%&'*+-.^_`|~", *s)))
-			return 0;
-	return 1;
+	return (next == end + 1) || (next == end + 2 && end[1] == '\0');
 }
 
-static enum MHD_Result count_framing(void *cls, enum MHD_ValueKind kind, const char *key,
-				     const char *value)
+static enum MHD_Result walk_field(void *cls, enum MHD_ValueKind kind, const char *key,
+				  size_t key_size, const char *value, size_t value_size)
 {
-	struct framing *f = cls;
+	struct head_walk *w = cls;
 
 	(void)kind;
-	if (!is_token(key))
-		f->bad_name = 1;
-	if (!strcasecmp(key, "Content-Length")) {
-		f->content_length++;
-		f->cl_value = value;
-	} else if (!strcasecmp(key, "Transfer-Encoding")) {
-		f->transfer_encoding++;
+	(void)key_size;
+	if (!follows(w->line_end, key))
+		w->broken = 1;
+	w->line_end = value + value_size;
+	if (w->n == HEAD_MAX_FIELDS) {
+		w->too_many = 1;
+		return MHD_NO;
 	}
+	w->f[w->n].name = key;
+	w->f[w->n++].value = value;
 	return MHD_YES;
 }
 
-/* Looks at the framing headers before any body is read. Sets the request's
- * framing_status when it must be refused. */
-static void check_framing(struct request *req)
+/* MHD 0.9.75 parses the request head in place in one read buffer that only
+ * grows in place: it turns each line's CR and LF into NULs and hands us
+ * pointers into the lines. A NUL byte inside a line cuts what we are shown
+ * short, and an obs-fold is joined into a copy elsewhere (under a mangled
+ * name); MHD refuses neither (connection.c, get_next_header_line and
+ * process_broken_line). Both show as a field that does not start where the
+ * previous line ended, or a last line followed by something other than the
+ * head's end, and are refused: the bytes we would act on are not the bytes
+ * that were sent, which is how requests are smuggled. Returns 1 when the
+ * request line and fields are contiguous lines. */
+static int head_is_contiguous(struct reqctx *rc, const char *url, const char *version,
+			      struct head_walk *w)
 {
-	struct framing f = {0, 0, 0, NULL};
-	char *end;
-	unsigned long long n;
+	if (!*version)
+		return 1; /* no version: MHD already refused the request */
+	if ((size_t)(version - 1 - url) != rc->uri_len)
+		return 0; /* a NUL inside the request-target */
+	return !w->broken && w->line_end[1] == '\0';
+}
 
-	MHD_get_connection_values(req->conn, MHD_HEADER_KIND, count_framing, &f);
-	if (f.bad_name) {
+/* Checks the request head before any body is read; sets the request's
+ * framing_status when it must be refused (MHD then closes the connection
+ * after the answer). */
+static void check_head(struct reqctx *rc, const char *url, const char *version)
+{
+	struct request *req = &rc->req;
+	struct head_walk w;
+	int st;
+
+	w.n = 0;
+	w.too_many = w.broken = 0;
+	w.line_end = version + strlen(version);
+	MHD_get_connection_values_n(req->conn, MHD_HEADER_KIND, walk_field, &w);
+	if (rc->target_status) {
+		req->framing_status = rc->target_status;
+		req->framing_msg = rc->target_msg;
+	} else if (w.too_many) {
 		req->framing_status = 400;
-		req->framing_msg = "a header field name is empty or not a token";
-	} else if (f.content_length > 1) {
+		req->framing_msg = "more than 100 header fields";
+	} else if (!head_is_contiguous(rc, url, version, &w)) {
 		req->framing_status = 400;
-		req->framing_msg = "more than one Content-Length header";
-	} else if (f.content_length && f.transfer_encoding) {
-		req->framing_status = 400;
-		req->framing_msg = "Content-Length together with Transfer-Encoding";
-	} else if (f.content_length) {
-		n = strtoull(f.cl_value ? f.cl_value : "", &end, 10);
-		if (!f.cl_value || end == f.cl_value || *end) {
-			req->framing_status = 400;
-			req->framing_msg = "invalid Content-Length";
-		} else if (n > HTTP_BODY_MAX) {
-			req->framing_status = 413;
-			req->framing_msg = "request body larger than 1 MiB";
-		}
+		req->framing_msg = "the request head contains a NUL byte or a folded header line";
+	} else if ((st = http_check_fields(w.f, w.n, HTTP_BODY_MAX, &req->framing_msg)) != 0) {
+		req->framing_status = st;
 	}
 }
 
@@ -371,16 +378,55 @@ static void *worker_main(void *arg)
 	}
 }
 
+/* Frees what one request owned and makes rc ready for the next. */
+static void reqctx_clear(struct http_server *s, struct reqctx *rc)
+{
+	if (rc->counted)
+		atomic_fetch_sub(&s->in_flight, 1);
+	if (rc->deferred && !rc->responded)
+		response_free(&rc->res);
+	if (rc->req.method)
+		buf_free(&rc->req.body);
+	http_query_free(&rc->query);
+	free(rc->raw_query);
+	memset(rc, 0, sizeof *rc);
+}
+
+/* MHD's connection hook: a connection's reqctx lives exactly as long as
+ * the connection, so a request MHD drops without calling on_completed
+ * (its pool ran out while parsing arguments, say) is still freed. */
+static void on_connection(void *cls, struct MHD_Connection *c, void **socket_context,
+			  enum MHD_ConnectionNotificationCode toe)
+{
+	(void)c;
+	if (toe == MHD_CONNECTION_NOTIFY_STARTED) {
+		*socket_context = calloc(1, sizeof(struct reqctx));
+	} else if (*socket_context) {
+		reqctx_clear(cls, *socket_context);
+		free(*socket_context);
+		*socket_context = NULL;
+	}
+}
+
 /* MHD's URI log hook runs when the request line has been read and gives
- * the URI exactly as sent; its return value becomes the request's context. */
+ * the request-target exactly as sent (up to a NUL byte in it); its return
+ * value becomes the request's context. */
 static void *on_uri(void *cls, const char *uri, struct MHD_Connection *c)
 {
-	struct reqctx *rc = calloc(1, sizeof *rc);
-	const char *q = uri ? strchr(uri, '?') : NULL;
+	const union MHD_ConnectionInfo *ci =
+		MHD_get_connection_info(c, MHD_CONNECTION_INFO_SOCKET_CONTEXT);
+	struct reqctx *rc = ci ? ci->socket_context : NULL;
+	const char *q;
 
-	(void)cls;
-	(void)c;
-	if (rc && q)
+	if (!rc)
+		return NULL;
+	reqctx_clear(cls, rc);
+	if (!uri)
+		return rc;
+	rc->uri_len = strlen(uri);
+	rc->target_status = http_check_target(uri, &rc->target_msg);
+	q = strchr(uri, '?');
+	if (q)
 		rc->raw_query = strdup(q + 1);
 	return rc;
 }
@@ -393,9 +439,8 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
 	struct http_server *s = cls;
 	struct reqctx *rc = *con_cls;
 
-	(void)version;
 	if (!rc)
-		return MHD_NO; /* on_uri could not allocate */
+		return MHD_NO; /* no reqctx: the connection could not get one */
 	if (!rc->req.method) {
 		rc->req.method = method;
 		rc->req.path = url;
@@ -403,9 +448,9 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
 		rc->req.start_us = clock_mono_us();
 		buf_init(&rc->req.body, HTTP_BODY_MAX);
 		client_address(c, rc->req.client, sizeof rc->req.client);
-		*con_cls = rc;
 		atomic_fetch_add(&s->in_flight, 1);
-		check_framing(&rc->req);
+		rc->counted = 1;
+		check_head(rc, url, version);
 		/* Refuse before reading the body; MHD then closes the connection. */
 		if (rc->req.framing_status)
 			return send_response(s, rc, c);
@@ -443,24 +488,10 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
 static void on_completed(void *cls, struct MHD_Connection *c, void **con_cls,
 			 enum MHD_RequestTerminationCode toe)
 {
-	struct http_server *s = cls;
-	struct reqctx *rc = *con_cls;
-
 	(void)c;
 	(void)toe;
-	if (!rc)
-		return;
-	if (rc->req.method)
-		atomic_fetch_sub(&s->in_flight, 1);
-	if (rc->deferred && !rc->responded)
-		response_free(&rc->res);
-	buf_free(&rc->req.body);
-	for (int i = 0; i < rc->nquery; i++) {
-		free(rc->qname[i]);
-		free(rc->qvalue[i]);
-	}
-	free(rc->raw_query);
-	free(rc);
+	if (*con_cls)
+		reqctx_clear(cls, *con_cls);
 	*con_cls = NULL;
 }
 
@@ -535,7 +566,8 @@ int http_server_start(const struct http_server_opts *o, http_handler_fn fn, void
 		MHD_OPTION_STRICT_FOR_CLIENT, (int)1,
 		MHD_OPTION_LISTENING_ADDRESS_REUSE, 1u,
 		MHD_OPTION_NOTIFY_COMPLETED, on_completed, s,
-		MHD_OPTION_URI_LOG_CALLBACK, on_uri, NULL,
+		MHD_OPTION_NOTIFY_CONNECTION, on_connection, s,
+		MHD_OPTION_URI_LOG_CALLBACK, on_uri, s,
 		MHD_OPTION_END);
 	if (!s->d) {
 		log_msg(LOG_ERROR, "listen", "cannot listen on %s:%d", o->host, o->port);
