@@ -15,6 +15,7 @@
 #include "saml.h"
 #include "scim.h"
 #include "store.h"
+#include "validate.h"
 
 #define SECRET_MAX 256
 
@@ -30,9 +31,7 @@ static void oauth_error(struct ctx *c, const char *error, const char *desc)
 			 json_pack("{s:s, s:s}", "error", error, "error_description", desc));
 }
 
-/* Splits an HTTP Basic header into client id and secret, each
- * form-urlencoded per RFC 6749 §2.3.1. Returns 0, or -1 if malformed. */
-static int basic_credentials(const char *h, char **id, char **secret)
+int oauth_basic_credentials(const char *h, char **id, char **secret)
 {
 	unsigned char raw[600];
 	size_t len;
@@ -130,34 +129,65 @@ static int code_in(const json_t *codes, const char *code)
 	return 0;
 }
 
+int oauth_scope_parse(const char *scope, unsigned allowed, const json_t *allowed_codes,
+		      unsigned *want, json_t *want_codes)
+{
+	char *req = strdup(scope ? scope : ""), *save = NULL, *tok;
+	unsigned bit;
+	int rc = 0;
+
+	*want = 0;
+	if (!req)
+		return -2;
+	for (tok = strtok_r(req, " ", &save); tok; tok = strtok_r(NULL, " ", &save)) {
+		if (!strncmp(tok, "property:", 9) && tok[9]) {
+			if ((allowed_codes && !code_in(allowed_codes, tok + 9)) ||
+			    json_array_size(want_codes) >= AUTH_MAX_PROPS) {
+				rc = -1;
+				break;
+			}
+			if (!code_in(want_codes, tok + 9) &&
+			    json_array_append_new(want_codes, json_string(tok + 9)) < 0) {
+				/* Not UTF-8, so no property's code: refused, not
+				 * dropped (dropping it widened the token). */
+				rc = validate_utf8_len(tok + 9, NULL) < 0 ? -1 : -2;
+				break;
+			}
+			continue;
+		}
+		bit = auth_scope_bit(tok);
+		if (!bit || !(allowed & bit)) {
+			rc = -1;
+			break;
+		}
+		*want |= bit;
+	}
+	free(req);
+	return rc;
+}
+
 /* Issues a token for the grant inside tx (committing it). Applies the
  * scope rules of API-CONTRACT §2 and answers the request (success or an
  * OAuth error); tx is finished either way. */
 static void issue(struct ctx *c, struct store_tx *tx, const struct grant *cl, const char *scope)
 {
-	char *req = strdup(scope ? scope : ""), *save = NULL, *tok, token[AUTH_TOKEN_MAX];
+	char token[AUTH_TOKEN_MAX];
 	char hash[65], granted[512];
 	json_t *want_codes = json_array(), *ids = json_array(), *codes = json_array();
 	json_t *ids_col;
 	struct store_rows *r = NULL;
-	unsigned want = 0, bit;
+	unsigned want = 0;
 	int rc, narrowed;
 	char *ids_s = NULL, *codes_s = NULL;
 	int64_t now = clock_now_ms();
 
-	for (tok = strtok_r(req, " ", &save); tok; tok = strtok_r(NULL, " ", &save)) {
-		if (!strncmp(tok, "property:", 9) && tok[9]) {
-			if ((cl->codes && !code_in(cl->codes, tok + 9)) || json_array_size(want_codes) >= AUTH_MAX_PROPS)
-				goto bad_scope;
-			if (!code_in(want_codes, tok + 9))
-				json_array_append_new(want_codes, json_string(tok + 9));
-			continue;
-		}
-		bit = auth_scope_bit(tok);
-		if (!bit || !(cl->scopes & bit))
-			goto bad_scope;
-		want |= bit;
-	}
+	if (!want_codes || !ids || !codes)
+		goto fail;
+	rc = oauth_scope_parse(scope, cl->scopes, cl->codes, &want, want_codes);
+	if (rc == -1)
+		goto bad_scope;
+	if (rc < 0)
+		goto fail;
 	if (!want)
 		want = cl->scopes;
 	narrowed = json_array_size(want_codes) > 0 || cl->codes;
@@ -234,7 +264,6 @@ fail:
 fail_no_tx:
 	respond_error(c, ERR_INTERNAL, NULL, "internal error");
 out:
-	free(req);
 	free(ids_s);
 	free(codes_s);
 	json_decref(want_codes);
@@ -326,6 +355,33 @@ static int saml_user(struct store_tx *tx, const char *pf, const struct saml_asse
 	return 1;
 }
 
+int oauth_assertion_decode(const char *assertion, unsigned char **xml, size_t *len,
+			   size_t *cap)
+{
+	size_t n = strlen(assertion);
+
+	*xml = NULL;
+	*len = *cap = 0;
+	while (n && assertion[n - 1] == '=')
+		n--;
+	if (n > SAML_MAX_XML * 4 / 3 + 4)
+		return -1;
+	*cap = n / 4 * 3 + 3;
+	*xml = malloc(*cap);
+	if (!*xml) {
+		*cap = 0;
+		return -2;
+	}
+	if (crypto_b64url_decode(assertion, n, *xml, *cap, len) < 0) {
+		crypto_wipe(*xml, *cap);
+		free(*xml);
+		*xml = NULL;
+		*len = *cap = 0;
+		return -1;
+	}
+	return 0;
+}
+
 /* The RFC 7522 grant: verify the assertion, enforce one-time use, find or
  * provision the user, issue a user token. cl holds the authenticated
  * client (client_id NULL when there was none). Consumes tx. */
@@ -338,15 +394,14 @@ static void saml_grant(struct ctx *c, struct store_tx *tx, struct grant *cl,
 	char *cert = NULL;
 	const char *why = NULL;
 	struct saml_assertion a;
-	size_t n = strlen(assertion), len;
+	size_t len = 0, cap = 0;
 	int rc;
 
 	memset(&a, 0, sizeof a);
-	while (n && assertion[n - 1] == '=')
-		n--;
-	xml = malloc(n / 4 * 3 + 3);
-	if (!xml || n > SAML_MAX_XML * 4 / 3 + 4 ||
-	    crypto_b64url_decode(assertion, n, xml, n / 4 * 3 + 3, &len) < 0) {
+	rc = oauth_assertion_decode(assertion, &xml, &len, &cap);
+	if (rc == -2)
+		goto fail;
+	if (rc < 0) {
 		why = "assertion must be base64url-encoded XML";
 		goto refuse;
 	}
@@ -408,7 +463,7 @@ out:
 	saml_assertion_free(&a);
 	free(cert);
 	if (xml)
-		crypto_wipe(xml, n / 4 * 3 + 3);
+		crypto_wipe(xml, cap);
 	free(xml);
 }
 
@@ -448,7 +503,7 @@ void oauth_h_token(struct ctx *c)
 		goto out;
 	}
 	auth = http_header(c->req, "Authorization");
-	if (auth && basic_credentials(auth, &basic_id, &basic_secret) < 0) {
+	if (auth && oauth_basic_credentials(auth, &basic_id, &basic_secret) < 0) {
 		oauth_error(c, "invalid_client", "malformed Basic credentials");
 		goto out;
 	}
