@@ -1,6 +1,8 @@
 #include "scim_patch.h"
 
+#include <search.h>
 #include <stdarg.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -149,22 +151,6 @@ static void del_attr(json_t *obj, const char *name)
 	free(k);
 }
 
-/* 1 when a and b are objects with equal non-null "value" members and equal
- * "type" members (strings ignoring case, or both absent). */
-static int same_value(const json_t *a, const json_t *b)
-{
-	const json_t *va = scim_object_get(a, "value", NULL), *vb = scim_object_get(b, "value", NULL);
-	const json_t *ta = scim_object_get(a, "type", NULL), *tb = scim_object_get(b, "type", NULL);
-
-	if (!va || !vb || json_is_null(va) || !json_equal(va, vb))
-		return 0;
-	if (!ta && !tb)
-		return 1;
-	if (json_is_string(ta) && json_is_string(tb))
-		return ci_eq(json_string_value(ta), json_string_value(tb));
-	return ta && tb && json_equal(ta, tb);
-}
-
 static int apply_attr(struct patch *pt, json_t *obj, const char *name, const json_t *value,
 		      enum patch_op op);
 
@@ -191,66 +177,468 @@ out:
 	return rc;
 }
 
+/* ---- finding elements of a multi-valued attribute ----
+ *
+ * add and remove on a multi-valued attribute look elements up by two
+ * relations: equality (json_equal), and "same value": two objects with
+ * equal non-null "value" members and equal "type" members (strings
+ * compared ignoring ASCII case, or both absent; names found as
+ * scim_object_get finds them). Each relation is turned into a canonical
+ * byte string, a key, such that two elements are related exactly when
+ * their keys are equal, and the keys go into a balanced tree (tsearch): a
+ * lookup costs O(log n) instead of a scan of the array, so adding or
+ * removing n members of an m-member group is O((n + m) log(n + m)), not
+ * O(n * m). */
+
+/* Deepest nesting a key describes. Requests are parsed with a limit of 32
+ * levels, so only a resource built otherwise can hold a deeper element; it
+ * is refused (INVALID_VALUE) rather than compared. */
+#define KEY_MAX_DEPTH 64
+
+enum key_state { KEY_OK = 0, KEY_OOM, KEY_DEEP };
+
+struct key {
+	char *p;
+	size_t len, cap;
+	enum key_state bad; /* not KEY_OK: the key is unusable */
+};
+
+/* The error for an unusable key. */
+static int key_error(struct patch *pt, const struct key *k)
+{
+	if (k->bad == KEY_DEEP)
+		return fail(pt, SCIM_PATCH_INVALID_VALUE,
+			    "an element of a multi-valued attribute is nested deeper than %d levels",
+			    KEY_MAX_DEPTH);
+	return oom(pt);
+}
+
+static void key_put(struct key *k, const void *s, size_t n)
+{
+	char *np;
+	size_t cap;
+
+	if (k->bad)
+		return;
+	if (k->len + n + 1 > k->cap) {
+		cap = k->cap ? k->cap : 64;
+		while (cap < k->len + n + 1)
+			cap *= 2;
+		np = realloc(k->p, cap);
+		if (!np) {
+			k->bad = KEY_OOM;
+			return;
+		}
+		k->p = np;
+		k->cap = cap;
+	}
+	memcpy(k->p + k->len, s, n);
+	k->len += n;
+}
+
+/* A one-letter tag and a length (or a number) in decimal, then ':'. */
+static void key_head(struct key *k, char tag, unsigned long long n)
+{
+	char b[32];
+	int len = snprintf(b, sizeof b, "%c%llu:", tag, n);
+
+	key_put(k, b, (size_t)len);
+}
+
+static int cmp_cstr(const void *a, const void *b)
+{
+	return strcmp(*(const char *const *)a, *(const char *const *)b);
+}
+
+/* Appends the canonical form of v: equal for two values exactly when
+ * json_equal() holds. Every value is tagged with its type (an integer 1 and
+ * a real 1.0 differ, as for json_equal), strings and keys carry their
+ * length, object members come sorted by key, and the reals 0.0 and -0.0
+ * (equal for json_equal) are written alike. */
+static void key_json(struct key *k, const json_t *v, int depth)
+{
+	const char **keys = NULL, *name;
+	json_t *m;
+	size_t i, n;
+	char num[40];
+	double d;
+
+	if (depth > KEY_MAX_DEPTH) {
+		k->bad = KEY_DEEP;
+		return;
+	}
+	switch (json_typeof(v)) {
+	case JSON_NULL:
+		key_put(k, "n", 1);
+		break;
+	case JSON_TRUE:
+		key_put(k, "t", 1);
+		break;
+	case JSON_FALSE:
+		key_put(k, "f", 1);
+		break;
+	case JSON_INTEGER:
+		key_put(k, num, (size_t)snprintf(num, sizeof num, "i%lld;",
+						 (long long)json_integer_value(v)));
+		break;
+	case JSON_REAL:
+		d = json_real_value(v);
+		key_put(k, num, (size_t)snprintf(num, sizeof num, "r%.17g;", d == 0 ? 0.0 : d));
+		break;
+	case JSON_STRING:
+		key_head(k, 's', json_string_length(v));
+		key_put(k, json_string_value(v), json_string_length(v));
+		break;
+	case JSON_ARRAY:
+		key_head(k, 'a', json_array_size(v));
+		for (i = 0; i < json_array_size(v); i++)
+			key_json(k, json_array_get(v, i), depth + 1);
+		break;
+	case JSON_OBJECT:
+		n = json_object_size(v);
+		key_head(k, 'o', n);
+		keys = n ? malloc(n * sizeof *keys) : NULL;
+		if (n && !keys) {
+			k->bad = KEY_OOM;
+			break;
+		}
+		i = 0;
+		json_object_foreach ((json_t *)v, name, m)
+			keys[i++] = name;
+		qsort(keys, n, sizeof *keys, cmp_cstr);
+		for (i = 0; i < n; i++) {
+			key_head(k, 'k', strlen(keys[i]));
+			key_put(k, keys[i], strlen(keys[i]));
+			key_json(k, json_object_get(v, keys[i]), depth + 1);
+		}
+		free(keys);
+		break;
+	}
+}
+
+/* The equality key of v into k (reset first). Returns 0, or -1 when the key
+ * is unusable (k->bad says why). */
+static int eq_key(struct key *k, const json_t *v)
+{
+	k->len = 0;
+	k->bad = KEY_OK;
+	key_json(k, v, 0);
+	return k->bad ? -1 : 0;
+}
+
+/* The same-value key of v into k (reset first): its "value" and its
+ * "type" (absent; a string, ASCII-lower-cased up to its first NUL as ci_eq
+ * compares; or any other value as such). Returns 1 with the key, 0 when v
+ * has none (not an object, or no "value", or a null one), -1 when the key
+ * is unusable. */
+static int sv_key(struct key *k, const json_t *v)
+{
+	const json_t *val = scim_object_get(v, "value", NULL), *type;
+	const char *t;
+	char c;
+	size_t i, n;
+
+	k->len = 0;
+	k->bad = KEY_OK;
+	if (!json_is_object(v) || !val || json_is_null(val))
+		return 0;
+	key_json(k, val, 0);
+	type = scim_object_get(v, "type", NULL);
+	if (!type) {
+		key_put(k, "-", 1);
+	} else if (json_is_string(type)) {
+		t = json_string_value(type);
+		n = strlen(t);
+		key_head(k, 'S', n);
+		for (i = 0; i < n; i++) {
+			c = (char)lower((unsigned char)t[i]);
+			key_put(k, &c, 1);
+		}
+	} else {
+		key_put(k, "O", 1);
+		key_json(k, type, 0);
+	}
+	return k->bad ? -1 : 1;
+}
+
+/* The elements of an array that share one key, by ascending index. */
+struct kclass {
+	char *key;
+	size_t len;
+	size_t *idx, n, cap;
+};
+
+struct kindex {
+	void *root; /* tsearch tree of struct kclass * */
+};
+
+static int kclass_cmp(const void *a, const void *b)
+{
+	const struct kclass *x = a, *y = b;
+	size_t n = x->len < y->len ? x->len : y->len;
+	int r = memcmp(x->key, y->key, n);
+
+	return r ? r : (x->len > y->len) - (x->len < y->len);
+}
+
+static void kclass_free(void *p)
+{
+	struct kclass *c = p;
+
+	free(c->key);
+	free(c->idx);
+	free(c);
+}
+
+static void kindex_free(struct kindex *ix)
+{
+	tdestroy(ix->root, kclass_free);
+	ix->root = NULL;
+}
+
+static struct kclass *kindex_find(const struct kindex *ix, const struct key *k)
+{
+	struct kclass probe = { .key = k->p, .len = k->len };
+	void *node = tfind(&probe, &ix->root, kclass_cmp);
+
+	return node ? *(struct kclass **)node : NULL;
+}
+
+/* The smallest index filed under k, or SIZE_MAX. */
+static size_t kindex_first(const struct kindex *ix, const struct key *k)
+{
+	const struct kclass *c = kindex_find(ix, k);
+
+	return c && c->n ? c->idx[0] : SIZE_MAX;
+}
+
+/* Files index i under key k (kept in ascending order). Returns 0 or -1 (out
+ * of memory). */
+static int kindex_add(struct kindex *ix, const struct key *k, size_t i)
+{
+	struct kclass *c = kindex_find(ix, k), **node;
+	size_t *np, at;
+
+	if (!c) {
+		c = calloc(1, sizeof *c);
+		if (!c || !(c->key = malloc(k->len ? k->len : 1))) {
+			free(c);
+			return -1;
+		}
+		memcpy(c->key, k->p, k->len);
+		c->len = k->len;
+		node = tsearch(c, &ix->root, kclass_cmp);
+		if (!node) {
+			kclass_free(c);
+			return -1;
+		}
+	}
+	if (c->n == c->cap) {
+		np = realloc(c->idx, (c->cap ? c->cap * 2 : 1) * sizeof *np);
+		if (!np)
+			return -1;
+		c->idx = np;
+		c->cap = c->cap ? c->cap * 2 : 1;
+	}
+	for (at = c->n; at > 0 && c->idx[at - 1] > i; at--)
+		;
+	memmove(c->idx + at + 1, c->idx + at, (c->n - at) * sizeof *c->idx);
+	c->idx[at] = i;
+	c->n++;
+	return 0;
+}
+
+/* Removes index i from key k's class, if it is there. */
+static void kindex_del(struct kindex *ix, const struct key *k, size_t i)
+{
+	struct kclass *c = kindex_find(ix, k);
+	size_t at;
+
+	if (!c)
+		return;
+	for (at = 0; at < c->n && c->idx[at] != i; at++)
+		;
+	if (at == c->n)
+		return;
+	memmove(c->idx + at, c->idx + at + 1, (c->n - at - 1) * sizeof *c->idx);
+	c->n--;
+}
+
+/* The equality and same-value indexes of one array. */
+struct elements {
+	struct kindex eq, sv;
+	struct key k;
+};
+
+static void elements_free(struct elements *el)
+{
+	kindex_free(&el->eq);
+	kindex_free(&el->sv);
+	free(el->k.p);
+}
+
+/* Files (add) or unfiles (!add) element e, at index i, under its keys.
+ * Returns 0, or -1 when a key cannot be made or filed (el->k.bad says
+ * why). */
+static int elements_file(struct elements *el, const json_t *e, size_t i, int add)
+{
+	int rc;
+
+	if (eq_key(&el->k, e) < 0)
+		return -1;
+	if (!add)
+		kindex_del(&el->eq, &el->k, i);
+	else if (kindex_add(&el->eq, &el->k, i) < 0)
+		goto oom;
+	rc = sv_key(&el->k, e);
+	if (rc <= 0)
+		return rc;
+	if (!add)
+		kindex_del(&el->sv, &el->k, i);
+	else if (kindex_add(&el->sv, &el->k, i) < 0)
+		goto oom;
+	return 0;
+oom:
+	el->k.bad = KEY_OOM;
+	return -1;
+}
+
+/* Sets *at to the index of the first element equal to item or, when item is
+ * an object, with the same value (and type), or to SIZE_MAX.
+ * Returns 0, or -1 when a key cannot be made (el->k.bad says why). */
+static int elements_match(struct elements *el, const json_t *item, size_t *at)
+{
+	size_t sv = SIZE_MAX;
+	int rc;
+
+	*at = SIZE_MAX;
+	if (eq_key(&el->k, item) < 0)
+		return -1;
+	*at = kindex_first(&el->eq, &el->k);
+	rc = sv_key(&el->k, item);
+	if (rc < 0)
+		return -1;
+	if (rc == 1)
+		sv = kindex_first(&el->sv, &el->k);
+	if (sv < *at)
+		*at = sv;
+	return 0;
+}
+
 /* Appends value (an array's elements, or one value) to arr. An element
  * equal to one already there is skipped; one with the same "value" and
- * "type" as an existing object is merged into it. */
+ * "type" as an existing object is merged into it. "Already there" includes
+ * elements appended earlier in the same call, and the first such element
+ * by position is the one that takes the merge: the result is that of
+ * scanning arr for each item in turn, found in O((n + m) log(n + m)). */
 static int append_values(struct patch *pt, json_t *arr, const json_t *value)
 {
+	struct elements el = { 0 };
 	const json_t *item;
 	json_t *e;
 	size_t i, j, n = json_is_array(value) ? json_array_size(value) : 1;
-	int rc;
+	int rc = SCIM_PATCH_OK;
 
+	for (j = 0; j < json_array_size(arr); j++)
+		if (elements_file(&el, json_array_get(arr, j), j, 1) < 0)
+			goto bad_key;
 	for (i = 0; i < n; i++) {
 		item = json_is_array(value) ? json_array_get(value, i) : value;
 		if (json_is_null(item))
 			continue;
-		for (j = 0; j < json_array_size(arr); j++) {
-			e = json_array_get(arr, j);
-			if (json_equal(e, item))
-				break;
-			if (json_is_object(e) && json_is_object(item) && same_value(e, item)) {
-				rc = merge(pt, e, item, P_REPLACE);
-				if (rc)
-					return rc;
-				break;
+		if (elements_match(&el, item, &j) < 0)
+			goto bad_key;
+		if (j == SIZE_MAX) {
+			j = json_array_size(arr);
+			if (json_array_append_new(arr, json_deep_copy(item))) {
+				rc = oom(pt);
+				goto out;
 			}
-		}
-		if (j < json_array_size(arr))
+			if (elements_file(&el, json_array_get(arr, j), j, 1) < 0)
+				goto bad_key;
 			continue;
-		if (json_array_append_new(arr, json_deep_copy(item)))
-			return oom(pt);
+		}
+		e = json_array_get(arr, j);
+		if (json_equal(e, item))
+			continue;
+		/* The merge changes the element: file it anew. */
+		if (elements_file(&el, e, j, 0) < 0)
+			goto bad_key;
+		rc = merge(pt, e, item, P_REPLACE);
+		if (rc)
+			goto out;
+		if (elements_file(&el, e, j, 1) < 0)
+			goto bad_key;
 	}
-	return SCIM_PATCH_OK;
-}
-
-/* 1 if element e of a multi-valued attribute is named by item, a value
- * given to remove: equal to it, or with the same "value" as item (an object
- * with "value", or a bare value). */
-static int names_element(const json_t *e, const json_t *item)
-{
-	const json_t *ev = scim_object_get(e, "value", NULL), *iv = item;
-
-	if (json_equal(e, item))
-		return 1;
-	if (json_is_object(item))
-		iv = scim_object_get(item, "value", NULL);
-	return ev && iv && !json_is_null(iv) && json_equal(ev, iv);
+	goto out;
+bad_key:
+	rc = key_error(pt, &el.k);
+out:
+	elements_free(&el);
+	return rc;
 }
 
 /* Removes the elements of arr that value (an array of items, or one item)
- * names (Entra's {"op":"Remove","path":"members","value":[{"value":id}]}). */
-static void remove_values(json_t *arr, const json_t *value)
+ * names (Entra's {"op":"Remove","path":"members","value":[{"value":id}]}):
+ * an element equal to an item, or whose "value" equals an item's non-null
+ * "value" (an item that is not an object is its own value). The items are
+ * indexed and arr filtered in one pass, keeping the order of what stays.
+ * Returns SCIM_PATCH_OK or an error code. */
+static int remove_values(struct patch *pt, json_t *arr, const json_t *value)
 {
-	size_t i, j, n = json_is_array(value) ? json_array_size(value) : 1;
-	const json_t *item;
+	struct kindex whole = { 0 }, values = { 0 };
+	struct key k = { 0 };
+	const json_t *item, *iv, *ev;
+	json_t *keep = NULL, *e;
+	size_t i, n = json_is_array(value) ? json_array_size(value) : 1;
+	int rc = SCIM_PATCH_OK, named;
 
 	for (i = 0; i < n; i++) {
 		item = json_is_array(value) ? json_array_get(value, i) : value;
-		for (j = json_array_size(arr); j-- > 0;)
-			if (names_element(json_array_get(arr, j), item))
-				json_array_remove(arr, j);
+		iv = json_is_object(item) ? scim_object_get(item, "value", NULL) : item;
+		if (eq_key(&k, item) < 0)
+			goto bad_key;
+		if (kindex_add(&whole, &k, i) < 0)
+			goto oom;
+		if (!iv || json_is_null(iv))
+			continue;
+		if (eq_key(&k, iv) < 0)
+			goto bad_key;
+		if (kindex_add(&values, &k, i) < 0)
+			goto oom;
 	}
+	keep = json_array();
+	if (!keep)
+		goto oom;
+	for (i = 0; i < json_array_size(arr); i++) {
+		e = json_array_get(arr, i);
+		if (eq_key(&k, e) < 0)
+			goto bad_key;
+		named = kindex_find(&whole, &k) != NULL;
+		ev = scim_object_get(e, "value", NULL);
+		if (!named && ev) {
+			if (eq_key(&k, ev) < 0)
+				goto bad_key;
+			named = kindex_find(&values, &k) != NULL;
+		}
+		if (!named && json_array_append(keep, e))
+			goto oom;
+	}
+	if (json_array_size(keep) != json_array_size(arr) &&
+	    (json_array_clear(arr) || json_array_extend(arr, keep)))
+		goto oom;
+	goto out;
+oom:
+	rc = oom(pt);
+	goto out;
+bad_key:
+	rc = key_error(pt, &k);
+out:
+	json_decref(keep);
+	kindex_free(&whole);
+	kindex_free(&values);
+	free(k.p);
+	return rc;
 }
 
 /* add / replace / remove of obj[name] (no filter, no sub-attribute):
@@ -272,9 +660,9 @@ static int apply_attr(struct patch *pt, json_t *obj, const char *name, const jso
 		if (!cur)
 			return SCIM_PATCH_OK;
 		if (value && !json_is_null(value) && json_is_array(cur)) {
-			remove_values(cur, value);
-			if (json_array_size(cur))
-				return SCIM_PATCH_OK;
+			rc = remove_values(pt, cur, value);
+			if (rc || json_array_size(cur))
+				return rc;
 		}
 		del_attr(obj, name);
 		return SCIM_PATCH_OK;

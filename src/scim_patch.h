@@ -39,7 +39,10 @@ enum scim_patch_error {
  *   sub-attributes set, others kept); a null value removes the attribute.
  *   Add to a multi-valued attribute appends, skipping elements equal to an
  *   existing one or with the same "value" and "type" (those merge into the
- *   existing element); replace sets the whole array.
+ *   first such element, counting ones appended before); replace sets the
+ *   whole array. Elements are found through an index, so adding or
+ *   removing n elements of an m-element array costs O((n + m) log(n + m));
+ *   an element nested deeper than 64 levels is INVALID_VALUE.
  * - attr[filter] / attr[filter].sub: add and replace change every matching
  *   element (replace of a whole element keeps the filter's eq fields); when
  *   none matches, a new element is appended made of the filter's and-ed eq

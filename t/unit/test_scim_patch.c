@@ -9,6 +9,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <cmocka.h>
 
 #include <jansson.h>
@@ -608,6 +609,366 @@ static void test_entra_roles(void **state)
 	json_decref(u);
 }
 
+/* ---- de-duplication of multi-valued attributes ---- */
+
+/* Adds (op add, path emails) the JSON array text items to a user whose
+ * emails are the JSON array text have, and expects the emails want. */
+static void add_emails(const char *have, const char *items, const char *want)
+{
+	json_t *u = user(), *body;
+	char *ops;
+
+	assert_int_equal(json_object_set_new(u, "emails", load(have)), 0);
+	assert_true(asprintf(&ops, "[{\"op\": \"add\", \"path\": \"emails\", \"value\": %s}]", items) > 0);
+	assert_int_equal(patch(u, ops), 0);
+	free(ops);
+	body = json_object_get(u, "emails");
+	if (!strcmp(want, "absent"))
+		assert_null(body);
+	else
+		expect(body, want);
+	json_decref(u);
+}
+
+static void test_dedupe_within_op(void **state)
+{
+	(void)state;
+	/* equal elements, and nulls, are added once */
+	add_emails("[]", "[{\"value\": \"a\"}, null, {\"value\": \"a\"}]", "[{\"value\": \"a\"}]");
+	add_emails("[]", "[\"a\", \"a\", \"b\"]", "[\"a\", \"b\"]");
+	/* member order inside an element does not matter */
+	add_emails("[]", "[{\"value\": \"a\", \"display\": \"D\"}, {\"display\": \"D\", \"value\": \"a\"}]",
+		   "[{\"value\": \"a\", \"display\": \"D\"}]");
+	/* the same value and type: the later one merges into the first */
+	add_emails("[]", "[{\"value\": \"a\"}, {\"value\": \"a\", \"display\": \"A\"}, {\"value\": \"b\"}]",
+		   "[{\"value\": \"a\", \"display\": \"A\"}, {\"value\": \"b\"}]");
+	/* type compares ignoring case; the later spelling of its value wins,
+	 * the first element's key spelling stays */
+	add_emails("[]", "[{\"value\": \"x\", \"Type\": \"work\"}, {\"value\": \"x\", \"type\": \"WORK\"}]",
+		   "[{\"value\": \"x\", \"Type\": \"WORK\"}]");
+	/* value is case-exact; another type, or none, is another element */
+	add_emails("[]", "[{\"value\": \"a\"}, {\"value\": \"A\"}, {\"value\": \"a\", \"type\": \"work\"},"
+		   " {\"value\": \"a\", \"type\": \"home\"}]",
+		   "[{\"value\": \"a\"}, {\"value\": \"A\"}, {\"value\": \"a\", \"type\": \"work\"},"
+		   " {\"value\": \"a\", \"type\": \"home\"}]");
+	/* a bare id is not the object holding it; 1 and 1.0 differ, 0.0 and -0.0 do not */
+	add_emails("[]", "[\"a\", {\"value\": \"a\"}, 1, 1.0, 0.0, -0.0, {\"value\": 0.0}, {\"value\": -0.0}]",
+		   "[\"a\", {\"value\": \"a\"}, 1, 1.0, 0.0, {\"value\": 0.0}]");
+	/* a null value is no value: such elements only merge when equal */
+	add_emails("[]", "[{\"value\": null, \"display\": \"1\"}, {\"value\": null, \"display\": \"2\"},"
+		   " {\"value\": null, \"display\": \"1\"}]",
+		   "[{\"value\": null, \"display\": \"1\"}, {\"value\": null, \"display\": \"2\"}]");
+}
+
+static void test_dedupe_too_deep(void **state)
+{
+	json_t *u = user(), *deep = json_string("x"), *body;
+	int i;
+
+	(void)state;
+	/* requests stop at 32 levels; an element nested past 64 is refused */
+	for (i = 0; i < 70; i++)
+		deep = json_pack("[o]", deep);
+	body = json_pack("{s:[s], s:[{s:s, s:s, s:[o]}]}", "schemas", SCIM_PATCH_URN, "Operations",
+			 "op", "add", "path", "emails", "value", deep);
+	assert_int_equal(scim_patch_apply(u, body, err, sizeof err), SCIM_PATCH_INVALID_VALUE);
+	assert_non_null(strstr(err, "deeper than 64"));
+	assert_null(json_object_get(u, "emails"));
+	json_decref(body);
+	json_decref(u);
+}
+
+static void test_dedupe_against_existing(void **state)
+{
+	json_t *g = group();
+
+	(void)state;
+	/* existing members stay in place; new ones follow in the order given */
+	assert_int_equal(patch(g, "[{\"op\": \"add\", \"path\": \"members\", \"value\": [{\"value\": \"u5\"},"
+				  " {\"value\": \"u2\"}, {\"value\": \"u1\", \"display\": \"Uno\"}, {\"value\": \"u3\"},"
+				  " {\"value\": \"u5\"}]}]"),
+			 0);
+	expect(json_object_get(g, "members"),
+	       "[{\"value\": \"u1\", \"display\": \"Uno\"}, {\"value\": \"u2\"}, {\"value\": \"u4\"},"
+	       " {\"value\": \"u5\"}, {\"value\": \"u3\"}]");
+	json_decref(g);
+	/* duplicates already stored: an addition merges into the first of them */
+	add_emails("[{\"value\": \"a\"}, {\"value\": \"a\", \"display\": \"2\"}, \"s\", \"s\"]",
+		   "[{\"value\": \"a\", \"display\": \"X\"}, \"s\"]",
+		   "[{\"value\": \"a\", \"display\": \"X\"}, {\"value\": \"a\", \"display\": \"2\"}, \"s\", \"s\"]");
+	/* equal to a later stored element, same value as an earlier one: the earlier wins */
+	add_emails("[{\"value\": \"a\", \"type\": \"W\"}, {\"value\": \"a\", \"type\": \"w\", \"display\": \"D\"}]",
+		   "[{\"value\": \"a\", \"type\": \"w\", \"display\": \"D\"}]",
+		   "[{\"value\": \"a\", \"type\": \"w\", \"display\": \"D\"},"
+		   " {\"value\": \"a\", \"type\": \"w\", \"display\": \"D\"}]");
+	/* an element merged into matches later additions under its new content */
+	add_emails("[{\"value\": \"a\"}]",
+		   "[{\"value\": \"a\", \"display\": \"D\"}, {\"value\": \"a\", \"display\": \"D\"}, {\"value\": \"a\"}]",
+		   "[{\"value\": \"a\", \"display\": \"D\"}]");
+}
+
+/* Many members at once: 10,000 stored, 10,000 added of which half are
+ * already members and every tenth is given twice. */
+static void test_dedupe_many(void **state)
+{
+	json_t *g = json_pack("{s:s, s:[]}", "displayName", "big", "members"), *body, *add, *m;
+	char id[32];
+	size_t i;
+
+	(void)state;
+	for (i = 0; i < 10000; i++) {
+		snprintf(id, sizeof id, "u%05zu", i);
+		assert_int_equal(json_array_append_new(json_object_get(g, "members"),
+						       json_pack("{s:s}", "value", id)), 0);
+	}
+	add = json_array();
+	for (i = 5000; i < 15000; i++) {
+		snprintf(id, sizeof id, "u%05zu", i);
+		assert_int_equal(json_array_append_new(add, json_pack("{s:s, s:s}", "value", id,
+								       "display", id)), 0);
+		if (i % 10 == 0)
+			assert_int_equal(json_array_append_new(add, json_pack("{s:s}", "value", id)), 0);
+	}
+	body = json_pack("{s:[s], s:[{s:s, s:s, s:o}]}", "schemas", SCIM_PATCH_URN, "Operations", "op",
+			 "add", "path", "members", "value", add);
+	assert_int_equal(scim_patch_apply(g, body, err, sizeof err), 0);
+	m = json_object_get(g, "members");
+	assert_int_equal(json_array_size(m), 15000);
+	for (i = 0; i < 15000; i++) {
+		snprintf(id, sizeof id, "u%05zu", i);
+		assert_string_equal(json_string_value(json_object_get(json_array_get(m, i), "value")), id);
+		if (i < 5000)
+			assert_null(json_object_get(json_array_get(m, i), "display"));
+		else
+			assert_string_equal(json_string_value(json_object_get(json_array_get(m, i), "display")), id);
+	}
+	/* Entra's removal of 10,000 at once, given as objects and as bare ids */
+	json_decref(body);
+	add = json_array();
+	for (i = 0; i < 15000; i += 3) {
+		snprintf(id, sizeof id, "u%05zu", i);
+		assert_int_equal(json_array_append_new(add, i % 2 ? json_string(id) : json_pack("{s:s}", "value", id)), 0);
+	}
+	body = json_pack("{s:[s], s:[{s:s, s:s, s:o}]}", "schemas", SCIM_PATCH_URN, "Operations", "op",
+			 "remove", "path", "members", "value", add);
+	assert_int_equal(scim_patch_apply(g, body, err, sizeof err), 0);
+	m = json_object_get(g, "members");
+	assert_int_equal(json_array_size(m), 10000);
+	for (i = 0; i < 10000; i++) {
+		snprintf(id, sizeof id, "u%05zu", i / 2 * 3 + 1 + i % 2);
+		assert_string_equal(json_string_value(json_object_get(json_array_get(m, i), "value")), id);
+	}
+	json_decref(body);
+	json_decref(g);
+}
+
+/* ---- a reference model: the plain scans add and remove on a
+ * multi-valued attribute were first written as. The engine must give the
+ * same result for every input, including odd ones (keys that differ only
+ * in case, null values, bare values, -0.0). */
+
+static int model_ci(const char *a, const char *b)
+{
+	return !strcasecmp(a, b);
+}
+
+static int model_same_value(const json_t *a, const json_t *b)
+{
+	const json_t *va = scim_object_get(a, "value", NULL), *vb = scim_object_get(b, "value", NULL);
+	const json_t *ta = scim_object_get(a, "type", NULL), *tb = scim_object_get(b, "type", NULL);
+
+	if (!va || !vb || json_is_null(va) || !json_equal(va, vb))
+		return 0;
+	if (!ta && !tb)
+		return 1;
+	if (json_is_string(ta) && json_is_string(tb))
+		return model_ci(json_string_value(ta), json_string_value(tb));
+	return ta && tb && json_equal(ta, tb);
+}
+
+/* Replace-merges item's scalar members into e, as the engine does. */
+static void model_merge(json_t *e, const json_t *item)
+{
+	static const char *const canon[] = {"value", "type", "display"};
+	const char *k, *key, *name;
+	json_t *v;
+	char *kk;
+	size_t i;
+
+	json_object_foreach ((json_t *)item, k, v) {
+		if (scim_object_get(e, k, &key)) {
+			kk = strdup(key);
+			if (json_is_null(v))
+				json_object_del(e, kk);
+			else
+				json_object_set_new(e, kk, json_deep_copy(v));
+			free(kk);
+			continue;
+		}
+		if (json_is_null(v))
+			continue;
+		name = k;
+		for (i = 0; i < 3; i++)
+			if (model_ci(k, canon[i]))
+				name = canon[i];
+		json_object_set_new(e, name, json_deep_copy(v));
+	}
+}
+
+static void model_add(json_t *arr, const json_t *items)
+{
+	const json_t *item;
+	json_t *e;
+	size_t i, j;
+
+	json_array_foreach ((json_t *)items, i, item) {
+		if (json_is_null(item))
+			continue;
+		for (j = 0; j < json_array_size(arr); j++) {
+			e = json_array_get(arr, j);
+			if (json_equal(e, item))
+				break;
+			if (json_is_object(e) && json_is_object(item) && model_same_value(e, item)) {
+				model_merge(e, item);
+				break;
+			}
+		}
+		if (j == json_array_size(arr))
+			json_array_append_new(arr, json_deep_copy(item));
+	}
+}
+
+static void model_remove(json_t *arr, const json_t *items)
+{
+	const json_t *item, *ev, *iv;
+	json_t *e;
+	size_t i, j;
+
+	json_array_foreach ((json_t *)items, i, item)
+		for (j = json_array_size(arr); j-- > 0;) {
+			e = json_array_get(arr, j);
+			ev = scim_object_get(e, "value", NULL);
+			iv = json_is_object(item) ? scim_object_get(item, "value", NULL) : item;
+			if (json_equal(e, item) || (ev && iv && !json_is_null(iv) && json_equal(ev, iv)))
+				json_array_remove(arr, j);
+		}
+}
+
+static unsigned model_seed = 1;
+
+static unsigned rnd(unsigned n)
+{
+	model_seed = model_seed * 1103515245u + 12345u;
+	return (model_seed >> 16) % n;
+}
+
+static json_t *rnd_scalar(void)
+{
+	switch (rnd(9)) {
+	case 0: return json_string("A");
+	case 1: return json_string("b");
+	case 2: return json_integer(1);
+	case 3: return json_real(1.0);
+	case 4: return json_real(rnd(2) ? 0.0 : -0.0);
+	case 5: return json_null();
+	default: return json_string("a");
+	}
+}
+
+static json_t *rnd_element(void)
+{
+	static const char *const vk[] = {"value", "Value", "VALUE"}, *const tk[] = {"type", "Type"};
+	static const char *const types[] = {"work", "Work", "home"};
+	json_t *o;
+	unsigned i, n, first;
+
+	switch (rnd(10)) {
+	case 0: return json_string(rnd(2) ? "a" : "A");
+	case 1: return json_null();
+	case 2: return json_pack("[s]", "a");
+	default: break;
+	}
+	o = json_object();
+	n = rnd(5) ? 1 : rnd(3);
+	first = rnd(3);
+	for (i = 0; i < n; i++)
+		json_object_set_new(o, vk[(first + i) % 3], rnd_scalar());
+	n = rnd(2) ? 0 : rnd(6) ? 1 : 2;
+	first = rnd(2);
+	for (i = 0; i < n; i++)
+		json_object_set_new(o, tk[(first + i) % 2],
+				    rnd(5) ? json_string(types[rnd(3)]) : json_integer(1));
+	if (rnd(2))
+		json_object_set_new(o, rnd(3) ? "display" : "Display",
+				    rnd(6) ? json_string(rnd(2) ? "d1" : "d2") : json_null());
+	return o;
+}
+
+static json_t *rnd_array(unsigned max)
+{
+	json_t *a = json_array();
+	unsigned i, n = rnd(max + 1);
+
+	for (i = 0; i < n; i++)
+		json_array_append_new(a, rnd_element());
+	return a;
+}
+
+static void test_dedupe_matches_model(void **state)
+{
+	json_t *res, *want, *ops, *body, *items, *arr;
+	char *got_s, *want_s;
+	unsigned round, k, nops;
+
+	(void)state;
+	for (round = 0; round < 20000; round++) {
+		res = json_pack("{s:s}", "userName", "m");
+		if (rnd(4))
+			json_object_set_new(res, "emails", rnd_array(6));
+		want = json_deep_copy(res);
+		ops = json_array();
+		nops = 1 + rnd(3);
+		for (k = 0; k < nops; k++) {
+			items = rnd_array(6);
+			if (rnd(3)) {
+				json_array_append_new(ops, json_pack("{s:s, s:s, s:O}", "op", "add", "path",
+								     "emails", "value", items));
+				arr = json_object_get(want, "emails");
+				if (!json_is_array(arr)) {
+					arr = json_array();
+					json_object_set_new(want, "emails", arr);
+				}
+				model_add(arr, items);
+			} else {
+				json_array_append_new(ops, json_pack("{s:s, s:s, s:O}", "op", "remove", "path",
+								     "emails", "value", items));
+				arr = json_object_get(want, "emails");
+				if (arr) {
+					model_remove(arr, items);
+					if (!json_array_size(arr))
+						json_object_del(want, "emails");
+				}
+			}
+			json_decref(items);
+		}
+		body = json_pack("{s:[s], s:o}", "schemas", SCIM_PATCH_URN, "Operations", ops);
+		if (scim_patch_apply(res, body, err, sizeof err))
+			fail_msg("round %u: %s", round, err);
+		got_s = json_dumps(res, JSON_COMPACT | JSON_ENCODE_ANY);
+		want_s = json_dumps(want, JSON_COMPACT | JSON_ENCODE_ANY);
+		if (strcmp(got_s, want_s)) {
+			char *b = json_dumps(body, JSON_COMPACT);
+
+			fail_msg("round %u: ops %s\ngot  %s\nwant %s", round, b, got_s, want_s);
+		}
+		free(got_s);
+		free(want_s);
+		json_decref(body);
+		json_decref(res);
+		json_decref(want);
+	}
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -628,6 +989,11 @@ int main(void)
 		cmocka_unit_test(test_errors),
 		cmocka_unit_test(test_atomic),
 		cmocka_unit_test(test_entra_roles),
+		cmocka_unit_test(test_dedupe_within_op),
+		cmocka_unit_test(test_dedupe_too_deep),
+		cmocka_unit_test(test_dedupe_against_existing),
+		cmocka_unit_test(test_dedupe_many),
+		cmocka_unit_test(test_dedupe_matches_model),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
