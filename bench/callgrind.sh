@@ -26,7 +26,7 @@ case "$BUILD" in /*) ;; *) BUILD="$ROOT/$BUILD" ;; esac
 command -v valgrind >/dev/null || { echo "valgrind not found" >&2; exit 1; }
 
 W=$(mktemp -d)
-trap 'rm -rf "$W"' EXIT
+trap '[ "${KEEP:-0}" = 1 ] && echo "kept $W" || rm -rf "$W"' EXIT
 
 free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
 

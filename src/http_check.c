@@ -7,25 +7,37 @@
 
 #include "form.h"
 
-/* RFC 9110 token characters: what a header field name may contain. */
+/* Byte classes of RFC 9110: T_TOKEN may appear in a field name, T_CTL may
+ * not appear in a field value (controls but HTAB, and DEL). */
+enum { T_TOKEN = 1, T_CTL = 2 };
+static const unsigned char cls[256] = {
+	[0 ... 8] = T_CTL, [10 ... 31] = T_CTL, [127] = T_CTL,
+	['0' ... '9'] = T_TOKEN, ['a' ... 'z'] = T_TOKEN, ['A' ... 'Z'] = T_TOKEN,
+	['!'] = T_TOKEN, ['#'] = T_TOKEN, ['$'] = T_TOKEN, ['%'] = T_TOKEN, ['&'] = T_TOKEN,
+	['\''] = T_TOKEN, ['*'] = T_TOKEN, ['+'] = T_TOKEN, ['-'] = T_TOKEN, ['.'] = T_TOKEN,
+	['^'] = T_TOKEN, ['_'] = T_TOKEN, ['`'] = T_TOKEN, ['|'] = T_TOKEN, ['~'] = T_TOKEN,
+};
+
+/* 1 when s is a non-empty RFC 9110 token: what a field name may be. */
 static int is_token(const char *s)
 {
-	if (!*s)
+	const unsigned char *p = (const unsigned char *)s;
+
+	if (!*p)
 		return 0;
-	for (; *s; s++)
-		if (!((*s >= 'a' && *s <= 'z') || (*s >= 'A' && *s <= 'Z') ||
-		      (*s >= '0' && *s <= '9') || strchr("!#$%&'*+-.^_`|~", *s)))
-			return 0;
-	return 1;
+	while (cls[*p] & T_TOKEN)
+		p++;
+	return *p == '\0';
 }
 
 /* 1 when s holds a control byte a field value may not carry (all but HTAB). */
 static int has_ctl(const char *s)
 {
-	for (; *s; s++)
-		if (((unsigned char)*s < 0x20 && *s != '\t') || *s == 0x7f)
-			return 1;
-	return 0;
+	const unsigned char *p = (const unsigned char *)s;
+
+	while (*p && !(cls[*p] & T_CTL))
+		p++;
+	return *p != '\0';
 }
 
 /* Parses a Content-Length value: 1 to 19 digits, nothing else. Returns 0
