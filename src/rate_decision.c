@@ -305,8 +305,7 @@ struct ceiling {
 	int64_t to_days;
 };
 
-/* Semantic checks the field spec cannot express; one details entry each. */
-static void check_request(const json_t *b, json_t *details)
+void rate_decision_check(const json_t *b, json_t *details)
 {
 	const json_t *props = json_object_get(b, "properties"), *v, *w;
 	const char *from = str(b, "date_range.from"), *to = str(b, "date_range.to");
@@ -702,7 +701,7 @@ void rate_decision_h_create(struct ctx *c)
 	int64_t df = 0, dt = 0, now = clock_now_ms();
 	int rc, ceiling_ok = 1, outcome;
 
-	check_request(b, details);
+	rate_decision_check(b, details);
 	if (json_array_size(details)) {
 		respond_error(c, ERR_VALIDATION_FAILED, details, "the rate decision is not valid");
 		details = NULL;

@@ -14,6 +14,14 @@ struct ctx;
 extern const struct vfield rate_decision_spec[];
 extern const struct vfield rate_revert_spec[];
 
+/* The checks of a rate decision body that rate_decision_spec cannot
+ * express, run on a body that passed the spec: at least one property, each
+ * an id given once; room_type_code a code; dates YYYY-MM-DD, from <= to,
+ * at most 366 days; a known currency; minor_units > 0; governance strings
+ * not blank. Appends one details entry per problem (validate_add_detail);
+ * appends nothing when the body is acceptable. */
+void rate_decision_check(const json_t *body, json_t *details);
+
 struct store;
 
 /* At start-up: a decision left "pending" by a process that died during its

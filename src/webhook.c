@@ -65,7 +65,7 @@ static void check_url(struct ctx *c, const char *field, const char *url, json_t 
 	validate_add_detail(details, field, issue);
 }
 
-static void check_events(const char *surface, const json_t *events, json_t *details)
+void webhook_check_events(const char *surface, const json_t *events, json_t *details)
 {
 	char field[32], issue[64];
 	const json_t *v;
@@ -182,7 +182,7 @@ static void create(struct ctx *c, const char *surface)
 	check_url(c, "url", url, details);
 	if (mirror)
 		check_url(c, "mirror_url", mirror, details);
-	check_events(surface, events, details);
+	webhook_check_events(surface, events, details);
 	if (json_array_size(details)) {
 		respond_error(c, ERR_VALIDATION_FAILED, details, "the subscription is not valid");
 		details = NULL;

@@ -21,5 +21,10 @@ void webhook_h_rotate(struct ctx *c);
 
 /* 1 when type is an event of the surface's table (spec "Events"). */
 int webhook_event_known(const char *surface, const char *type);
+/* The checks of a subscription's "events" that its spec cannot express, on
+ * a body that passed webhook_v1_spec or webhook_v2_spec (so events is an
+ * array of strings): at least one, each an event type of surface ("v1" or
+ * "v2") named once. Appends one details entry per problem. */
+void webhook_check_events(const char *surface, const json_t *events, json_t *details);
 
 #endif
