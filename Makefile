@@ -3,8 +3,10 @@ BUILD    ?= build
 SANITIZE ?= OFF
 JOBS     ?= 2
 PORT     ?= 8080
+FUZZ_SECONDS ?= 10
+FUZZ_BUILD   ?= build-fuzz
 
-.PHONY: all deps build run test npm-tools bench clean
+.PHONY: all deps build run test npm-tools bench fuzz clean
 
 all: build
 
@@ -30,5 +32,14 @@ bench: build
 	@scripts/install-deps.sh --bench
 	@bench/run.sh
 
+# Every libFuzzer driver for FUZZ_SECONDS each, on a clang build with the
+# whole library instrumented (docs/fuzzing.md); fails on a crash, leak or
+# timeout.
+fuzz:
+	@scripts/install-deps.sh --fuzz
+	@cmake -S . -B $(FUZZ_BUILD) -DBUILD_FUZZER=ON -DCMAKE_C_COMPILER=clang >/dev/null
+	@cmake --build $(FUZZ_BUILD) -j$(JOBS) --target fuzzers
+	@fuzz/run.sh $(FUZZ_BUILD) $(FUZZ_SECONDS)
+
 clean:
-	rm -rf build build-asan
+	rm -rf build build-asan $(FUZZ_BUILD)

@@ -7,6 +7,8 @@ pkgs=(build-essential cmake pkg-config python3
       libcurl4-openssl-dev libpq-dev libxml2-dev libxmlsec1-dev
       xmlsec1 libxml2-utils openssl sqlite3 curl jq iproute2 nodejs npm)
 if [ "${1:-}" = "--bench" ]; then pkgs+=(wrk nginx-light); fi
+# make fuzz: clang and its libFuzzer + sanitizer runtimes.
+if [ "${1:-}" = "--fuzz" ]; then pkgs+=(clang libclang-rt-14-dev); fi
 missing=()
 for p in "${pkgs[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'install ok installed' || missing+=("$p")
