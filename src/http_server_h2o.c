@@ -48,6 +48,11 @@
  * memory limit in http_server.c is 32 KiB; h2o itself allows ~400 KiB). */
 #define HEAD_MAX (32 * 1024)
 
+/* See fill_head: 1 closes the connection after any request with a body. */
+#ifndef CLOSE_AFTER_BODY
+#define CLOSE_AFTER_BODY 1
+#endif
+
 struct http_server;
 
 /* A message posted to a loop thread. */
@@ -398,6 +403,14 @@ static void fill_head(h2o_req_t *hreq, struct response *res)
 	}
 	if (res->close || hreq->conn->ctx->shutdown_requested)
 		hreq->http1_is_persistent = 0;
+	/* h2o 2.2.5 keeps Host, Content-Length and Transfer-Encoding out of
+	 * the header list it hands us and frames on its own: the first of two
+	 * Content-Lengths, chunked when both CL and TE are sent, and it keeps
+	 * the connection open afterwards. We cannot see those duplicates, so
+	 * the bytes after a body cannot be trusted to start a request: close
+	 * after every request that carried a body (docs/http-library.md). */
+	if (CLOSE_AFTER_BODY && hreq->entity.base)
+		hreq->http1_is_persistent = 0;
 }
 
 static int is_head(h2o_req_t *hreq)
@@ -494,8 +507,9 @@ static void check_head(struct reqctx *rc)
 		}
 	}
 	rc->nfields = n;
-	/* h2o takes Host out of the header list into input.authority; give it
-	 * back to the handler (two Host fields are checked below). */
+	/* h2o takes Host, Content-Length, Transfer-Encoding, Expect and
+	 * Upgrade out of the header list, so http_check_fields below cannot
+	 * see them twice (see fill_head). */
 	target = pool_strndup(&hreq->pool, hreq->input.path.base, hreq->input.path.len);
 	if (hreq->input.query_at != SIZE_MAX)
 		rc->raw_query = (char *)target + hreq->input.query_at + 1;
@@ -876,7 +890,7 @@ int http_server_start(const struct http_server_opts *o, http_handler_fn fn, void
 	pthread_mutex_init(&s->ip_lock, NULL);
 
 	h2o_config_init(&s->config);
-	s->config.server_name = h2o_iovec_init(H2O_STRLIT("revops"));
+	s->config.server_name = h2o_iovec_init(H2O_STRLIT(""));
 	s->config.max_request_entity_size = HTTP_BODY_MAX;
 	s->config.http1.req_timeout = (uint64_t)(o->idle_timeout_s > 0 ? o->idle_timeout_s : 30) * 1000;
 	s->config.http1.upgrade_to_http2 = 0;
