@@ -257,7 +257,7 @@ static int cmp_cstr(const void *a, const void *b)
  * (equal for json_equal) are written alike. */
 static void key_json(struct key *k, const json_t *v, int depth)
 {
-	const char **keys = NULL, *name;
+	const char **keys, *name;
 	json_t *m;
 	size_t i, n;
 	char num[40];
@@ -297,8 +297,10 @@ static void key_json(struct key *k, const json_t *v, int depth)
 	case JSON_OBJECT:
 		n = json_object_size(v);
 		key_head(k, 'o', n);
-		keys = n ? malloc(n * sizeof *keys) : NULL;
-		if (n && !keys) {
+		if (!n)
+			break;
+		keys = malloc(n * sizeof *keys);
+		if (!keys) {
 			k->bad = KEY_OOM;
 			break;
 		}
