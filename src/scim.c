@@ -115,8 +115,46 @@ static void del_ci(json_t *o, const char *key)
 			json_object_del(o, k);
 }
 
+/* RFC 7643 §4.1.1 and §7: a user's "password" is write-only and never
+ * returned. revops signs users in with SAML only, so a password is accepted
+ * and discarded. This drops it from a user document in every spelling a
+ * client can reach it by: any case, qualified by the core User URN
+ * ("urn:...:core:2.0:User:password"), or inside an object under that URN.
+ * Such an object is replaced by a copy without it, so that another
+ * document sharing the object is not changed. Used on every document about
+ * to be stored (POST, PUT, PATCH) and on every one about to be returned,
+ * which covers rows stored before this rule. */
+static void drop_password(json_t *doc)
+{
+	const char *k;
+	json_t *v, *copy;
+	void *tmp;
+
+	json_object_foreach_safe(doc, tmp, k, v) {
+		if (!strcasecmp(k, "password") || !strcasecmp(k, URN_USER ":password")) {
+			json_object_del(doc, k);
+		} else if (!strcasecmp(k, URN_USER) && json_is_object(v) && get_ci(v, "password")) {
+			copy = json_deep_copy(v);
+			del_ci(copy, "password");
+			if (!copy || json_object_set_new(doc, k, copy))
+				json_object_del(doc, k);
+		}
+	}
+}
+
+/* Drops from a user document what a client cannot set: the read-only id,
+ * meta and groups (computed from group membership), and the password. */
+static void drop_unsettable(json_t *doc)
+{
+	del_ci(doc, "id");
+	del_ci(doc, "meta");
+	del_ci(doc, "groups");
+	drop_password(doc);
+}
+
 /* Copies a resource body into the stored form: read-only and write-only
- * attributes (id, meta, groups, password) and top-level nulls dropped. */
+ * attributes (id, meta; for users also groups and password) and top-level
+ * nulls dropped. */
 static json_t *sanitize(const json_t *body, int user)
 {
 	json_t *doc = json_deep_copy(body), *v;
@@ -125,10 +163,8 @@ static json_t *sanitize(const json_t *body, int user)
 
 	del_ci(doc, "id");
 	del_ci(doc, "meta");
-	if (user) {
-		del_ci(doc, "groups");
-		del_ci(doc, "password");
-	}
+	if (user)
+		drop_unsettable(doc);
 	json_object_foreach_safe(doc, tmp, k, v)
 		if (json_is_null(v))
 			json_object_del(doc, k);
@@ -225,17 +261,40 @@ bad:
 	return -1;
 }
 
+/* A member's value and its position, for sorting. */
+struct member_ref {
+	const char *value;
+	size_t i;
+};
+
+static int member_ref_cmp(const void *a, const void *b)
+{
+	const struct member_ref *x = a, *y = b;
+	int r = strcmp(x->value, y->value);
+
+	return r ? r : (x->i > y->i) - (x->i < y->i);
+}
+
 /* Normalises group members to objects {value, display?, type?}, accepting
- * bare strings (as some clients send), dropping duplicates. Returns 0 or -1
- * with a reason. */
+ * bare strings (as some clients send), dropping duplicates: of members
+ * with the same value (compared exactly) the first stays, in place. The
+ * values are sorted once to find duplicates, O(n log n). Returns 0, or -1
+ * with a reason (the first ill-formed member, or too many members). */
 static int group_members(json_t *doc, char *err, size_t cap)
 {
 	json_t *m = get_ci(doc, "members"), *out = json_array(), *v, *val, *o;
-	size_t i, j;
-	int dup;
+	struct member_ref *refs = NULL;
+	unsigned char *dup = NULL;
+	size_t i, n = json_array_size(m);
 
 	if (m && !json_is_array(m)) {
 		snprintf(err, cap, "members must be an array");
+		goto bad;
+	}
+	refs = malloc((n ? n : 1) * sizeof *refs);
+	dup = calloc(n ? n : 1, 1);
+	if (!out || !refs || !dup) {
+		snprintf(err, cap, "out of memory");
 		goto bad;
 	}
 	json_array_foreach(m, i, v) {
@@ -245,12 +304,17 @@ static int group_members(json_t *doc, char *err, size_t cap)
 			snprintf(err, cap, "members[%zu].value must be a non-empty string", i);
 			goto bad;
 		}
-		dup = 0;
-		json_array_foreach(out, j, o)
-			dup |= !strcmp(json_string_value(json_object_get(o, "value")),
-				       json_string_value(val));
-		if (dup)
+		refs[i].value = json_string_value(val);
+		refs[i].i = i;
+	}
+	qsort(refs, n, sizeof *refs, member_ref_cmp);
+	for (i = 1; i < n; i++)
+		if (!strcmp(refs[i].value, refs[i - 1].value))
+			dup[refs[i].i] = 1;
+	json_array_foreach(m, i, v) {
+		if (dup[i])
 			continue;
+		val = json_is_object(v) ? get_ci(v, "value") : v;
 		o = json_pack("{s:O}", "value", val);
 		if (json_is_object(v)) {
 			json_t *d = get_ci(v, "display"), *t = get_ci(v, "type");
@@ -262,34 +326,47 @@ static int group_members(json_t *doc, char *err, size_t cap)
 			if (json_is_string(t))
 				json_object_set(o, "type", t);
 		}
-		json_array_append_new(out, o);
+		if (json_array_append_new(out, o)) {
+			snprintf(err, cap, "out of memory");
+			goto bad;
+		}
 	}
 	if (json_array_size(out) > SCIM_MAX_MEMBERS) {
 		snprintf(err, cap, "a group has at most %d members", SCIM_MAX_MEMBERS);
 		goto bad;
 	}
+	free(refs);
+	free(dup);
 	del_ci(doc, "members");
 	json_object_set_new(doc, "members", out);
 	return 0;
 bad:
+	free(refs);
+	free(dup);
 	json_decref(out);
 	return -1;
 }
 
-/* Drops members that name no user or group of this portfolio: ids of other
- * portfolios' users (or made-up ones) are not stored. Returns 0 or a
- * negative store status. */
+/* Drops members that name no user or group of this portfolio (ids of
+ * other portfolios' users, or made-up ones, are not stored), and the group
+ * itself. One indexed lookup per member; the array is rebuilt once, not
+ * shifted per removal. Returns 0 or a negative store status. */
 static int drop_foreign_members(struct store_tx *tx, const char *pf, const char *self_id,
 				json_t *doc)
 {
-	json_t *m = get_ci(doc, "members");
+	json_t *m = get_ci(doc, "members"), *keep = NULL, *e;
 	const char *v;
 	int64_t one;
 	size_t i;
-	int rc;
+	int rc = 0;
 
-	for (i = json_array_size(m); i-- > 0;) {
-		v = json_string_value(json_object_get(json_array_get(m, i), "value"));
+	if (!json_array_size(m))
+		return 0;
+	keep = json_array();
+	if (!keep)
+		return STORE_ERR;
+	json_array_foreach(m, i, e) {
+		v = json_string_value(json_object_get(e, "value"));
 		rc = store_query_int(tx,
 				     "SELECT 1 FROM users WHERE portfolio_id = $1 AND id = $2"
 				     " UNION ALL SELECT 1 FROM scim_groups WHERE portfolio_id = $1"
@@ -297,11 +374,19 @@ static int drop_foreign_members(struct store_tx *tx, const char *pf, const char 
 				     (struct store_val[]){sv_text(pf), sv_text(v), sv_text(self_id)}, 3,
 				     &one);
 		if (rc < 0)
-			return rc;
-		if (rc == 0)
-			json_array_remove(m, i);
+			goto out;
+		if (rc == 1 && json_array_append(keep, e)) {
+			rc = STORE_ERR;
+			goto out;
+		}
 	}
-	return 0;
+	rc = 0;
+	if (json_array_size(keep) != json_array_size(m) &&
+	    (json_array_clear(m) || json_array_extend(m, keep)))
+		rc = STORE_ERR;
+out:
+	json_decref(keep);
+	return rc;
 }
 
 static int group_display_name(const json_t *doc, char *err, size_t cap)
@@ -401,26 +486,110 @@ static int has_member(const json_t *doc, const char *user_id)
 	return 0;
 }
 
+/* Which groups list which users: (member id, group position) pairs taken
+ * from load_groups() output and sorted, so that a user's groups are found
+ * by binary search. Listing n users over groups that hold m members in all
+ * costs O((n + m) log m), not O(n * m): a 10,000-member group made every
+ * GET /Users (Okta's check before each create) take seconds. */
+struct membership {
+	const char *member; /* points into groups */
+	size_t group;       /* position in groups */
+};
+
+struct memberships {
+	const json_t *groups; /* load_groups() output, or NULL when none */
+	struct membership *pairs;
+	size_t n;
+};
+
+static int membership_cmp(const void *a, const void *b)
+{
+	const struct membership *x = a, *y = b;
+	int r = strcmp(x->member, y->member);
+
+	return r ? r : (x->group > y->group) - (x->group < y->group);
+}
+
+/* Indexes groups (load_groups() output, which must outlive ms) by member,
+ * counting members as has_member() does: objects with a string "value".
+ * Returns 0, or -1 when memory runs out (ms is then empty; free it all the
+ * same with memberships_free). */
+static int memberships_index(struct memberships *ms, const json_t *groups)
+{
+	const json_t *g, *m, *v;
+	size_t i, j, total = 0;
+
+	memset(ms, 0, sizeof *ms);
+	ms->groups = groups;
+	json_array_foreach(groups, i, g)
+		total += json_array_size(get_ci(json_object_get(g, "doc"), "members"));
+	if (!total)
+		return 0;
+	ms->pairs = malloc(total * sizeof *ms->pairs);
+	if (!ms->pairs)
+		return -1;
+	json_array_foreach(groups, i, g)
+		json_array_foreach(get_ci(json_object_get(g, "doc"), "members"), j, m) {
+			v = json_is_object(m) ? get_ci(m, "value") : NULL;
+			if (json_is_string(v))
+				ms->pairs[ms->n++] = (struct membership){json_string_value(v), i};
+		}
+	qsort(ms->pairs, ms->n, sizeof *ms->pairs, membership_cmp);
+	return 0;
+}
+
+static void memberships_free(struct memberships *ms)
+{
+	free(ms->pairs);
+	ms->pairs = NULL;
+	ms->n = 0;
+}
+
+/* Reads every group of the portfolio under tx and indexes it: *groups
+ * (json_decref it) and *ms (memberships_free it) are set either way.
+ * Returns 0 or a negative store status. */
+static int load_memberships(struct store_tx *tx, const char *pf, json_t **groups,
+			    struct memberships *ms)
+{
+	int rc = load_groups(tx, pf, groups);
+
+	if (memberships_index(ms, *groups) < 0 && rc >= 0)
+		rc = STORE_ERR;
+	return rc;
+}
+
 /* ------------------------------------------------------- representation */
 
-static json_t *user_repr(struct ctx *c, const struct res_row *row, const json_t *groups)
+/* The SCIM representation of a stored user (a new object; row keeps its
+ * own): the document without any password, with id, the groups that list
+ * it as a member (in the order of ms->groups, each once), and meta. */
+static json_t *user_repr(struct ctx *c, const struct res_row *row, const struct memberships *ms)
 {
-	json_t *out = json_object(), *v, *g, *list = json_array();
-	const char *k;
+	json_t *out = json_object(), *v, *list = json_array();
+	const json_t *g, *gdoc;
+	const char *k, *gid;
 	char loc[600];
-	size_t i;
+	size_t lo = 0, hi = ms->n, mid, i;
 
 	json_object_set(out, "schemas", get_ci(row->doc, "schemas"));
 	json_object_set_new(out, "id", json_string(row->id));
 	json_object_foreach(row->doc, k, v)
 		if (strcasecmp(k, "schemas"))
 			json_object_set(out, k, v);
-	json_array_foreach(groups, i, g) {
-		const json_t *gdoc = json_object_get(g, "doc");
-		const char *gid = json_string_value(json_object_get(g, "id"));
-
-		if (!has_member(gdoc, row->id))
+	drop_password(out);
+	while (lo < hi) { /* the first pair of this user */
+		mid = lo + (hi - lo) / 2;
+		if (strcmp(ms->pairs[mid].member, row->id) < 0)
+			lo = mid + 1;
+		else
+			hi = mid;
+	}
+	for (i = lo; i < ms->n && !strcmp(ms->pairs[i].member, row->id); i++) {
+		if (i > lo && ms->pairs[i].group == ms->pairs[i - 1].group)
 			continue;
+		g = json_array_get(ms->groups, ms->pairs[i].group);
+		gdoc = json_object_get(g, "doc");
+		gid = json_string_value(json_object_get(g, "id"));
 		location(c, "Groups", gid, loc, sizeof loc);
 		json_array_append_new(list, json_pack("{s:s, s:s, s:O?, s:s}", "value", gid, "$ref",
 						      loc, "display", get_ci(gdoc, "displayName"),
@@ -621,10 +790,120 @@ static int parse_index(const char *s, long *out)
 	return 0;
 }
 
+/* Skips the JSON string literal at s (s[0] == '"'), escapes included;
+ * returns the position after it (or the end of s). */
+static const char *skip_string(const char *s)
+{
+	for (s++; *s && *s != '"'; s++)
+		if (*s == '\\' && s[1])
+			s++;
+	return *s ? s + 1 : s;
+}
+
+/* Characters of an attribute path token, as scim_filter.c reads them. */
+static int is_path_char(int ch)
+{
+	return isalnum(ch) || ch == '_' || ch == '$' || ch == '-' || ch == ':' || ch == '.';
+}
+
+/* 1 if the n-byte path token w names the User's password: "password"
+ * (any case, with or without a sub-attribute), bare or after the core User
+ * URN. */
+static int path_is_password(const char *w, size_t n)
+{
+	size_t colon = n, i, alen;
+
+	for (i = 0; i < n; i++)
+		if (w[i] == ':')
+			colon = i;
+	if (colon < n && (colon != strlen(URN_USER) || strncasecmp(w, URN_USER, colon)))
+		return 0;
+	if (colon < n) {
+		w += colon + 1;
+		n -= colon + 1;
+	}
+	for (alen = 0; alen < n && w[alen] != '.'; alen++)
+		;
+	return alen == 8 && !strncasecmp(w, "password", 8);
+}
+
+/* 1 when filter, a filter that parsed, compares the User's password: an
+ * attribute path outside any value filter's brackets names it. RFC 7643
+ * §7 lets a service provider refuse to filter on an attribute that is
+ * never returned; revops keeps no password, so such a filter is refused
+ * with 400 invalidFilter (RFC 7644 §3.12: the attribute and comparison are
+ * not supported) instead of answering as if no user had one. The scan
+ * follows scim_filter.c's grammar: paths, operators and "and"/"or"/"not"
+ * are words of path characters; a value after an operator other than "pr"
+ * is a JSON string or runs to a space, ')' or ']'; "not" is a keyword only
+ * before '('; a ']' may be followed by ".sub" and an operator. */
+static int filter_names_password(const char *f)
+{
+	enum { WANT_PATH, WANT_OP, WANT_VALUE, WANT_LOGIC } want = WANT_PATH;
+	size_t n, depth = 0;
+	const char *after;
+
+	while (*f) {
+		if (isspace((unsigned char)*f)) {
+			f++;
+		} else if (want == WANT_VALUE) {
+			if (*f == '"')
+				f = skip_string(f);
+			else
+				while (*f && !isspace((unsigned char)*f) && *f != ')' && *f != ']')
+					f++;
+			want = WANT_LOGIC;
+		} else if (*f == '"') {
+			f = skip_string(f);
+		} else if (*f == '(' || *f == '[') {
+			depth += *f == '[';
+			want = WANT_PATH;
+			f++;
+		} else if (*f == ')') {
+			want = WANT_LOGIC;
+			f++;
+		} else if (*f == ']') {
+			if (depth)
+				depth--;
+			want = WANT_LOGIC;
+			if (*++f == '.') { /* "].sub op value" */
+				while (is_path_char((unsigned char)*f))
+					f++;
+				want = WANT_OP;
+			}
+		} else {
+			for (n = 0; is_path_char((unsigned char)f[n]); n++)
+				;
+			if (!n) {
+				f++;
+				continue;
+			}
+			if (want == WANT_PATH) {
+				for (after = f + n; isspace((unsigned char)*after); after++)
+					;
+				if (n == 3 && !strncasecmp(f, "not", 3) && *after == '(') {
+					f += n;
+					continue;
+				}
+				if (!depth && path_is_password(f, n))
+					return 1;
+				want = WANT_OP;
+			} else if (want == WANT_OP) {
+				want = n == 2 && !strncasecmp(f, "pr", 2) ? WANT_LOGIC : WANT_VALUE;
+			} else {
+				want = WANT_PATH; /* "and" / "or" */
+			}
+			f += n;
+		}
+	}
+	return 0;
+}
+
 /* Serves a list request over all resources: filter, sortBy/sortOrder,
  * startIndex/count (1-based, as RFC 7644 §3.4.2.4), attribute projection.
- * all is consumed. */
-static void send_list(struct ctx *c, json_t *all)
+ * users: the resources are users, whose password a filter may not name
+ * (filter_names_password). all is consumed. */
+static void send_list(struct ctx *c, json_t *all, int users)
 {
 	const char *filter = http_query(c->req, "filter");
 	const char *sort_by = http_query(c->req, "sortBy");
@@ -649,6 +928,11 @@ static void send_list(struct ctx *c, json_t *all)
 		count = SCIM_MAX_RESULTS;
 	if (filter && scim_filter_parse(filter, &f, err, sizeof err) < 0) {
 		scim_error(c, 400, "invalidFilter", "%s", err);
+		goto out;
+	}
+	if (filter && users && filter_names_password(filter)) {
+		scim_error(c, 400, "invalidFilter",
+			   "password cannot be filtered on: it is write-only and not kept");
 		goto out;
 	}
 	items = calloc(json_array_size(all) + 1, sizeof *items);
@@ -685,13 +969,14 @@ void scim_h_users_list(struct ctx *c)
 {
 	struct store_tx *tx;
 	struct store_rows *r = NULL;
+	struct memberships ms = {0};
 	json_t *groups = NULL, *all = json_array();
 	struct res_row row;
 	int rc;
 
 	if ((rc = store_begin(c->app->store, 0, &tx)) != STORE_OK)
 		goto fail_notx;
-	if ((rc = load_groups(tx, c->p.portfolio_id, &groups)) < 0)
+	if ((rc = load_memberships(tx, c->p.portfolio_id, &groups, &ms)) < 0)
 		goto fail;
 	rc = store_query(tx,
 			 "SELECT id, scim, version, created_at, updated_at FROM users"
@@ -710,7 +995,7 @@ void scim_h_users_list(struct ctx *c)
 		row.version = store_int(r, 2);
 		row.created = store_int(r, 3);
 		row.updated = store_int(r, 4);
-		json_array_append_new(all, user_repr(c, &row, groups));
+		json_array_append_new(all, user_repr(c, &row, &ms));
 		row_free(&row);
 	}
 	store_rows_close(r);
@@ -718,13 +1003,15 @@ void scim_h_users_list(struct ctx *c)
 	if (rc < 0)
 		goto fail;
 	store_rollback(tx);
+	memberships_free(&ms);
 	json_decref(groups);
-	send_list(c, all);
+	send_list(c, all, 1);
 	return;
 fail:
 	store_rows_close(r);
 	store_rollback(tx);
 fail_notx:
+	memberships_free(&ms);
 	json_decref(groups);
 	json_decref(all);
 	db_error(c, rc);
@@ -758,7 +1045,7 @@ void scim_h_groups_list(struct ctx *c)
 					json_integer_value(json_object_get(g, "created")),
 					json_integer_value(json_object_get(g, "updated"))));
 	json_decref(groups);
-	send_list(c, all);
+	send_list(c, all, 0);
 }
 
 /* --------------------------------------------------------------- users */
@@ -813,23 +1100,53 @@ static int insert_user(struct store_tx *tx, const char *pf, const char *id,
 					       sv_int(now)}, 11);
 }
 
+/* The stored form of a user document, made in place: what a client cannot
+ * set dropped (drop_unsettable: id, meta, groups, password), the core
+ * schema first in "schemas", the Okta/Entra quirks normalised; then
+ * checked, with the columns revops keeps in *u (pointing into doc, except
+ * u->roles, which the caller frees) and the document's text in *doc_s (the
+ * caller frees it). Every user write (POST, PUT, PATCH) stores what this
+ * made, so none can store a password. Touches no store, so it runs before
+ * the write transaction. Returns 0, or -1 with a reason in err (nothing to
+ * free). */
+static int user_prepare(json_t *doc, struct user_cols *u, char **doc_s, char *err, size_t cap)
+{
+	*doc_s = NULL;
+	memset(u, 0, sizeof *u);
+	snprintf(err, cap, "out of memory");
+	drop_unsettable(doc);
+	fix_schemas(doc, URN_USER);
+	if (scim_patch_normalize(doc, err, cap) != SCIM_PATCH_OK ||
+	    user_columns(doc, u, err, cap) < 0) {
+		if (!err[0])
+			snprintf(err, cap, "out of memory");
+		return -1;
+	}
+	*doc_s = json_dumps(doc, JSON_COMPACT | JSON_PRESERVE_ORDER);
+	if (!*doc_s) {
+		free(u->roles);
+		u->roles = NULL;
+		snprintf(err, cap, "out of memory");
+		return -1;
+	}
+	return 0;
+}
+
 void scim_h_users_create(struct ctx *c)
 {
 	char err[256], id[ID_MAX], *doc_s = NULL;
 	struct user_cols u = {0};
 	struct store_tx *tx = NULL;
 	struct res_row row = {0};
-	json_t *doc = sanitize(c->body, 1), *groups = json_array();
+	struct memberships none = {0}; /* a new user is in no group */
+	json_t *doc = sanitize(c->body, 1);
 	int rc;
 
-	fix_schemas(doc, URN_USER);
-	if (scim_patch_normalize(doc, err, sizeof err) != SCIM_PATCH_OK ||
-	    user_columns(doc, &u, err, sizeof err) < 0) {
+	if (user_prepare(doc, &u, &doc_s, err, sizeof err) < 0) {
 		scim_error(c, 400, "invalidValue", "%s", err);
 		goto out;
 	}
-	doc_s = json_dumps(doc, JSON_COMPACT | JSON_PRESERVE_ORDER);
-	if (!doc_s || id_new("usr_", id, sizeof id) < 0) {
+	if (id_new("usr_", id, sizeof id) < 0) {
 		scim_error(c, 500, NULL, "internal error");
 		goto out;
 	}
@@ -856,20 +1173,20 @@ void scim_h_users_create(struct ctx *c)
 		db_error(c, rc);
 		goto out;
 	}
-	send_resource(c, 201, user_repr(c, &row, groups));
+	send_resource(c, 201, user_repr(c, &row, &none));
 out:
 	store_rollback(tx);
 	row_free(&row);
 	free(u.roles);
 	free(doc_s);
 	json_decref(doc);
-	json_decref(groups);
 }
 
 void scim_h_user_get(struct ctx *c)
 {
 	struct store_tx *tx;
 	struct res_row row;
+	struct memberships ms = {0};
 	json_t *groups = NULL;
 	int rc;
 
@@ -878,16 +1195,17 @@ void scim_h_user_get(struct ctx *c)
 		return;
 	}
 	rc = load_one(tx, 1, c->p.portfolio_id, ctx_param(c, 0), &row);
-	if (rc == 1 && load_groups(tx, c->p.portfolio_id, &groups) < 0)
+	if (rc == 1 && load_memberships(tx, c->p.portfolio_id, &groups, &ms) < 0)
 		rc = STORE_ERR;
 	store_rollback(tx);
 	if (rc == 1)
-		send_resource(c, 200, user_repr(c, &row, groups));
+		send_resource(c, 200, user_repr(c, &row, &ms));
 	else if (rc == 0)
 		scim_error(c, 404, NULL, "no user %s", ctx_param(c, 0));
 	else
 		db_error(c, rc);
 	row_free(&row);
+	memberships_free(&ms);
 	json_decref(groups);
 }
 
@@ -917,6 +1235,79 @@ static int load_for_change(struct ctx *c, int user, struct store_tx **tx, struct
 	return 0;
 }
 
+/*
+ * PUT and PATCH keep the write lock short. The new document is worked out
+ * (PATCH applied, members merged and de-duplicated, the result checked)
+ * from a snapshot read without the lock; the write transaction then only
+ * confirms that the stored version is still the snapshot's and stores the
+ * result. When another change came in between, the document is worked out
+ * again from the current version, under the lock: that is rare, and the
+ * work is O(n log n) in the number of members.
+ */
+
+/* Reads the resource the path names in a read transaction, checking
+ * If-Match. Returns 1 with *row (the caller frees it), or 0 after
+ * answering (404, 412 or a store error). */
+static int load_snapshot(struct ctx *c, int user, struct res_row *row)
+{
+	struct store_tx *tx;
+	int rc;
+
+	memset(row, 0, sizeof *row);
+	if ((rc = store_begin(c->app->store, 0, &tx)) != STORE_OK) {
+		db_error(c, rc);
+		return 0;
+	}
+	rc = load_one(tx, user, c->p.portfolio_id, ctx_param(c, 0), row);
+	store_rollback(tx);
+	if (rc == 1 && check_if_match(c, row->version) == 0)
+		return 1;
+	if (rc == 0)
+		scim_error(c, 404, NULL, "no %s %s", user ? "user" : "group", ctx_param(c, 0));
+	else if (rc < 0)
+		db_error(c, rc);
+	row_free(row);
+	return 0;
+}
+
+/* Opens the write transaction of a change worked out from *row, a
+ * load_snapshot() result. Returns 1 with *tx open when the stored version
+ * is still row->version; 0 with *tx open and *row reloaded under the lock
+ * (If-Match checked again) when it has changed, so that the caller works
+ * the change out again; or -1 after answering, with nothing left open. */
+static int begin_change(struct ctx *c, int user, struct res_row *row, struct store_tx **tx)
+{
+	int64_t version = -1;
+	int rc;
+
+	if ((rc = store_begin(c->app->store, 1, tx)) != STORE_OK) {
+		*tx = NULL;
+		db_error(c, rc);
+		return -1;
+	}
+	rc = store_query_int(*tx,
+			     user ? "SELECT version FROM users WHERE portfolio_id = $1 AND id = $2"
+				  : "SELECT version FROM scim_groups WHERE portfolio_id = $1 AND id = $2",
+			     (struct store_val[]){sv_text(c->p.portfolio_id), sv_text(row->id)}, 2,
+			     &version);
+	if (rc == 1 && version == row->version)
+		return 1;
+	if (rc >= 0) {
+		row_free(row);
+		rc = load_one(*tx, user, c->p.portfolio_id, ctx_param(c, 0), row);
+		if (rc == 1 && check_if_match(c, row->version) == 0)
+			return 0;
+		if (rc == 0)
+			scim_error(c, 404, NULL, "no %s %s", user ? "user" : "group",
+				   ctx_param(c, 0));
+	}
+	if (rc < 0)
+		db_error(c, rc);
+	store_rollback(*tx);
+	*tx = NULL;
+	return -1;
+}
+
 /* Applies a PATCH body to doc; on a refusal answers 400 with the scimType
  * of the PATCH engine's error and returns -1. */
 static int apply_patch(struct ctx *c, json_t *doc, const json_t *body)
@@ -932,90 +1323,123 @@ static int apply_patch(struct ctx *c, json_t *doc, const json_t *body)
 	return -1;
 }
 
-/* Stores a changed user document (PUT or PATCH result) inside tx: columns,
- * version, and on deactivation the revocation of every token of the user
- * with an sso.user.deprovisioned event. Answers and returns -1 on a
- * refusal; 0 when stored. */
-static int save_user(struct ctx *c, struct store_tx *tx, const struct res_row *old,
-		     json_t *doc)
+/* The user document a PUT (the body) or PATCH (the body applied to
+ * stored) makes, prepared for storing by user_prepare (*u and *doc_s as
+ * there). Touches no store. Returns the new document, or NULL after
+ * answering 400. */
+static json_t *user_change(struct ctx *c, const json_t *stored, int patch, struct user_cols *u,
+			   char **doc_s)
 {
-	char err[256], *doc_s = NULL;
-	struct user_cols u;
+	char err[256];
+	json_t *doc;
+
+	memset(u, 0, sizeof *u);
+	*doc_s = NULL;
+	if (patch) {
+		doc = json_deep_copy(stored);
+		if (apply_patch(c, doc, c->body) < 0) {
+			json_decref(doc);
+			return NULL;
+		}
+	} else {
+		doc = sanitize(c->body, 1);
+	}
+	if (user_prepare(doc, u, doc_s, err, sizeof err) < 0) {
+		scim_error(c, 400, "invalidValue", "%s", err);
+		json_decref(doc);
+		return NULL;
+	}
+	return doc;
+}
+
+/* Stores a prepared user document (user_change) over old inside tx:
+ * columns, version, and on deactivation the revocation of every token of
+ * the user with an sso.user.deprovisioned event. Answers and returns -1 on
+ * a refusal or a store error; 0 when stored. */
+static int save_user(struct ctx *c, struct store_tx *tx, const struct res_row *old,
+		     const struct user_cols *u, const char *doc_s)
+{
 	json_t *was = get_ci(old->doc, "active");
 	int was_active = !was || json_is_true(was), rc, revoked;
 
-	fix_schemas(doc, URN_USER);
-	if (scim_patch_normalize(doc, err, sizeof err) != SCIM_PATCH_OK ||
-	    user_columns(doc, &u, err, sizeof err) < 0) {
-		scim_error(c, 400, "invalidValue", "%s", err);
-		return -1;
-	}
-	doc_s = json_dumps(doc, JSON_COMPACT | JSON_PRESERVE_ORDER);
-	rc = doc_s ? store_exec(tx,
-				"UPDATE users SET user_name = $3, user_name_lower = $4,"
-				" display_name = $5, external_id = $6, active = $7, roles = $8,"
-				" scim = $9, version = version + 1, updated_at = $10"
-				" WHERE portfolio_id = $1 AND id = $2",
-				(struct store_val[]){sv_text(c->p.portfolio_id), sv_text(old->id),
-						     sv_text(u.user_name), sv_text(u.lower),
-						     sv_text(u.display_name), sv_text(u.external_id),
-						     sv_int(u.active), sv_text(u.roles), sv_text(doc_s),
-						     sv_int(clock_now_ms())}, 10)
-		   : STORE_ERR;
+	rc = store_exec(tx,
+			"UPDATE users SET user_name = $3, user_name_lower = $4,"
+			" display_name = $5, external_id = $6, active = $7, roles = $8,"
+			" scim = $9, version = version + 1, updated_at = $10"
+			" WHERE portfolio_id = $1 AND id = $2",
+			(struct store_val[]){sv_text(c->p.portfolio_id), sv_text(old->id),
+					     sv_text(u->user_name), sv_text(u->lower),
+					     sv_text(u->display_name), sv_text(u->external_id),
+					     sv_int(u->active), sv_text(u->roles), sv_text(doc_s),
+					     sv_int(clock_now_ms())}, 10);
 	if (rc == STORE_CONSTRAINT) {
 		scim_error(c, 409, "uniqueness", "userName \"%s\" is already taken in this portfolio",
-			   u.user_name);
-		goto fail;
+			   u->user_name);
+		return -1;
 	}
-	if (rc < 0)
-		goto db;
-	if (was_active && !u.active) {
+	if (rc >= 0 && was_active && !u->active) {
 		revoked = auth_revoke_user_tokens(tx, old->id, clock_now_ms());
-		if (revoked < 0 || (rc = emit_user_event(tx, c->p.portfolio_id,
-							 "sso.user.deprovisioned", old->id,
-							 u.user_name, "scim", revoked)) < 0) {
-			rc = revoked < 0 ? revoked : rc;
-			goto db;
-		}
+		rc = revoked < 0 ? revoked
+				 : emit_user_event(tx, c->p.portfolio_id, "sso.user.deprovisioned",
+						   old->id, u->user_name, "scim", revoked);
 	}
-	free(u.roles);
-	free(doc_s);
+	if (rc < 0) {
+		db_error(c, rc);
+		return -1;
+	}
 	return 0;
-db:
-	db_error(c, rc);
-fail:
-	free(u.roles);
-	free(doc_s);
-	return -1;
 }
 
-/* The common frame of PUT and PATCH on a user: load under the write lock,
- * check If-Match, let change() produce the new document, store it, answer
- * with the resource (PUT; PATCH when attributes are asked for) or 204. */
+/* load_memberships in a read transaction of its own. */
+static int load_memberships_read(struct ctx *c, json_t **groups, struct memberships *ms)
+{
+	struct store_tx *tx;
+	int rc;
+
+	*groups = NULL;
+	memset(ms, 0, sizeof *ms);
+	if ((rc = store_begin(c->app->store, 0, &tx)) != STORE_OK)
+		return rc;
+	rc = load_memberships(tx, c->p.portfolio_id, groups, ms);
+	store_rollback(tx);
+	return rc;
+}
+
+/* The common frame of PUT and PATCH on a user: work the new document out
+ * from a snapshot, store it under the write lock (begin_change), answer
+ * with the resource (PUT; PATCH when attributes are asked for) or 204. The
+ * groups of the answer are read after the commit: that reads every group
+ * of the portfolio, which need not happen under the lock. */
 static void modify_user(struct ctx *c, int patch)
 {
 	struct store_tx *tx = NULL;
 	struct res_row row = {0}, fresh = {0};
+	struct user_cols u = {0};
+	struct memberships ms = {0};
 	json_t *doc = NULL, *groups = NULL;
+	char *doc_s = NULL, etag[32];
 	int rc;
 
-	if (!load_for_change(c, 1, &tx, &row))
+	if (!load_snapshot(c, 1, &row))
 		return;
-	if (patch) {
-		doc = json_deep_copy(row.doc);
-		if (apply_patch(c, doc, c->body) < 0)
-			goto out;
-		del_ci(doc, "groups");
-		del_ci(doc, "id");
-		del_ci(doc, "meta");
-	} else {
-		doc = sanitize(c->body, 1);
-	}
-	if (save_user(c, tx, &row, doc) < 0)
+	doc = user_change(c, row.doc, patch, &u, &doc_s);
+	if (!doc)
 		goto out;
-	if ((rc = load_one(tx, 1, c->p.portfolio_id, row.id, &fresh)) != 1 ||
-	    (rc = load_groups(tx, c->p.portfolio_id, &groups)) < 0) {
-		db_error(c, rc);
+	rc = begin_change(c, 1, &row, &tx);
+	if (rc < 0)
+		goto out;
+	if (rc == 0) {
+		json_decref(doc);
+		free(u.roles);
+		free(doc_s);
+		doc = user_change(c, row.doc, patch, &u, &doc_s);
+		if (!doc)
+			goto out;
+	}
+	if (save_user(c, tx, &row, &u, doc_s) < 0)
+		goto out;
+	if ((rc = load_one(tx, 1, c->p.portfolio_id, row.id, &fresh)) != 1) {
+		db_error(c, rc == 0 ? STORE_ERR : rc);
 		goto out;
 	}
 	rc = store_commit(tx);
@@ -1026,19 +1450,24 @@ static void modify_user(struct ctx *c, int patch)
 	}
 	auth_revocation_bump(); /* entries cached while the change committed */
 	if (patch && !wants_body(c)) {
-		char etag[32];
-
 		snprintf(etag, sizeof etag, "W/\"%lld\"", (long long)fresh.version);
 		(void)response_header(c->res, "ETag", etag);
 		c->res->status = 204;
 		buf_reset(&c->res->body);
 		goto out;
 	}
-	send_resource(c, 200, user_repr(c, &fresh, groups));
+	if ((rc = load_memberships_read(c, &groups, &ms)) < 0) {
+		db_error(c, rc);
+		goto out;
+	}
+	send_resource(c, 200, user_repr(c, &fresh, &ms));
 out:
 	store_rollback(tx);
 	row_free(&row);
 	row_free(&fresh);
+	memberships_free(&ms);
+	free(u.roles);
+	free(doc_s);
 	json_decref(doc);
 	json_decref(groups);
 }
@@ -1159,34 +1588,49 @@ static int save_group_doc(struct store_tx *tx, const char *pf, const char *id, j
 	return rc;
 }
 
-/* Checks and stores a group document, then answers with the resource
- * (status 201/200) or 204 (PATCH without attributes). Ends tx either way
- * (committed or rolled back): the caller must not use it afterwards. */
+/* The stored form of a group document, made in place: the core schema
+ * first in "schemas", displayName checked, members normalised and
+ * de-duplicated (group_members). Touches no store, so it runs before the
+ * write transaction. Returns 0, or -1 with a reason in err. */
+static int group_prepare(json_t *doc, char *err, size_t cap)
+{
+	fix_schemas(doc, URN_GROUP);
+	if (group_display_name(doc, err, cap) < 0 || group_members(doc, err, cap) < 0)
+		return -1;
+	return 0;
+}
+
+/* Stores a prepared group document (group_prepare) inside tx, without the
+ * members that name nothing in this portfolio, then answers with the
+ * resource (status 201/200) or 204 (PATCH without attributes). Ends tx
+ * either way (committed or rolled back): the caller must not use it
+ * afterwards. */
 static void finish_group(struct ctx *c, struct store_tx *tx, const char *id, json_t *doc,
 			 int insert, int status)
 {
 	struct res_row row = {0};
-	char err[256];
+	int64_t version = 0;
+	char etag[32];
 	int rc;
 
-	fix_schemas(doc, URN_GROUP);
-	if (group_display_name(doc, err, sizeof err) < 0 || group_members(doc, err, sizeof err) < 0) {
-		store_rollback(tx);
-		scim_error(c, 400, "invalidValue", "%s", err);
-		return;
-	}
 	if ((rc = drop_foreign_members(tx, c->p.portfolio_id, id, doc)) >= 0 &&
-	    (rc = save_group_doc(tx, c->p.portfolio_id, id, doc, insert)) >= 0 &&
-	    (rc = load_one(tx, 0, c->p.portfolio_id, id, &row)) != 1)
-		rc = rc == 0 ? STORE_ERR : rc;
+	    (rc = save_group_doc(tx, c->p.portfolio_id, id, doc, insert)) >= 0) {
+		if (status == 204)
+			rc = store_query_int(tx, "SELECT version FROM scim_groups"
+					     " WHERE portfolio_id = $1 AND id = $2",
+					     (struct store_val[]){sv_text(c->p.portfolio_id),
+								  sv_text(id)}, 2, &version);
+		else
+			rc = load_one(tx, 0, c->p.portfolio_id, id, &row);
+		if (rc != 1)
+			rc = rc == 0 ? STORE_ERR : rc;
+	}
 	if ((rc = store_finish(tx, rc)) != STORE_OK) {
 		db_error(c, rc);
 		goto out;
 	}
 	if (status == 204) {
-		char etag[32];
-
-		snprintf(etag, sizeof etag, "W/\"%lld\"", (long long)row.version);
+		snprintf(etag, sizeof etag, "W/\"%lld\"", (long long)version);
 		(void)response_header(c->res, "ETag", etag);
 		c->res->status = 204;
 		buf_reset(&c->res->body);
@@ -1201,10 +1645,12 @@ void scim_h_groups_create(struct ctx *c)
 {
 	struct store_tx *tx;
 	json_t *doc = sanitize(c->body, 0);
-	char id[ID_MAX];
+	char id[ID_MAX], err[256];
 	int rc;
 
-	if (id_new("grp_", id, sizeof id) < 0) {
+	if (group_prepare(doc, err, sizeof err) < 0) {
+		scim_error(c, 400, "invalidValue", "%s", err);
+	} else if (id_new("grp_", id, sizeof id) < 0) {
 		scim_error(c, 500, NULL, "internal error");
 	} else if ((rc = store_begin(c->app->store, 1, &tx)) != STORE_OK) {
 		db_error(c, rc);
@@ -1256,23 +1702,60 @@ static json_t *normalize_member_ops(const json_t *body)
 	return copy;
 }
 
-static void modify_group(struct ctx *c, int patch)
+/* The group document a PUT (the body) or PATCH (the body applied to
+ * stored) makes, prepared for storing (group_prepare). Touches no store.
+ * Returns the new document, or NULL after answering 400. */
+static json_t *group_change(struct ctx *c, const json_t *stored, int patch)
 {
-	struct store_tx *tx = NULL;
-	struct res_row row = {0};
-	json_t *doc = NULL, *body = NULL;
+	json_t *doc, *body;
+	char err[256];
+	int rc;
 
-	if (!load_for_change(c, 0, &tx, &row))
-		return;
 	if (patch) {
-		doc = json_deep_copy(row.doc);
+		doc = json_deep_copy(stored);
 		body = normalize_member_ops(c->body);
-		if (apply_patch(c, doc, body) < 0)
-			goto out;
+		rc = apply_patch(c, doc, body);
+		json_decref(body);
+		if (rc < 0) {
+			json_decref(doc);
+			return NULL;
+		}
 		del_ci(doc, "id");
 		del_ci(doc, "meta");
 	} else {
 		doc = sanitize(c->body, 0);
+	}
+	if (group_prepare(doc, err, sizeof err) < 0) {
+		scim_error(c, 400, "invalidValue", "%s", err);
+		json_decref(doc);
+		return NULL;
+	}
+	return doc;
+}
+
+/* The common frame of PUT and PATCH on a group: work the new document out
+ * from a snapshot without the write lock, then store it under the lock
+ * (begin_change, finish_group). */
+static void modify_group(struct ctx *c, int patch)
+{
+	struct store_tx *tx = NULL;
+	struct res_row row = {0};
+	json_t *doc = NULL;
+	int rc;
+
+	if (!load_snapshot(c, 0, &row))
+		return;
+	doc = group_change(c, row.doc, patch);
+	if (!doc)
+		goto out;
+	rc = begin_change(c, 0, &row, &tx);
+	if (rc < 0)
+		goto out;
+	if (rc == 0) {
+		json_decref(doc);
+		doc = group_change(c, row.doc, patch);
+		if (!doc)
+			goto out;
 	}
 	finish_group(c, tx, row.id, doc, 0, patch && !wants_body(c) ? 204 : 200);
 	tx = NULL; /* finish_group ended it */
@@ -1280,7 +1763,6 @@ out:
 	store_rollback(tx);
 	row_free(&row);
 	json_decref(doc);
-	json_decref(body);
 }
 
 void scim_h_group_put(struct ctx *c)
