@@ -2016,6 +2016,7 @@ int scim_user_set_roles(struct store_tx *tx, const char *portfolio_id, const cha
 			json_array_append_new(list, json_pack("{s:O}", "value", v));
 	del_ci(row.doc, "roles");
 	json_object_set_new(row.doc, "roles", list);
+	drop_password(row.doc); /* one an older version stored goes now */
 	doc_s = json_dumps(row.doc, JSON_COMPACT | JSON_PRESERVE_ORDER);
 	roles_s = json_dumps(roles, JSON_COMPACT);
 	rc = doc_s && roles_s
