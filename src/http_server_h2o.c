@@ -487,10 +487,13 @@ static void check_head(struct reqctx *rc)
 	h2o_req_t *hreq = rc->hreq;
 	struct request *req = &rc->req;
 	size_t i, n = hreq->headers.size, head_len;
+	int missing_host;
 	const char *target;
 	int st;
 
 	rc->f = h2o_mem_alloc_pool(&hreq->pool, (n + 1) * sizeof *rc->f);
+	/* h2o supplies the host's own authority when Host was not sent. */
+	missing_host = hreq->input.authority.base == hreq->hostconf->authority.hostport.base;
 	head_len = hreq->input.method.len + hreq->input.path.len + 12;
 	for (i = 0; i < n; i++) {
 		h2o_header_t *h = &hreq->headers.entries[i];
@@ -505,6 +508,13 @@ static void check_head(struct reqctx *rc)
 			req->framing_status = 400;
 			req->framing_msg = "the request head contains a NUL byte or a folded header line";
 		}
+	}
+	/* Host back into the list (the last one, if several were sent) */
+	if (!missing_host) {
+		rc->f[n].name = "Host";
+		rc->f[n++].value = pool_strndup(&hreq->pool, hreq->input.authority.base,
+						hreq->input.authority.len);
+		head_len += hreq->input.authority.len + 8;
 	}
 	rc->nfields = n;
 	/* h2o takes Host, Content-Length, Transfer-Encoding, Expect and
@@ -526,6 +536,9 @@ static void check_head(struct reqctx *rc)
 		req->framing_status = 400;
 		if (!req->framing_msg)
 			req->framing_msg = "the request target contains a control character or a space";
+	} else if (missing_host && hreq->version >= 0x101) {
+		req->framing_status = 400;
+		req->framing_msg = "no Host header";
 	} else if (n > 100) {
 		req->framing_status = 400;
 		req->framing_msg = "more than 100 header fields";
@@ -590,6 +603,12 @@ static void err_do_send(h2o_ostream_t *self, h2o_req_t *hreq, h2o_iovec_t *bufs,
 	msg[strcspn(msg, "\r\n")] = '\0';
 	rc->f = NULL;
 	rc->nfields = 0;
+	/* the path, when h2o parsed one, so the answer takes the route's error
+	 * format (SCIM answers its own) */
+	if (hreq->input.path.base)
+		rc->req.path = decode_path(&hreq->pool, hreq->input.path.base,
+					   hreq->input.query_at != SIZE_MAX ? hreq->input.query_at
+									    : hreq->input.path.len);
 	rc->req.framing_status = hreq->res.status == 413 ? 413 : 400;
 	rc->req.framing_msg = rc->req.framing_status == 413
 				      ? "request body larger than 1 MiB"
