@@ -12,8 +12,8 @@
  * promise of the module is broken: a refusal is 400 (or 413 for a
  * Content-Length over the cap) with a reason, and what is accepted obeys
  * every rule the contracts list (checked here independently); a decoded
- * query has at most HTTP_QUERY_MAX pairs and is emptied by
- * http_query_free. */
+ * query has at most HTTP_QUERY_MAX pairs, holds every pair unless it is
+ * marked malformed, and is emptied by http_query_free. */
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
@@ -99,13 +99,29 @@ static void check_accepted_fields(const struct http_field *f, size_t n)
 	}
 }
 
+/* The non-empty '&'-separated pairs of raw. */
+static int count_pairs(const char *raw)
+{
+	int n = 0;
+
+	for (; raw && *raw; raw++)
+		if (*raw != '&' && (raw[1] == '&' || raw[1] == '\0'))
+			n++;
+	return n;
+}
+
 static void check_query(const char *raw)
 {
 	struct http_query q;
-	int i;
+	int i, pairs = count_pairs(raw);
 
 	http_query_parse(raw, &q);
 	if (q.n < 0 || q.n > HTTP_QUERY_MAX)
+		abort();
+	/* No pair is dropped without marking the query malformed. */
+	if (!q.malformed && q.n != pairs)
+		abort();
+	if (pairs >= HTTP_QUERY_MAX && !q.malformed)
 		abort();
 	for (i = 0; i < q.n; i++)
 		if (!q.name[i] || !q.value[i])
