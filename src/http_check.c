@@ -59,14 +59,34 @@ static int parse_length(const char *s, unsigned long long *out)
 }
 
 struct field_counts {
-	int host, cl, te;
-	const char *cl_value, *te_value;
+	int host, cl, te, authz;
+	const char *host_value, *cl_value, *te_value;
 };
+
+/* 1 when a Host value is uri-host [":" port] (RFC 9112 §3.2, RFC 3986):
+ * reg-name or IPv4 characters, or an IP literal in brackets, then an
+ * optional port. Empty is allowed (no authority). */
+static int is_host(const char *s)
+{
+	const char *p = s;
+
+	if (*p == '[') {
+		p += strcspn(p, "]");
+		if (*p++ != ']')
+			return 0;
+	} else {
+		p += strspn(p, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ"
+			       "0123456789-._~%!$&'()*+;=");
+	}
+	if (*p == ':')
+		p += 1 + strspn(p + 1, "0123456789");
+	return *p == '\0' && strlen(s) <= 255;
+}
 
 int http_check_fields(const struct http_field *f, size_t n, unsigned long long body_max,
 		      const char **msg)
 {
-	struct field_counts k = {0, 0, 0, NULL, NULL};
+	struct field_counts k = {0, 0, 0, 0, NULL, NULL, NULL};
 	unsigned long long len;
 	size_t i;
 
@@ -80,7 +100,9 @@ int http_check_fields(const struct http_field *f, size_t n, unsigned long long b
 			return 400;
 		}
 		if (!strcasecmp(f[i].name, "Host"))
-			k.host++;
+			k.host++, k.host_value = f[i].value;
+		else if (!strcasecmp(f[i].name, "Authorization"))
+			k.authz++;
 		else if (!strcasecmp(f[i].name, "Content-Length"))
 			k.cl++, k.cl_value = f[i].value;
 		else if (!strcasecmp(f[i].name, "Transfer-Encoding"))
@@ -89,6 +111,10 @@ int http_check_fields(const struct http_field *f, size_t n, unsigned long long b
 	*msg = NULL;
 	if (k.host > 1)
 		*msg = "more than one Host header";
+	else if (k.host && !is_host(k.host_value))
+		*msg = "the Host header is not a host name or address with an optional port";
+	else if (k.authz > 1)
+		*msg = "more than one Authorization header";
 	else if (k.cl > 1)
 		*msg = "more than one Content-Length header";
 	else if (k.te > 1)

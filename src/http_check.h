@@ -14,7 +14,9 @@ struct http_field {
 
 /* Checks the header fields of one request before any body is read:
  * every name is an RFC 9110 token; no value holds a control byte other
- * than HTAB; one Host at most; one Content-Length at most, all digits and
+ * than HTAB; one Host at most, and a valid one (uri-host [":" port]); one
+ * Authorization at most (which would be used is ambiguous); one
+ * Content-Length at most, all digits and
  * at most body_max; one Transfer-Encoding at most, exactly "chunked"
  * (any other coding, list or spelling cannot be framed here, RFC 9112
  * §6.3); never both. Returns 0 when the head is acceptable, else the

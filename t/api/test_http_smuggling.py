@@ -109,7 +109,8 @@ class SmugglingTest(unittest.TestCase):
         # MHD cannot fit ~500 arguments in its per-connection pool and closes
         # the connection without calling the completion callback.
         query = "&".join("a" for _ in range(10000))
-        req = ("GET /v2/portfolios?%s HTTP/1.1\r\nHost: x\r\n\r\n" % query).encode()
+        req = ("GET /v2/portfolios?%s HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n"
+               % query).encode()
 
         def burst(n):
             for _ in range(n):
