@@ -1076,6 +1076,13 @@ int scim_patch_apply(json_t *resource, const json_t *body, char *err, size_t err
 		snprintf(err, errcap, "\"Operations\" must be an array");
 		goto out;
 	}
+	/* RFC 7644 §3.5.2: "an array of one or more PATCH operations"; an
+	 * empty one does not conform to the PatchOp message, as a missing one
+	 * does not: both are invalidSyntax. */
+	if (!json_array_size(ops)) {
+		snprintf(err, errcap, "\"Operations\" must hold one or more operations");
+		goto out;
+	}
 	if (json_array_size(ops) > SCIM_PATCH_MAX_OPS) {
 		snprintf(err, errcap, "too many operations (at most %d)", SCIM_PATCH_MAX_OPS);
 		rc = SCIM_PATCH_INVALID_VALUE;

@@ -21,12 +21,14 @@ enum scim_patch_error {
 	SCIM_PATCH_MUTABILITY = -5,     /* mutability (a path naming id or meta) */
 };
 
-/* Applies body["Operations"] (an array of at most SCIM_PATCH_MAX_OPS
+/* Applies body["Operations"] (an array of one to SCIM_PATCH_MAX_OPS
  * {op, path?, value?} objects) to resource, a JSON object, then
  * scim_patch_normalize()s it. All or nothing: the operations run on a deep
  * copy that replaces resource's members only when every one succeeded, so
  * on error resource is untouched. The caller keeps ownership of both
- * arguments. If body has "schemas" it must list SCIM_PATCH_URN.
+ * arguments. If body has "schemas" it must list SCIM_PATCH_URN. A missing,
+ * non-array or empty "Operations" is INVALID_SYNTAX (RFC 7644 §3.5.2 asks
+ * for one or more); more than SCIM_PATCH_MAX_OPS is INVALID_VALUE.
  * Returns SCIM_PATCH_OK, or an error code with a short human message in err
  * (errcap > 0). Out of memory reports SCIM_PATCH_INVALID_VALUE.
  *

@@ -518,7 +518,7 @@ static void test_read_only(void **state)
 
 static void test_errors(void **state)
 {
-	json_t *u = user(), *body;
+	json_t *u = user(), *body, *before;
 	char *big, *p;
 	int i;
 
@@ -545,9 +545,21 @@ static void test_errors(void **state)
 	assert_int_equal(scim_patch_apply(u, body, err, sizeof err), SCIM_PATCH_INVALID_SYNTAX);
 	assert_non_null(strstr(err, "schemas must contain"));
 	json_decref(body);
-	body = load("{\"Operations\": []}");
+	/* without "schemas" is fine; RFC 7644 §3.5.2 asks for one or more
+	 * operations, so an empty list is refused as a missing one is */
+	body = load("{\"Operations\": [{\"op\": \"add\", \"path\": \"title\", \"value\": \"t\"}]}");
 	assert_int_equal(scim_patch_apply(u, body, err, sizeof err), SCIM_PATCH_OK);
 	json_decref(body);
+	before = json_deep_copy(u);
+	body = load("{\"Operations\": []}");
+	assert_int_equal(scim_patch_apply(u, body, err, sizeof err), SCIM_PATCH_INVALID_SYNTAX);
+	assert_non_null(strstr(err, "one or more operations"));
+	assert_true(json_equal(u, before));
+	json_decref(body);
+	body = load("{\"schemas\": [\"" SCIM_PATCH_URN "\"], \"Operations\": []}");
+	assert_int_equal(scim_patch_apply(u, body, err, sizeof err), SCIM_PATCH_INVALID_SYNTAX);
+	json_decref(body);
+	json_decref(before);
 	assert_int_equal(scim_patch_apply(u, NULL, err, sizeof err), SCIM_PATCH_INVALID_SYNTAX);
 
 	/* at most 100 operations */
