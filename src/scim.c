@@ -17,6 +17,7 @@
 #include "respond.h"
 #include "scim_filter.h"
 #include "scim_patch.h"
+#include "scim_schema.h"
 #include "store.h"
 
 #define URN_USER "urn:ietf:params:scim:schemas:core:2.0:User"
@@ -1101,27 +1102,29 @@ static int insert_user(struct store_tx *tx, const char *pf, const char *id,
 }
 
 /* The stored form of a user document, made in place: what a client cannot
- * set dropped (drop_unsettable: id, meta, groups, password), the core
- * schema first in "schemas", the Okta/Entra quirks normalised; then
- * checked, with the columns revops keeps in *u (pointing into doc, except
- * u->roles, which the caller frees) and the document's text in *doc_s (the
- * caller frees it). Every user write (POST, PUT, PATCH) stores what this
- * made, so none can store a password. Touches no store, so it runs before
- * the write transaction. Returns 0, or -1 with a reason in err (nothing to
- * free). */
-static int user_prepare(json_t *doc, struct user_cols *u, char **doc_s, char *err, size_t cap)
+ * set dropped (drop_unsettable: id, meta, groups, password), the Okta/Entra
+ * quirks normalised, every attribute checked against the published schemas
+ * (scim_schema_check, with before the stored user or NULL for a new one:
+ * values equal to the stored ones pass as they are), the core schema first
+ * in "schemas"; then the columns revops keeps in *u (pointing into doc,
+ * except u->roles, which the caller frees) and the document's text in
+ * *doc_s (the caller frees it). Every user write (POST, PUT, PATCH) stores
+ * what this made, so none can store a password or a wrong-typed value.
+ * Touches no store, so it runs before the write transaction. Returns 0, or
+ * -1 with a reason in err for a 400 invalidValue (nothing to free). */
+static int user_prepare(json_t *doc, const json_t *before, struct user_cols *u, char **doc_s,
+			char *err, size_t cap)
 {
 	*doc_s = NULL;
 	memset(u, 0, sizeof *u);
 	snprintf(err, cap, "out of memory");
 	drop_unsettable(doc);
-	fix_schemas(doc, URN_USER);
 	if (scim_patch_normalize(doc, err, cap) != SCIM_PATCH_OK ||
-	    user_columns(doc, u, err, cap) < 0) {
-		if (!err[0])
-			snprintf(err, cap, "out of memory");
-		return -1;
-	}
+	    scim_schema_check(scim_schemas_builtin(), "User", doc, before, err, cap) < 0)
+		goto bad;
+	fix_schemas(doc, URN_USER);
+	if (user_columns(doc, u, err, cap) < 0)
+		goto bad;
 	*doc_s = json_dumps(doc, JSON_COMPACT | JSON_PRESERVE_ORDER);
 	if (!*doc_s) {
 		free(u->roles);
@@ -1130,6 +1133,10 @@ static int user_prepare(json_t *doc, struct user_cols *u, char **doc_s, char *er
 		return -1;
 	}
 	return 0;
+bad:
+	if (!err[0])
+		snprintf(err, cap, "out of memory");
+	return -1;
 }
 
 void scim_h_users_create(struct ctx *c)
@@ -1142,7 +1149,7 @@ void scim_h_users_create(struct ctx *c)
 	json_t *doc = sanitize(c->body, 1);
 	int rc;
 
-	if (user_prepare(doc, &u, &doc_s, err, sizeof err) < 0) {
+	if (user_prepare(doc, NULL, &u, &doc_s, err, sizeof err) < 0) {
 		scim_error(c, 400, "invalidValue", "%s", err);
 		goto out;
 	}
@@ -1325,7 +1332,9 @@ static int apply_patch(struct ctx *c, json_t *doc, const json_t *body)
 
 /* The user document a PUT (the body) or PATCH (the body applied to
  * stored) makes, prepared for storing by user_prepare (*u and *doc_s as
- * there). Touches no store. Returns the new document, or NULL after
+ * there; values equal to stored's pass its schema check as they are, so a
+ * user stored with a wrong type before that check existed can still be
+ * changed and deactivated). Touches no store. Returns the new document, or NULL after
  * answering 400. */
 static json_t *user_change(struct ctx *c, const json_t *stored, int patch, struct user_cols *u,
 			   char **doc_s)
@@ -1344,7 +1353,7 @@ static json_t *user_change(struct ctx *c, const json_t *stored, int patch, struc
 	} else {
 		doc = sanitize(c->body, 1);
 	}
-	if (user_prepare(doc, u, doc_s, err, sizeof err) < 0) {
+	if (user_prepare(doc, stored, u, doc_s, err, sizeof err) < 0) {
 		scim_error(c, 400, "invalidValue", "%s", err);
 		json_decref(doc);
 		return NULL;
@@ -1588,12 +1597,17 @@ static int save_group_doc(struct store_tx *tx, const char *pf, const char *id, j
 	return rc;
 }
 
-/* The stored form of a group document, made in place: the core schema
+/* The stored form of a group document, made in place: every attribute
+ * checked against the published schemas (scim_schema_check, with before
+ * the stored group or NULL for a new one, as for users), the core schema
  * first in "schemas", displayName checked, members normalised and
  * de-duplicated (group_members). Touches no store, so it runs before the
- * write transaction. Returns 0, or -1 with a reason in err. */
-static int group_prepare(json_t *doc, char *err, size_t cap)
+ * write transaction. Returns 0, or -1 with a reason in err for a 400
+ * invalidValue. */
+static int group_prepare(json_t *doc, const json_t *before, char *err, size_t cap)
 {
+	if (scim_schema_check(scim_schemas_builtin(), "Group", doc, before, err, cap) < 0)
+		return -1;
 	fix_schemas(doc, URN_GROUP);
 	if (group_display_name(doc, err, cap) < 0 || group_members(doc, err, cap) < 0)
 		return -1;
@@ -1648,7 +1662,7 @@ void scim_h_groups_create(struct ctx *c)
 	char id[ID_MAX], err[256];
 	int rc;
 
-	if (group_prepare(doc, err, sizeof err) < 0) {
+	if (group_prepare(doc, NULL, err, sizeof err) < 0) {
 		scim_error(c, 400, "invalidValue", "%s", err);
 	} else if (id_new("grp_", id, sizeof id) < 0) {
 		scim_error(c, 500, NULL, "internal error");
@@ -1725,7 +1739,7 @@ static json_t *group_change(struct ctx *c, const json_t *stored, int patch)
 	} else {
 		doc = sanitize(c->body, 0);
 	}
-	if (group_prepare(doc, err, sizeof err) < 0) {
+	if (group_prepare(doc, stored, err, sizeof err) < 0) {
 		scim_error(c, 400, "invalidValue", "%s", err);
 		json_decref(doc);
 		return NULL;

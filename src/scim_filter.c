@@ -250,6 +250,13 @@ static int parse_datetime(const char *s, struct instant *out)
 	return 0;
 }
 
+int scim_datetime_valid(const char *s)
+{
+	struct instant t;
+
+	return s && parse_datetime(s, &t) == 0;
+}
+
 static int instant_cmp(const struct instant *a, const struct instant *b)
 {
 	size_t i;

@@ -88,6 +88,11 @@ void scim_path_free(struct scim_path *p); /* frees p->filter; p stays valid, emp
  * spelling is stored there (valid while the member exists). */
 json_t *scim_object_get(const json_t *obj, const char *name, const char **key);
 
+/* 1 if s is an RFC 3339 / xsd:dateTime date-time as filters compare them,
+ * YYYY-MM-DDTHH:MM:SS[.fraction][Z|+HH:MM|-HH:MM] (no offset meaning UTC)
+ * naming a real calendar day, else 0. */
+int scim_datetime_valid(const char *s);
+
 /* 1 if urn names the top level of a resource (the core User or Group schema
  * URN, any case) or is "", else 0. */
 int scim_urn_is_core(const char *urn);
