@@ -76,7 +76,7 @@ EOF
   wait "$pid" || true
   local f
   for f in "$out"-*; do
-    if grep -qE '^fn=\([0-9]+\) (on_request|loop_main)$' "$f"; then
+    if grep -qE '^c?fn=\([0-9]+\) (on_request|loop_main)$' "$f"; then
       awk '/^totals:|^summary:/ {print $2; exit}' "$f"
       return
     fi
