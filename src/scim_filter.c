@@ -598,9 +598,24 @@ bad:
 	return NULL;
 }
 
-/* Reads the comparison value after an operator into lit: a JSON string, or
- * a bare token up to whitespace, ')' or ']' that is true/false/null (any
- * case), a JSON number, or else taken as a string. Returns 0 or -1. */
+/* A byte a bare comparison value may not hold: the ones that open or
+ * close another token, an escape that only a quoted string has, and
+ * control bytes. */
+static int bare_forbidden(unsigned char c)
+{
+	return c == '"' || c == '\\' || c == '(' || c == '[' || c < 0x20 || c == 0x7f;
+}
+
+/* Reads the comparison value after an operator into lit: a JSON string
+ * (RFC 7644 §3.4.2.2), or a bare token up to whitespace, ')' or ']' that
+ * is true/false/null (any case), a JSON number, or else taken as a string.
+ * Bare strings are beyond the RFC's grammar and accepted because
+ * Microsoft's SCIM reference collection filters with them
+ * (`userName sw O`, `name.FamilyName eq Employee and (emails.Value co
+ * example.com ...)`, `meta.Created gt 2015-10-10T14:38:21.8617979-07:00`)
+ * and some clients send them; a bare token holding a quote, a backslash,
+ * '(' or '[' or a control byte, or one that is a keyword (and, or, not),
+ * is refused: that is a malformed filter, not a value. Returns 0 or -1. */
 static int parse_value(struct parser *p, struct lit *lit, const char *opname)
 {
 	size_t start, n = 0;
@@ -620,8 +635,19 @@ static int parse_value(struct parser *p, struct lit *lit, const char *opname)
 		return 0;
 	}
 	while (p->s[start + n] && !is_space((unsigned char)p->s[start + n]) &&
-	       p->s[start + n] != ')' && p->s[start + n] != ']')
+	       p->s[start + n] != ')' && p->s[start + n] != ']') {
+		if (bare_forbidden((unsigned char)p->s[start + n])) {
+			fail(p, "invalid character in the value after '%s' at position %zu"
+			     " (quote string values: \"...\")", opname, start + n + 1);
+			return -1;
+		}
 		n++;
+	}
+	if ((n == 3 && (!ci_ncmp(p->s + start, "and", 3) || !ci_ncmp(p->s + start, "not", 3))) ||
+	    (n == 2 && !ci_ncmp(p->s + start, "or", 2))) {
+		fail(p, "missing value after '%s' at position %zu", opname, start + 1);
+		return -1;
+	}
 	lit->text = strndup(p->s + start, n);
 	if (!lit->text) {
 		fail(p, "out of memory");

@@ -5,7 +5,12 @@
  * Besides the RFC grammar the parser accepts what real clients send: any
  * whitespace between tokens, keywords and operators in any case, and bare
  * (unquoted) comparison values such as `userName sw O` or
- * `meta.created gt 2015-10-10T14:38:21.8617979-07:00`. */
+ * `meta.created gt 2015-10-10T14:38:21.8617979-07:00`. Those are beyond
+ * RFC 7644 (compValue is false, null, true, a number or a quoted string):
+ * Microsoft's SCIM reference collection (../shared/conformance/scim) filters
+ * with exactly these and checks the results, and docs/scim.md records why
+ * they stay. A bare value holding '"', '\', '(', '[' or a control byte, or
+ * one that is "and", "or" or "not", is refused as a malformed filter. */
 #ifndef REVOPS_SCIM_FILTER_H
 #define REVOPS_SCIM_FILTER_H
 #include <stddef.h>

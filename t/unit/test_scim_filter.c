@@ -341,7 +341,40 @@ static void test_lenient_ms(void **state)
 	assert_true(m("loginCount eq 42", user1));
 	assert_true(m(ENT ":employeeNumber eq 701984", user1));
 	assert_true(m("userName ne 12abc", user1));
+	assert_false(m("userName eq O'Malley or userName sw \xc3\xb3", user1));
 	json_decref(u3);
+}
+
+/* What a bare value may not be: the tolerance above covers words, not
+ * malformed filters. */
+static void test_bare_refused(void **state)
+{
+	struct scim_path p;
+	char err[256];
+
+	(void)state;
+	bad("userName eq a\"b", "invalid character in the value after 'eq' at position 14");
+	bad("userName eq a\\b", "invalid character");
+	bad("userName eq \\u0041", "quote string values");
+	bad("userName eq a(b", "invalid character");
+	bad("userName eq ab[c", "invalid character");
+	bad("userName eq [x]", "invalid character");
+	bad("userName eq a\x01b", "invalid character");
+	bad("userName eq a\x7f", "invalid character");
+	bad("userName co abc\"", "after 'co' at position 16");
+	bad("userName eq and", "missing value after 'eq' at position 13");
+	bad("userName eq OR userName pr", "missing value after 'eq'");
+	bad("userName eq Not", "missing value");
+	bad("emails[type eq a\"b]", "invalid character");
+	/* a PATCH path's value filter is read by the same rules */
+	assert_int_equal(scim_path_parse("emails[type eq wo\"rk].value", &p, err, sizeof err), -1);
+	assert_non_null(strstr(err, "invalid character"));
+	assert_int_equal(scim_path_parse("emails[type eq work].value", &p, err, sizeof err), 0);
+	scim_path_free(&p);
+	/* words that merely start like a keyword are values */
+	assert_false(m("userName eq android", user1));
+	assert_false(m("userName eq order", user1));
+	assert_false(m("userName eq nothing", user1));
 }
 
 static void test_multi_valued(void **state)
@@ -677,6 +710,7 @@ int main(void)
 		cmocka_unit_test(test_urn_paths),
 		cmocka_unit_test(test_case_insensitive),
 		cmocka_unit_test(test_lenient_ms),
+		cmocka_unit_test(test_bare_refused),
 		cmocka_unit_test(test_multi_valued),
 		cmocka_unit_test(test_strings_and_escapes),
 		cmocka_unit_test(test_limits),
