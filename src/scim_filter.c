@@ -300,6 +300,20 @@ json_t *scim_object_get(const json_t *obj, const char *name, const char **key)
 	return NULL;
 }
 
+const char *scim_json_kind(const json_t *v)
+{
+	switch (v ? json_typeof(v) : JSON_NULL) {
+	case JSON_OBJECT: return "an object";
+	case JSON_ARRAY: return "an array";
+	case JSON_STRING: return "a string";
+	case JSON_INTEGER: return "an integer";
+	case JSON_REAL: return "a number with a fraction or exponent";
+	case JSON_TRUE:
+	case JSON_FALSE: return "a boolean";
+	default: return "null";
+	}
+}
+
 int scim_urn_is_core(const char *urn)
 {
 	return !urn[0] || !ci_cmp(urn, SCIM_URN_USER) || !ci_cmp(urn, SCIM_URN_GROUP);

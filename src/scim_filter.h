@@ -98,6 +98,11 @@ json_t *scim_object_get(const json_t *obj, const char *name, const char **key);
  * naming a real calendar day, else 0. */
 int scim_datetime_valid(const char *s);
 
+/* What a message calls the JSON type of v ("an integer", "a string",
+ * "null" for NULL too...), as in "nickName must be a string (got an
+ * integer)". */
+const char *scim_json_kind(const json_t *v);
+
 /* 1 if urn names the top level of a resource (the core User or Group schema
  * URN, any case) or is "", else 0. */
 int scim_urn_is_core(const char *urn);

@@ -1132,33 +1132,52 @@ static int boolify(json_t *obj, const char *key, const json_t *v)
 	return -1;
 }
 
-/* Normalises every "primary" member at any depth below v. Returns 0 or -1
- * (err set). */
-static int normalize_primary(json_t *v, int depth, char *err, size_t errcap)
+/* The message of a value boolify() refused, at path. */
+static void not_boolean(char *err, size_t errcap, const char *path, const json_t *v)
+{
+	snprintf(err, errcap, "%s must be a boolean, or the string \"true\" or \"false\" (got %s)",
+		 path, scim_json_kind(v));
+}
+
+/* Normalises every "primary" member at any depth below v, whose path (as
+ * a message names it: emails[0]) is path[0..len). Returns 0 or -1 (err
+ * set, naming the member). */
+static int normalize_primary(json_t *v, int depth, char *path, size_t len, size_t cap,
+			     char *err, size_t errcap)
 {
 	const char *k;
 	json_t *m;
 	size_t i;
+	int n;
 
 	if (depth > 64)
 		return 0;
 	if (json_is_array(v)) {
-		for (i = 0; i < json_array_size(v); i++)
-			if (normalize_primary(json_array_get(v, i), depth + 1, err, errcap) < 0)
+		for (i = 0; i < json_array_size(v); i++) {
+			n = snprintf(path + len, cap - len, "[%zu]", i);
+			if (normalize_primary(json_array_get(v, i), depth + 1, path,
+					      n > 0 && (size_t)n < cap - len ? len + (size_t)n : len,
+					      cap, err, errcap) < 0)
 				return -1;
+			path[len] = '\0';
+		}
 		return 0;
 	}
 	if (!json_is_object(v))
 		return 0;
 	json_object_foreach (v, k, m) {
+		n = snprintf(path + len, cap - len, "%s%s", len ? "." : "", k);
 		if (ci_eq(k, "primary")) {
 			if (boolify(v, k, m) < 0) {
-				snprintf(err, errcap, "\"primary\" must be a boolean");
+				not_boolean(err, errcap, path, m);
 				return -1;
 			}
-		} else if (normalize_primary(m, depth + 1, err, errcap) < 0) {
+		} else if (normalize_primary(m, depth + 1, path,
+					     n > 0 && (size_t)n < cap - len ? len + (size_t)n : len,
+					     cap, err, errcap) < 0) {
 			return -1;
 		}
+		path[len] = '\0';
 	}
 	return 0;
 }
@@ -1194,6 +1213,7 @@ static int normalize_manager(json_t *ext, char *err, size_t errcap)
 
 int scim_patch_normalize(json_t *resource, char *err, size_t errcap)
 {
+	char path[256];
 	const char *key;
 	json_t *v;
 
@@ -1205,10 +1225,11 @@ int scim_patch_normalize(json_t *resource, char *err, size_t errcap)
 	}
 	v = scim_object_get(resource, "active", &key);
 	if (v && boolify(resource, key, v) < 0) {
-		snprintf(err, errcap, "\"active\" must be a boolean");
+		not_boolean(err, errcap, "active", v);
 		return SCIM_PATCH_INVALID_VALUE;
 	}
-	if (normalize_primary(resource, 0, err, errcap) < 0)
+	path[0] = '\0';
+	if (normalize_primary(resource, 0, path, 0, sizeof path, err, errcap) < 0)
 		return SCIM_PATCH_INVALID_VALUE;
 	v = scim_object_get(resource, SCIM_URN_ENTERPRISE, NULL);
 	if (json_is_object(v) && normalize_manager(v, err, errcap) < 0) {

@@ -61,8 +61,10 @@ int scim_patch_apply(json_t *resource, const json_t *body, char *err, size_t err
 
 /* Normalises Okta/Entra quirks in resource in place (used after PATCH and
  * on POST/PUT): "active" and every "primary" (at any depth) given as a
- * string "true"/"false" in any case become JSON booleans (other strings are
- * INVALID_VALUE); the enterprise extension's "manager" given as a bare
+ * string "true"/"false" in any case become JSON booleans (any other value
+ * but null is INVALID_VALUE, with a message naming the member by its path,
+ * such as "emails[1].primary must be a boolean, or the string \"true\" or
+ * \"false\" (got a string)"); the enterprise extension's "manager" given as a bare
  * string or a one-element array becomes {"value": "..."} (an object is
  * kept; "" or null or [] removes it; a longer array is INVALID_VALUE).
  * Returns SCIM_PATCH_OK or an error code with a message in err; resource

@@ -334,20 +334,6 @@ static void path_pop(struct check *ck, size_t was)
 	ck->path[was] = '\0';
 }
 
-static const char *json_kind(const json_t *v)
-{
-	switch (json_typeof(v)) {
-	case JSON_OBJECT: return "an object";
-	case JSON_ARRAY: return "an array";
-	case JSON_STRING: return "a string";
-	case JSON_INTEGER: return "an integer";
-	case JSON_REAL: return "a number with a fraction or exponent";
-	case JSON_TRUE:
-	case JSON_FALSE: return "a boolean";
-	default: return "null";
-	}
-}
-
 static const char *type_says(enum attr_type t, int many)
 {
 	size_t i;
@@ -380,7 +366,7 @@ static int is_base64(const char *s, size_t n)
 
 static int bad(struct check *ck, const char *what, const json_t *got)
 {
-	snprintf(ck->err, ck->errcap, "%s must be %s (got %s)", ck->path, what, json_kind(got));
+	snprintf(ck->err, ck->errcap, "%s must be %s (got %s)", ck->path, what, scim_json_kind(got));
 	return -1;
 }
 

@@ -123,9 +123,11 @@ static void test_entra_active_string(void **state)
 	assert_int_equal(patch(u, "[{\"op\": \"Replace\", \"path\": \"active\", \"value\": \"false\"}]"), 0);
 	assert_true(json_is_false(json_object_get(u, "active")));
 	refuse(u, "[{\"op\": \"Replace\", \"path\": \"active\", \"value\": \"maybe\"}]",
-	       SCIM_PATCH_INVALID_VALUE, "\"active\" must be a boolean");
+	       SCIM_PATCH_INVALID_VALUE,
+	       "active must be a boolean, or the string \"true\" or \"false\" (got a string)");
 	refuse(u, "[{\"op\": \"Replace\", \"path\": \"active\", \"value\": 1}]",
-	       SCIM_PATCH_INVALID_VALUE, "\"active\" must be a boolean");
+	       SCIM_PATCH_INVALID_VALUE, "active must be a boolean, or the string \"true\" or"
+	       " \"false\" (got an integer)");
 	json_decref(u);
 }
 
@@ -415,7 +417,19 @@ static void test_normalize_direct(void **state)
 	json_decref(r);
 	r = load("{\"emails\": [{\"primary\": \"yes\"}]}");
 	assert_int_equal(scim_patch_normalize(r, err, sizeof err), SCIM_PATCH_INVALID_VALUE);
-	assert_string_equal(err, "\"primary\" must be a boolean");
+	assert_string_equal(err, "emails[0].primary must be a boolean, or the string \"true\" or"
+			    " \"false\" (got a string)");
+	json_decref(r);
+	r = load("{\"emails\": [{\"primary\": true}, {\"value\": \"x\"}],"
+		 " \"phoneNumbers\": [{\"value\": \"1\"}, {\"Primary\": 1}]}");
+	assert_int_equal(scim_patch_normalize(r, err, sizeof err), SCIM_PATCH_INVALID_VALUE);
+	assert_string_equal(err, "phoneNumbers[1].Primary must be a boolean, or the string \"true\""
+			    " or \"false\" (got an integer)");
+	json_decref(r);
+	r = load("{\"x\": {\"y\": [[{\"primary\": []}]]}}");
+	assert_int_equal(scim_patch_normalize(r, err, sizeof err), SCIM_PATCH_INVALID_VALUE);
+	assert_string_equal(err, "x.y[0][0].primary must be a boolean, or the string \"true\" or"
+			    " \"false\" (got an array)");
 	json_decref(r);
 	r = load("{\"active\": \"on\"}");
 	assert_int_equal(scim_patch_normalize(r, err, sizeof err), SCIM_PATCH_INVALID_VALUE);
