@@ -9,6 +9,16 @@ never a filter oracle (a filter naming it is 400 invalidFilter).
 Large groups: one PATCH adding 10,000 members (the documented maximum) must
 not hold the database write lock for seconds: while it runs, other writes
 (token issuance, user creation) complete within a small bound.
+
+Types (issue 11, hostile-input suite): POST, PUT and the result of a PATCH
+are checked against the schemas revops publishes at /Schemas (RFC 7643 §2,
+RFC 7644 §3.12): a wrong-typed attribute is 400 invalidValue with a detail
+naming it, and nothing is stored; the tolerances identity providers need
+(string booleans, nulls, unknown attributes and extensions, bare-string
+roles and members, rows stored before the check) still hold. A PATCH with
+an empty Operations list is 400 invalidSyntax (RFC 7644 §3.5.2). Filters
+keep bare values (Microsoft's reference collection uses them) but refuse
+malformed ones.
 """
 
 import itertools
@@ -23,7 +33,8 @@ import uuid
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import harness  # noqa: E402
-from harness import (SCIM_CT, SCIM_GROUP_URN, SCIM_USER_URN,  # noqa: E402
+from harness import (SCIM_CT, SCIM_ENTERPRISE_URN, SCIM_GROUP_URN,  # noqa: E402
+                     SCIM_PATCH_URN, SCIM_USER_URN,
                      assert_scim_error, assert_scim_list, assert_scim_ok, basic_auth,
                      scim_patch_body, scim_request, scim_token_for)
 
@@ -438,6 +449,266 @@ class ScimLargeGroupTest(unittest.TestCase):
         group = assert_scim_ok(self, self.scim("GET", "/Groups/" + gid))
         self.assertEqual(sorted(m["value"] for m in group["members"]), sorted(self.user_ids))
         self.assertEqual(group["meta"]["version"], 'W/"3"')
+
+
+
+ENT = SCIM_ENTERPRISE_URN
+
+
+class ScimTypesTest(unittest.TestCase):
+    @classmethod
+    def setUpClass(cls):
+        cls.srv = harness.Server()
+        try:
+            cls.pf = cls.srv.seed_portfolio("enterprise", 1)
+            cls.tok = scim_token_for(cls.srv, cls.pf.id)
+        except BaseException:
+            cls.srv.cleanup()
+            raise
+
+    @classmethod
+    def tearDownClass(cls):
+        cls.srv.close()
+
+    def scim(self, method, path, body=None, **kw):
+        return scim_request(self.srv, method, path, self.tok, body, **kw)
+
+    def create_user(self, **attrs):
+        body = {"schemas": [SCIM_USER_URN], "userName": uname("types")}
+        body.update(attrs)
+        return assert_scim_ok(self, self.scim("POST", "/Users", body), 201)
+
+    def create_group(self, **attrs):
+        body = {"schemas": [SCIM_GROUP_URN], "displayName": "types-" + uuid.uuid4().hex[:8]}
+        body.update(attrs)
+        return assert_scim_ok(self, self.scim("POST", "/Groups", body), 201)
+
+    def assert_invalid(self, r, detail, what):
+        body = assert_scim_error(self, r, 400, "invalidValue")
+        self.assertEqual(body["detail"], detail, what)
+
+    def assert_unchanged(self, kind, resource, what):
+        got = assert_scim_ok(self, self.scim("GET", "/%s/%s" % (kind, resource["id"])))
+        self.assertEqual(got["meta"]["version"], resource["meta"]["version"], what)
+        return got
+
+    # (attribute, wrong value, detail) on a user; each must be refused
+    USER_CASES = [
+        ("nickName", 42, "nickName must be a string (got an integer)"),
+        ("title", True, "title must be a string (got a boolean)"),
+        ("locale", ["pl-PL"], "locale must be a string (got an array)"),
+        ("name", "Anna Kowalska", "name must be a complex value (a JSON object) (got a string)"),
+        ("name", {"givenName": 5}, "name.givenName must be a string (got an integer)"),
+        ("emails", "anna@example.com",
+         "emails must be an array of complex values (JSON objects) (got a string)"),
+        ("emails", {"value": "anna@example.com"},
+         "emails must be an array of complex values (JSON objects) (got an object)"),
+        ("emails", [{"value": "a@example.com"}, {"value": 5}],
+         "emails[1].value must be a string (got an integer)"),
+        ("emails", ["a@example.com"],
+         "emails[0] must be a complex value (a JSON object) (got a string)"),
+        ("phoneNumbers", [{"value": "1", "primary": 1}],
+         'phoneNumbers[0].primary must be a boolean, or the string "true" or "false" '
+         '(got an integer)'),
+        ("addresses", [{"postalCode": 99265}],
+         "addresses[0].postalCode must be a string (got an integer)"),
+        ("profileUrl", 7, "profileUrl must be a reference (a URI string) (got an integer)"),
+        ("schemas", 5, "schemas must be an array of schema URIs (strings) (got an integer)"),
+        ("schemas", [SCIM_USER_URN, 5],
+         "schemas[1] must be a schema URI (a non-empty string) (got an integer)"),
+        ("externalId", 123, "externalId must be a string (got an integer)"),
+        ("displayName", {}, "displayName must be a string (got an object)"),
+        ("roles", [7], "roles[0] must be a complex value (a JSON object) or a string "
+                       "(got an integer)"),
+        (ENT, "Sales", ENT + " must be a JSON object of the extension's attributes (got a string)"),
+        (ENT, {"employeeNumber": 701984}, ENT + ":employeeNumber must be a string (got an integer)"),
+        (ENT, {"manager": {"value": 5}}, ENT + ":manager.value must be a string (got an integer)"),
+        (SCIM_USER_URN + ":nickName", 5, SCIM_USER_URN + ":nickName must be a string "
+                                         "(got an integer)"),
+    ]
+
+    def test_post_wrong_types_are_refused(self):
+        for attr, value, detail in self.USER_CASES:
+            with self.subTest(attr=attr, value=value):
+                name = uname("wrong")
+                r = self.scim("POST", "/Users", {"schemas": [SCIM_USER_URN], "userName": name,
+                                                 attr: value})
+                self.assert_invalid(r, detail, "POST %s=%r" % (attr, value))
+                r = self.scim("GET", "/Users", query={"filter": 'userName eq "%s"' % name})
+                self.assertEqual(assert_scim_list(self, r), [], "nothing stored")
+
+    def test_put_wrong_types_are_refused(self):
+        user = self.create_user(nickName="before")
+        for attr, value, detail in self.USER_CASES:
+            with self.subTest(attr=attr, value=value):
+                r = self.scim("PUT", "/Users/" + user["id"], {
+                    "schemas": [SCIM_USER_URN], "userName": user["userName"], attr: value})
+                self.assert_invalid(r, detail, "PUT %s=%r" % (attr, value))
+                got = self.assert_unchanged("Users", user, "PUT %s" % attr)
+                self.assertEqual(got["nickName"], "before")
+
+    def test_patch_cannot_store_a_wrong_type(self):
+        user = self.create_user(emails=[{"value": "w@example.com", "type": "work"}])
+        for op, detail in [
+                ({"op": "replace", "path": "nickName", "value": 5},
+                 "nickName must be a string (got an integer)"),
+                ({"op": "add", "value": {"title": ["x"]}},
+                 "title must be a string (got an array)"),
+                ({"op": "replace", "value": {"name": "Anna"}},
+                 "name must be a complex value (a JSON object) (got a string)"),
+                ({"op": "replace", "path": "name.familyName", "value": 5},
+                 "name.familyName must be a string (got an integer)"),
+                ({"op": "replace", "path": "emails", "value": "x@example.com"},
+                 "emails[0] must be a complex value (a JSON object) (got a string)"),
+                ({"op": "replace", "path": 'emails[type eq "work"].value', "value": 5},
+                 "emails[0].value must be a string (got an integer)"),
+                ({"op": "add", "path": "emails", "value": [{"value": False}]},
+                 "emails[1].value must be a string (got a boolean)"),
+                ({"op": "add", "path": ENT + ":employeeNumber", "value": 5},
+                 ENT + ":employeeNumber must be a string (got an integer)"),
+                ({"op": "replace", "value": {ENT + ":department": []}},
+                 ENT + ":department must be a string (got an array)"),
+                ({"op": "replace", "path": "externalId", "value": {"id": 1}},
+                 "externalId must be a string (got an object)"),
+                ({"op": "add", "path": "schemas", "value": 5},
+                 None)]:
+            with self.subTest(op=op):
+                r = self.scim("PATCH", "/Users/" + user["id"], scim_patch_body(op))
+                if detail is None:
+                    # "schemas" is the server's to keep: ignored, as documented
+                    self.assertIn(r.status, (200, 204), r)
+                    user = assert_scim_ok(self, self.scim("GET", "/Users/" + user["id"]))
+                    self.assertEqual(user["schemas"][0], SCIM_USER_URN)
+                    continue
+                self.assert_invalid(r, detail, "PATCH %r" % (op,))
+                self.assert_unchanged("Users", user, "PATCH %r" % (op,))
+
+    def test_group_wrong_types_are_refused(self):
+        group = self.create_group(externalId="ext-1")
+        for method, path, body, detail in [
+                ("POST", "/Groups", {"displayName": "g", "externalId": 5},
+                 "externalId must be a string (got an integer)"),
+                ("POST", "/Groups", {"displayName": "g", "schemas": "x"},
+                 "schemas must be an array of schema URIs (strings) (got a string)"),
+                ("POST", "/Groups", {"displayName": 5},
+                 "displayName must be a string (got an integer)"),
+                ("POST", "/Groups", {"displayName": "g", "members": {"value": "usr_x"}},
+                 "members must be an array of complex values (JSON objects) (got an object)"),
+                ("POST", "/Groups", {"displayName": "g", "members": [{"value": "u", "$ref": 1}]},
+                 "members[0].$ref must be a reference (a URI string) (got an integer)"),
+                ("PUT", "/Groups/" + group["id"], {"displayName": "g", "externalId": [1]},
+                 "externalId must be a string (got an array)"),
+                ("PUT", "/Groups/" + group["id"], {"displayName": "g", "schemas": [True]},
+                 "schemas[0] must be a schema URI (a non-empty string) (got a boolean)"),
+                ("PATCH", "/Groups/" + group["id"],
+                 scim_patch_body({"op": "replace", "path": "externalId", "value": 9}),
+                 "externalId must be a string (got an integer)"),
+                ("PATCH", "/Groups/" + group["id"],
+                 scim_patch_body({"op": "replace", "value": {"displayName": ["x"]}}),
+                 "displayName must be a string (got an array)")]:
+            with self.subTest(method=method, body=body):
+                r = self.scim(method, path, body)
+                self.assert_invalid(r, detail, "%s %r" % (method, body))
+                self.assert_unchanged("Groups", group, "%s %r" % (method, body))
+        r = self.scim("GET", "/Groups", query={"filter": 'displayName eq "g"'})
+        self.assertEqual(assert_scim_list(self, r), [], "no group stored")
+
+    def test_what_identity_providers_send_still_passes(self):
+        # Entra: string booleans, both schemas, the extension, meta sent back
+        user = self.create_user(**{
+            "schemas": [SCIM_USER_URN, ENT], "active": "True", "externalId": str(uuid.uuid4()),
+            "emails": [{"primary": "True", "type": "work", "value": "e@example.com"}],
+            "name": {"givenName": "E", "familyName": "F", "honorificPrefix": None},
+            "title": "Revenue manager", "meta": {"resourceType": "User"},
+            ENT: {"employeeNumber": "701984", "department": None, "manager": "mgr-1"},
+            # null is unassigned; unknown attributes and extensions are kept
+            "nickName": None, "favouriteHotel": 5, "urn:example:custom:2.0:User": {"x": [1]},
+            # Microsoft's collection: sub-attribute names in other cases
+            "addresses": [{"Country": "PL", "Primary": False, "locality": None}],
+            # bare-string roles, as some clients send
+            "roles": ["finance-operator"]})
+        self.assertIs(user["active"], True)
+        self.assertIs(user["emails"][0]["primary"], True)
+        self.assertEqual(user[ENT]["manager"], {"value": "mgr-1"})
+        self.assertEqual(user["favouriteHotel"], 5)
+        self.assertEqual(user["urn:example:custom:2.0:User"], {"x": [1]})
+        self.assertNotIn("nickName", user)
+        r = self.scim("PATCH", "/Users/" + user["id"], scim_patch_body(
+            {"op": "Replace", "path": "active", "value": "False"},
+            {"op": "Add", "path": "roles", "value": [{"value": "ops-manager", "primary": "False"}]},
+            {"op": "replace", "path": "title", "value": None}))
+        self.assertEqual(r.status, 204, r)
+        got = assert_scim_ok(self, self.scim("GET", "/Users/" + user["id"]))
+        self.assertIs(got["active"], False)
+        self.assertNotIn("title", got)
+        # groups: bare member ids and objects, as Okta and Entra send them
+        group = self.create_group(members=[user["id"], {"value": user["id"], "display": "E"}])
+        self.assertEqual([m["value"] for m in group["members"]], [user["id"]])
+        r = self.scim("PATCH", "/Groups/" + group["id"], scim_patch_body(
+            {"op": "add", "path": "members", "value": user["id"]}))
+        self.assertEqual(r.status, 204, r)
+
+    def test_a_row_stored_before_the_check_stays_changeable(self):
+        # An older revopsd stored wrong types as sent; put some into the row
+        # as it would have. The IdP must still be able to deactivate the user.
+        user = self.create_user(emails=[{"value": "a@example.com"}])
+        db = sqlite3.connect(os.path.join(self.srv.data_dir, "revops.db"), timeout=30)
+        try:
+            (doc,) = db.execute("SELECT scim FROM users WHERE id = ?", (user["id"],)).fetchone()
+            doc = json.loads(doc)
+            doc["nickName"] = 42
+            doc["emails"] = [{"value": 7}]
+            with db:
+                db.execute("UPDATE users SET scim = ? WHERE id = ?", (json.dumps(doc), user["id"]))
+        finally:
+            db.close()
+        r = self.scim("PATCH", "/Users/" + user["id"],
+                      scim_patch_body({"op": "replace", "path": "active", "value": False}))
+        self.assertEqual(r.status, 204, r)
+        r = self.scim("PATCH", "/Users/" + user["id"], scim_patch_body(
+            {"op": "add", "path": "emails", "value": [{"value": "b@example.com"}]}))
+        self.assertEqual(r.status, 204, r)
+        got = assert_scim_ok(self, self.scim("GET", "/Users/" + user["id"]))
+        self.assertIs(got["active"], False)
+        self.assertEqual(got["nickName"], 42)
+        self.assertEqual([e["value"] for e in got["emails"]], [7, "b@example.com"])
+        # Okta reads the user and PUTs it back whole: still accepted
+        put = {k: v for k, v in got.items() if k not in ("meta", "groups")}
+        put["title"] = "re-put"
+        assert_scim_ok(self, self.scim("PUT", "/Users/" + user["id"], put))
+        # a new wrong value is refused; a right one replaces the old
+        r = self.scim("PATCH", "/Users/" + user["id"],
+                      scim_patch_body({"op": "replace", "path": "nickName", "value": 43}))
+        self.assert_invalid(r, "nickName must be a string (got an integer)", "new wrong value")
+        r = self.scim("PATCH", "/Users/" + user["id"],
+                      scim_patch_body({"op": "replace", "path": "nickName", "value": "Ann"}))
+        self.assertEqual(r.status, 204, r)
+
+    def test_patch_with_no_operations_is_refused(self):
+        user = self.create_user()
+        group = self.create_group()
+        for kind, res in (("Users", user), ("Groups", group)):
+            for body in ({"schemas": [SCIM_PATCH_URN], "Operations": []}, {"Operations": []}):
+                with self.subTest(kind=kind, body=body):
+                    r = self.scim("PATCH", "/%s/%s" % (kind, res["id"]), body)
+                    b = assert_scim_error(self, r, 400, "invalidSyntax")
+                    self.assertIn("one or more operations", b["detail"])
+                    self.assert_unchanged(kind, res, "empty Operations")
+
+    def test_filter_bare_values(self):
+        user = self.create_user(userName="bare-%s" % uuid.uuid4().hex[:8])
+        # kept: Microsoft's reference collection filters with bare values
+        r = self.scim("GET", "/Users", query={"filter": "userName eq %s" % user["userName"]})
+        self.assertEqual([u["id"] for u in assert_scim_list(self, r)], [user["id"]])
+        r = self.scim("GET", "/Users", query={"filter": "userName sw BARE- and active eq true"})
+        self.assertIn(user["id"], [u["id"] for u in assert_scim_list(self, r)])
+        # refused: what is a malformed filter rather than a word
+        for f in ['userName eq bare"x', "userName eq bare\\x", "userName eq a(b",
+                  "userName eq [x]", "userName eq and", "userName eq or userName pr",
+                  "userName eq a\x01b", 'emails[type eq wo"rk]']:
+            with self.subTest(filter=f):
+                r = self.scim("GET", "/Users", query={"filter": f})
+                assert_scim_error(self, r, 400, "invalidFilter")
 
 
 if __name__ == "__main__":
