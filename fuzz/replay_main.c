@@ -34,6 +34,9 @@ static int replay_file(const char *path)
 	data = malloc(len ? (size_t)len : 1);
 	if (!data || (len && fread(data, 1, (size_t)len, f) != (size_t)len))
 		goto out;
+	/* Named first, so the input that aborts is the last line shown. */
+	printf("replay: %s\n", path);
+	fflush(stdout);
 	LLVMFuzzerTestOneInput(data, (size_t)len);
 	rc = 0;
 out:

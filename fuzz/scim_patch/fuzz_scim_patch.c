@@ -2,7 +2,10 @@
  * reaches it: the input is the request body, parsed by
  * validate_parse_body as app.c parses a SCIM body, then applied with
  * scim_patch_apply to a stored user and to a stored group (shapes of
- * t/unit/test_scim_patch.c, with the enterprise extension and emails).
+ * t/unit/test_scim_patch.c, with the enterprise extension and emails);
+ * a result is then checked with scim_schema_check against the published
+ * schemas with the stored resource as "before", as scim.c does before
+ * storing a PATCH.
  *
  * Besides memory errors, leaks and undefined behaviour it aborts when a
  * promise of the module is broken: the status is one of the
@@ -11,7 +14,7 @@
  * nothing); an acceptance leaves an object whose "id" and "meta" are
  * unchanged (a path naming them is a mutability error, a path-less value
  * ignores them) and which scim_patch_normalize accepts again without
- * changing it. */
+ * changing it; a schema refusal comes with a message too. */
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
@@ -20,6 +23,7 @@
 
 #include "scim_filter.h"
 #include "scim_patch.h"
+#include "scim_schema.h"
 #include "validate.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
@@ -54,7 +58,7 @@ static void check_message(const char *err)
 	json_decref(s);
 }
 
-static void apply_to(const json_t *stored, const json_t *body)
+static void apply_to(const char *type, const json_t *stored, const json_t *body)
 {
 	json_t *res = json_deep_copy(stored), *again = NULL;
 	char err[256];
@@ -81,6 +85,9 @@ static void apply_to(const json_t *stored, const json_t *body)
 		goto out;
 	if (scim_patch_normalize(again, err, sizeof err) != SCIM_PATCH_OK || !json_equal(again, res))
 		abort();
+	err[0] = '\0';
+	if (scim_schema_check(scim_schemas_builtin(), type, res, stored, err, sizeof err) < 0)
+		check_message(err);
 out:
 	json_decref(again);
 	json_decref(res);
@@ -98,8 +105,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	}
 	if (validate_parse_body((const char *)data, size, &body, NULL) < 0)
 		return 0;
-	apply_to(user, body);
-	apply_to(group, body);
+	apply_to("User", user, body);
+	apply_to("Group", group, body);
 	json_decref(body);
 	return 0;
 }

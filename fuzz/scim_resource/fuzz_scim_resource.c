@@ -1,20 +1,24 @@
-/* libFuzzer driver for the normalisation of SCIM resources that POST and
- * PUT bodies of /scim/v2/Users and /Groups go through: the input is the
- * request body, parsed by validate_parse_body as app.c parses a SCIM
- * body, then scim_patch_normalize()d as scim.c does before storing it.
- * (scim.c's own steps around it, dropping read-only and write-only
- * attributes, the schemas list and the user and group column checks, are
- * static there and not reached yet: docs/fuzzing.md.) The stored document
- * is then matched against the filters identity providers list users and
- * groups with, as a list request does (fuzz/scim_filter fuzzes the
- * filters against a fixed resource; here the resource varies).
+/* libFuzzer driver for the normalisation and schema check of SCIM
+ * resources that POST and PUT bodies of /scim/v2/Users and /Groups go
+ * through: the input is the request body, parsed by validate_parse_body as
+ * app.c parses a SCIM body, then scim_patch_normalize()d and checked with
+ * scim_schema_check against the published schemas, as a User and as a
+ * Group, in the order scim.c's user_prepare and group_prepare run them.
+ * (scim.c's own steps around them, dropping read-only and write-only
+ * attributes, the schemas list and the user columns, are static there and
+ * not reached yet: docs/fuzzing.md.) A user both accept, as it would be
+ * stored, is then matched against the filters identity providers list
+ * users and groups with, as a list request does (fuzz/scim_filter fuzzes
+ * the filters against a fixed resource; here the resource varies).
  *
  * Besides memory errors, leaks and undefined behaviour it aborts when a
- * promise is broken: the status is OK or INVALID_VALUE, a refusal comes
- * with a message fit for a JSON error body; after an acceptance "active"
- * and every "primary" at any depth are no longer strings, the enterprise
- * manager is an object if present, and normalising again accepts and
- * changes nothing; a filter match answers 0 or 1. */
+ * promise is broken: normalisation answers OK or INVALID_VALUE, and every
+ * refusal (normalisation or schema) comes with a message fit for a JSON
+ * error body; normalising again accepts and changes nothing; in a user
+ * that passes both, "active" and every "primary" at any depth, in any
+ * spelling, are no longer strings and the enterprise manager is an object
+ * (regressions/: one attribute in two spellings, which normalisation
+ * alone leaves half done); a filter match answers 0 or 1. */
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
@@ -24,6 +28,7 @@
 
 #include "scim_filter.h"
 #include "scim_patch.h"
+#include "scim_schema.h"
 #include "validate.h"
 
 int LLVMFuzzerInitialize(int *argc, char ***argv);
@@ -74,7 +79,28 @@ static void check_primary(const json_t *v, int depth)
 	}
 }
 
-static void check_accepted(const json_t *doc)
+static void check_message(const char *err)
+{
+	json_t *s;
+
+	if (!err[0] || !(s = json_string(err)))
+		abort();
+	json_decref(s);
+}
+
+/* Checks doc as the given resource type; returns 1 when it conforms. */
+static int schema_ok(const char *type, const json_t *doc)
+{
+	char err[256];
+
+	err[0] = '\0';
+	if (scim_schema_check(scim_schemas_builtin(), type, doc, NULL, err, sizeof err) == 0)
+		return 1;
+	check_message(err);
+	return 0;
+}
+
+static void check_stored_user(const json_t *doc)
 {
 	const char *k;
 	json_t *v, *m;
@@ -95,7 +121,6 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
 	json_t *body = NULL, *doc = NULL, *again = NULL;
 	char err[256];
-	json_t *s;
 	int rc;
 
 	if (validate_parse_body((const char *)data, size, &body, NULL) < 0)
@@ -106,16 +131,19 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	err[0] = '\0';
 	rc = scim_patch_normalize(doc, err, sizeof err);
 	if (rc != SCIM_PATCH_OK) {
-		if (rc != SCIM_PATCH_INVALID_VALUE || !err[0] || !(s = json_string(err)))
+		if (rc != SCIM_PATCH_INVALID_VALUE)
 			abort();
-		json_decref(s);
+		check_message(err);
 		goto out;
 	}
-	check_accepted(doc);
-	for (size_t i = 0; i < sizeof filters / sizeof *filters; i++) {
-		rc = scim_filter_match(filters[i], doc);
-		if (rc != 0 && rc != 1)
-			abort();
+	(void)schema_ok("Group", doc);
+	if (schema_ok("User", doc)) {
+		check_stored_user(doc);
+		for (size_t i = 0; i < sizeof filters / sizeof *filters; i++) {
+			rc = scim_filter_match(filters[i], doc);
+			if (rc != 0 && rc != 1)
+				abort();
+		}
 	}
 	again = json_deep_copy(doc);
 	if (again && (scim_patch_normalize(again, err, sizeof err) != SCIM_PATCH_OK ||
