@@ -1182,13 +1182,13 @@ static int normalize_primary(json_t *v, int depth, char *path, size_t len, size_
 	return 0;
 }
 
-/* Rewrites the enterprise "manager" of ext to {"value": id}. */
-static int normalize_manager(json_t *ext, char *err, size_t errcap)
+/* Rewrites the enterprise "manager" of ext, ext[key] = m, to
+ * {"value": id}. Returns 0, or -1 (err set, or not for no memory). */
+static int normalize_manager(json_t *ext, const char *key, json_t *m, char *err, size_t errcap)
 {
-	const char *key;
-	json_t *m = scim_object_get(ext, "manager", &key), *e;
+	json_t *e;
 
-	if (!m || json_is_object(m))
+	if (json_is_object(m))
 		return 0;
 	e = m;
 	if (json_is_array(m)) {
@@ -1198,24 +1198,23 @@ static int normalize_manager(json_t *ext, char *err, size_t errcap)
 		}
 		e = json_array_get(m, 0);
 		if (json_is_object(e))
-			return set_attr(ext, "manager", json_incref(e));
+			return json_object_set(ext, key, e);
 	}
-	if (!e || json_is_null(e) || (json_is_string(e) && !json_string_length(e))) {
-		del_attr(ext, "manager");
-		return 0;
-	}
+	if (!e || json_is_null(e) || (json_is_string(e) && !json_string_length(e)))
+		return json_object_del(ext, key);
 	if (!json_is_string(e)) {
 		snprintf(err, errcap, "\"manager\" must be an id or an object with \"value\"");
 		return -1;
 	}
-	return set_attr(ext, "manager", json_pack("{s:O}", "value", e));
+	return json_object_set_new(ext, key, json_pack("{s:O}", "value", e));
 }
 
 int scim_patch_normalize(json_t *resource, char *err, size_t errcap)
 {
 	char path[256];
-	const char *key;
-	json_t *v;
+	const char *key, *mkey;
+	json_t *v, *ext;
+	void *tmp, *tmp2;
 
 	if (errcap)
 		err[0] = '\0';
@@ -1223,19 +1222,28 @@ int scim_patch_normalize(json_t *resource, char *err, size_t errcap)
 		snprintf(err, errcap, "a resource must be a JSON object");
 		return SCIM_PATCH_INVALID_VALUE;
 	}
-	v = scim_object_get(resource, "active", &key);
-	if (v && boolify(resource, key, v) < 0) {
-		not_boolean(err, errcap, "active", v);
-		return SCIM_PATCH_INVALID_VALUE;
+	/* every spelling: names are case-insensitive (RFC 7643 §2.1), and
+	 * one left a string would be stored as one (two spellings of one
+	 * attribute are then refused by the schema check, scim_schema.h) */
+	json_object_foreach_safe(resource, tmp, key, v) {
+		if (ci_eq(key, "active") && boolify(resource, key, v) < 0) {
+			not_boolean(err, errcap, "active", v);
+			return SCIM_PATCH_INVALID_VALUE;
+		}
 	}
 	path[0] = '\0';
 	if (normalize_primary(resource, 0, path, 0, sizeof path, err, errcap) < 0)
 		return SCIM_PATCH_INVALID_VALUE;
-	v = scim_object_get(resource, SCIM_URN_ENTERPRISE, NULL);
-	if (json_is_object(v) && normalize_manager(v, err, errcap) < 0) {
-		if (!err[0])
-			snprintf(err, errcap, "out of memory");
-		return SCIM_PATCH_INVALID_VALUE;
+	json_object_foreach_safe(resource, tmp, key, ext) {
+		if (!ci_eq(key, SCIM_URN_ENTERPRISE) || !json_is_object(ext))
+			continue;
+		json_object_foreach_safe(ext, tmp2, mkey, v) {
+			if (ci_eq(mkey, "manager") && normalize_manager(ext, mkey, v, err, errcap) < 0) {
+				if (!err[0])
+					snprintf(err, errcap, "out of memory");
+				return SCIM_PATCH_INVALID_VALUE;
+			}
+		}
 	}
 	return SCIM_PATCH_OK;
 }

@@ -60,13 +60,15 @@ enum scim_patch_error {
 int scim_patch_apply(json_t *resource, const json_t *body, char *err, size_t errcap) WUR;
 
 /* Normalises Okta/Entra quirks in resource in place (used after PATCH and
- * on POST/PUT): "active" and every "primary" (at any depth) given as a
- * string "true"/"false" in any case become JSON booleans (any other value
- * but null is INVALID_VALUE, with a message naming the member by its path,
- * such as "emails[1].primary must be a boolean, or the string \"true\" or
- * \"false\" (got a string)"); the enterprise extension's "manager" given as a bare
- * string or a one-element array becomes {"value": "..."} (an object is
- * kept; "" or null or [] removes it; a longer array is INVALID_VALUE).
+ * on POST/PUT), under every spelling of each name (any case):
+ * - "active" and every "primary" (at any depth) given as a string
+ *   "true"/"false" in any case become JSON booleans; any other value but
+ *   null is INVALID_VALUE, with a message naming the member by its path
+ *   ("emails[1].primary must be a boolean, or the string \"true\" or
+ *   \"false\" (got a string)");
+ * - the enterprise extension's "manager" given as a bare string or a
+ *   one-element array becomes {"value": "..."} (an object is kept; "" or
+ *   null or [] removes it; a longer array is INVALID_VALUE).
  * Returns SCIM_PATCH_OK or an error code with a message in err; resource
  * may be partly normalised on error. */
 int scim_patch_normalize(json_t *resource, char *err, size_t errcap) WUR;

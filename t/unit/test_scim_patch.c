@@ -426,6 +426,18 @@ static void test_normalize_direct(void **state)
 	assert_string_equal(err, "phoneNumbers[1].Primary must be a boolean, or the string \"true\""
 			    " or \"false\" (got an integer)");
 	json_decref(r);
+	/* every spelling of a name is normalised (fuzz/scim_resource/regressions) */
+	r = load("{\"active\": \"True\", \"ACTIVE\": \"false\", \"" ENT "\": {\"manager\": \"m1\","
+		 " \"MANAGER\": [\"m3\"]}, \"URN:IETF:PARAMS:SCIM:SCHEMAS:EXTENSION:ENTERPRISE:2.0:USER\":"
+		 " {\"Manager\": \"m2\"}}");
+	assert_int_equal(scim_patch_normalize(r, err, sizeof err), SCIM_PATCH_OK);
+	expect(r, "{\"active\": true, \"ACTIVE\": false, \"" ENT "\": {\"manager\": {\"value\": \"m1\"},"
+		  " \"MANAGER\": {\"value\": \"m3\"}}, \"URN:IETF:PARAMS:SCIM:SCHEMAS:EXTENSION:ENTERPRISE:2.0:USER\":"
+		  " {\"Manager\": {\"value\": \"m2\"}}}");
+	json_decref(r);
+	r = load("{\"active\": true, \"Active\": \"nope\"}");
+	assert_int_equal(scim_patch_normalize(r, err, sizeof err), SCIM_PATCH_INVALID_VALUE);
+	json_decref(r);
 	r = load("{\"x\": {\"y\": [[{\"primary\": []}]]}}");
 	assert_int_equal(scim_patch_normalize(r, err, sizeof err), SCIM_PATCH_INVALID_VALUE);
 	assert_string_equal(err, "x.y[0][0].primary must be a boolean, or the string \"true\" or"
