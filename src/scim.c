@@ -1111,17 +1111,22 @@ static int insert_user(struct store_tx *tx, const char *pf, const char *id,
  * *doc_s (the caller frees it). Every user write (POST, PUT, PATCH) stores
  * what this made, so none can store a password or a wrong-typed value.
  * Touches no store, so it runs before the write transaction. Returns 0, or
- * -1 with a reason in err for a 400 invalidValue (nothing to free). */
+ * a refusal with a reason in err for prepare_refused(): SCIM_SCHEMA_INVALID_
+ * SYNTAX (an attribute given twice) or SCIM_SCHEMA_INVALID_VALUE (anything
+ * else). Nothing to free on a refusal. */
 static int user_prepare(json_t *doc, const json_t *before, struct user_cols *u, char **doc_s,
 			char *err, size_t cap)
 {
+	int rc = SCIM_SCHEMA_INVALID_VALUE;
+
 	*doc_s = NULL;
 	memset(u, 0, sizeof *u);
 	snprintf(err, cap, "out of memory");
 	drop_unsettable(doc);
 	if (scim_patch_normalize(doc, err, cap) != SCIM_PATCH_OK ||
-	    scim_schema_check(scim_schemas_builtin(), "User", doc, before, err, cap) < 0)
+	    (rc = scim_schema_check(scim_schemas_builtin(), "User", doc, before, err, cap)) < 0)
 		goto bad;
+	rc = SCIM_SCHEMA_INVALID_VALUE;
 	fix_schemas(doc, URN_USER);
 	if (user_columns(doc, u, err, cap) < 0)
 		goto bad;
@@ -1130,13 +1135,20 @@ static int user_prepare(json_t *doc, const json_t *before, struct user_cols *u, 
 		free(u->roles);
 		u->roles = NULL;
 		snprintf(err, cap, "out of memory");
-		return -1;
+		return rc;
 	}
 	return 0;
 bad:
 	if (!err[0])
 		snprintf(err, cap, "out of memory");
-	return -1;
+	return rc;
+}
+
+/* Answers 400 for a refusal of user_prepare() or group_prepare(). */
+static void prepare_refused(struct ctx *c, int rc, const char *err)
+{
+	scim_error(c, 400, rc == SCIM_SCHEMA_INVALID_SYNTAX ? "invalidSyntax" : "invalidValue", "%s",
+		   err);
 }
 
 void scim_h_users_create(struct ctx *c)
@@ -1149,8 +1161,8 @@ void scim_h_users_create(struct ctx *c)
 	json_t *doc = sanitize(c->body, 1);
 	int rc;
 
-	if (user_prepare(doc, NULL, &u, &doc_s, err, sizeof err) < 0) {
-		scim_error(c, 400, "invalidValue", "%s", err);
+	if ((rc = user_prepare(doc, NULL, &u, &doc_s, err, sizeof err)) < 0) {
+		prepare_refused(c, rc, err);
 		goto out;
 	}
 	if (id_new("usr_", id, sizeof id) < 0) {
@@ -1334,13 +1346,14 @@ static int apply_patch(struct ctx *c, json_t *doc, const json_t *body)
  * stored) makes, prepared for storing by user_prepare (*u and *doc_s as
  * there; values equal to stored's pass its schema check as they are, so a
  * user stored with a wrong type before that check existed can still be
- * changed and deactivated). Touches no store. Returns the new document, or NULL after
- * answering 400. */
+ * changed and deactivated). Touches no store. Returns the new document,
+ * or NULL after answering 400. */
 static json_t *user_change(struct ctx *c, const json_t *stored, int patch, struct user_cols *u,
 			   char **doc_s)
 {
 	char err[256];
 	json_t *doc;
+	int rc;
 
 	memset(u, 0, sizeof *u);
 	*doc_s = NULL;
@@ -1353,8 +1366,8 @@ static json_t *user_change(struct ctx *c, const json_t *stored, int patch, struc
 	} else {
 		doc = sanitize(c->body, 1);
 	}
-	if (user_prepare(doc, stored, u, doc_s, err, sizeof err) < 0) {
-		scim_error(c, 400, "invalidValue", "%s", err);
+	if ((rc = user_prepare(doc, stored, u, doc_s, err, sizeof err)) < 0) {
+		prepare_refused(c, rc, err);
 		json_decref(doc);
 		return NULL;
 	}
@@ -1602,15 +1615,17 @@ static int save_group_doc(struct store_tx *tx, const char *pf, const char *id, j
  * the stored group or NULL for a new one, as for users), the core schema
  * first in "schemas", displayName checked, members normalised and
  * de-duplicated (group_members). Touches no store, so it runs before the
- * write transaction. Returns 0, or -1 with a reason in err for a 400
- * invalidValue. */
+ * write transaction. Returns 0, or a refusal with a reason in err, as
+ * user_prepare(). */
 static int group_prepare(json_t *doc, const json_t *before, char *err, size_t cap)
 {
-	if (scim_schema_check(scim_schemas_builtin(), "Group", doc, before, err, cap) < 0)
-		return -1;
+	int rc = scim_schema_check(scim_schemas_builtin(), "Group", doc, before, err, cap);
+
+	if (rc < 0)
+		return rc;
 	fix_schemas(doc, URN_GROUP);
 	if (group_display_name(doc, err, cap) < 0 || group_members(doc, err, cap) < 0)
-		return -1;
+		return SCIM_SCHEMA_INVALID_VALUE;
 	return 0;
 }
 
@@ -1662,8 +1677,8 @@ void scim_h_groups_create(struct ctx *c)
 	char id[ID_MAX], err[256];
 	int rc;
 
-	if (group_prepare(doc, NULL, err, sizeof err) < 0) {
-		scim_error(c, 400, "invalidValue", "%s", err);
+	if ((rc = group_prepare(doc, NULL, err, sizeof err)) < 0) {
+		prepare_refused(c, rc, err);
 	} else if (id_new("grp_", id, sizeof id) < 0) {
 		scim_error(c, 500, NULL, "internal error");
 	} else if ((rc = store_begin(c->app->store, 1, &tx)) != STORE_OK) {
@@ -1739,8 +1754,8 @@ static json_t *group_change(struct ctx *c, const json_t *stored, int patch)
 	} else {
 		doc = sanitize(c->body, 0);
 	}
-	if (group_prepare(doc, stored, err, sizeof err) < 0) {
-		scim_error(c, 400, "invalidValue", "%s", err);
+	if ((rc = group_prepare(doc, stored, err, sizeof err)) < 0) {
+		prepare_refused(c, rc, err);
 		json_decref(doc);
 		return NULL;
 	}

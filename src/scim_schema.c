@@ -390,6 +390,21 @@ static const json_t *before_of(const json_t *before, const char *key)
 static int check_value(struct check *ck, const struct attr *a, const json_t *v,
 		       const json_t *before);
 
+/* Two keys of one object, k1 and k2, name the same attribute (names are
+ * case-insensitive, RFC 7643 §2.1): which one counts is ambiguous, as with
+ * a repeated JSON key, so the body is malformed (invalidSyntax) unless
+ * before already held both (a row stored before this check). */
+static int duplicate(struct check *ck, const char *sep, const char *name, const char *k1,
+		     const char *k2, const json_t *before)
+{
+	if (before && json_object_get(before, k1) && json_object_get(before, k2))
+		return 0;
+	snprintf(ck->err, ck->errcap,
+		 "%s%s%s is given twice, as \"%s\" and \"%s\" (attribute names are case-insensitive)",
+		 ck->path, sep, name, k1, k2);
+	return SCIM_SCHEMA_INVALID_SYNTAX;
+}
+
 /* The members of obj checked against the attributes a[0..n): a complex
  * value's sub-attributes (sep "."), or a schema's attributes, at the top
  * level (sep "") or nested under the schema's URN (sep ":"). Known names
@@ -398,18 +413,31 @@ static int check_value(struct check *ck, const struct attr *a, const json_t *v,
 static int check_members(struct check *ck, const struct attr *a, size_t n, const json_t *obj,
 			 const json_t *before, const char *sep, int required)
 {
+	const char *small[32], **seen = small, *k;
 	const struct attr *sa;
-	const char *k;
 	json_t *m;
 	size_t i, was;
+	int rc = SCIM_SCHEMA_OK;
 
+	if (n > ARRAY_LEN(small) && !(seen = calloc(n, sizeof *seen))) {
+		snprintf(ck->err, ck->errcap, "out of memory");
+		return SCIM_SCHEMA_INVALID_VALUE;
+	}
+	if (seen == small)
+		memset(small, 0, sizeof small);
 	json_object_foreach((json_t *)obj, k, m) {
 		sa = find_attr(a, n, k, strlen(k));
-		if (!sa || json_is_null(m))
+		if (!sa)
+			continue;
+		if (seen[sa - a] &&
+		    (rc = duplicate(ck, sep, sa->name, seen[sa - a], k, before)) < 0)
+			goto out;
+		seen[sa - a] = k;
+		if (json_is_null(m))
 			continue;
 		was = path_push(ck, "%s%s", sep, sa->name);
-		if (check_value(ck, sa, m, before_of(before, k)) < 0)
-			return -1;
+		if ((rc = check_value(ck, sa, m, before_of(before, k))) < 0)
+			goto out;
 		path_pop(ck, was);
 	}
 	for (i = 0; required && i < n; i++) {
@@ -419,10 +447,14 @@ static int check_members(struct check *ck, const struct attr *a, size_t n, const
 		if (!m || json_is_null(m)) {
 			snprintf(ck->err, ck->errcap, "%s%s%s is required", ck->path, sep,
 				 a[i].name);
-			return -1;
+			rc = SCIM_SCHEMA_INVALID_VALUE;
+			goto out;
 		}
 	}
-	return 0;
+out:
+	if (seen != small)
+		free(seen);
+	return rc;
 }
 
 /* One (single) value v of attribute a. */
@@ -470,6 +502,7 @@ static int check_value(struct check *ck, const struct attr *a, const json_t *v,
 	char what[96];
 	const json_t *e, *be;
 	size_t i, was;
+	int rc;
 
 	if (before && json_equal((json_t *)v, (json_t *)before))
 		return 0;
@@ -493,8 +526,8 @@ static int check_value(struct check *ck, const struct attr *a, const json_t *v,
 		}
 		if (a->bare_ok && !json_is_object(e))
 			return bad(ck, "a complex value (a JSON object) or a string", e);
-		if (check_single(ck, a, e, be) < 0)
-			return -1;
+		if ((rc = check_single(ck, a, e, be)) < 0)
+			return rc;
 		path_pop(ck, was);
 	}
 	return 0;
@@ -581,15 +614,32 @@ static int check_other(struct check *ck, const struct restype *t, const char *k,
 			     ":", sc != t->core);
 }
 
+/* The slot of a top-level key that check_other() knows by name (schemas,
+ * externalId, a schema URN), to find two spellings of one; -1 for others. */
+static int other_slot(const struct restype *t, const char *k)
+{
+	size_t i;
+
+	if (!strcasecmp(k, "schemas"))
+		return 0;
+	if (!strcasecmp(k, "externalId"))
+		return 1;
+	for (i = 0; i <= t->next; i++)
+		if (!strcasecmp(k, i ? t->ext[i - 1]->urn : t->core->urn))
+			return (int)i + 2;
+	return -1;
+}
+
 int scim_schema_check(const struct scim_schemas *s, const char *type, const json_t *doc,
 		      const json_t *before, char *err, size_t errcap)
 {
 	struct check ck = {.err = err, .errcap = errcap};
 	const struct restype *t = NULL;
+	const char **seen = NULL, *k;
 	const json_t *bv;
-	const char *k;
 	json_t *v;
 	size_t i;
+	int rc = SCIM_SCHEMA_INVALID_VALUE, slot;
 
 	if (errcap)
 		err[0] = '\0';
@@ -598,25 +648,40 @@ int scim_schema_check(const struct scim_schemas *s, const char *type, const json
 			t = &s->types[i];
 	if (!t) {
 		snprintf(err, errcap, "no schema for resource type %s", type ? type : "(none)");
-		return -1;
+		goto out;
 	}
 	if (!json_is_object(doc)) {
 		snprintf(err, errcap, "a %s must be a JSON object", t->name);
-		return -1;
+		goto out;
+	}
+	if (!(seen = calloc(t->next + 3, sizeof *seen))) {
+		snprintf(err, errcap, "out of memory");
+		goto out;
 	}
 	if (!json_is_object(before))
 		before = NULL;
-	if (check_members(&ck, t->core->attrs, t->core->nattrs, doc, before, "", 1) < 0)
-		return -1;
+	if ((rc = check_members(&ck, t->core->attrs, t->core->nattrs, doc, before, "", 1)) < 0)
+		goto out;
 	json_object_foreach((json_t *)doc, k, v) {
-		if (json_is_null(v) || find_attr(t->core->attrs, t->core->nattrs, k, strlen(k)))
-			continue;
-		bv = before_of(before, k);
-		if (bv && json_equal(v, (json_t *)bv))
+		if (find_attr(t->core->attrs, t->core->nattrs, k, strlen(k)))
 			continue;
 		path_pop(&ck, 0);
-		if (check_other(&ck, t, k, v, bv) < 0)
-			return -1;
+		slot = other_slot(t, k);
+		if (slot >= 0 && seen[slot] &&
+		    (rc = duplicate(&ck, "", slot == 0 ? "schemas" : slot == 1 ? "externalId"
+					     : slot == 2 ? t->core->urn : t->ext[slot - 3]->urn,
+				    seen[slot], k, before)) < 0)
+			goto out;
+		if (slot >= 0)
+			seen[slot] = k;
+		bv = before_of(before, k);
+		if (json_is_null(v) || (bv && json_equal(v, (json_t *)bv)))
+			continue;
+		if ((rc = check_other(&ck, t, k, v, bv)) < 0)
+			goto out;
 	}
-	return 0;
+	rc = SCIM_SCHEMA_OK;
+out:
+	free(seen);
+	return rc;
 }

@@ -29,6 +29,16 @@
 
 struct scim_schemas; /* the loaded schemas and resource types, opaque */
 
+/* What scim_schema_check() answers; the caller maps a refusal to the
+ * RFC 7644 §3.12 scimType named here. */
+enum scim_schema_result {
+	SCIM_SCHEMA_OK = 0,
+	SCIM_SCHEMA_INVALID_VALUE = -1,  /* invalidValue: a wrong type, a required
+					  * attribute missing */
+	SCIM_SCHEMA_INVALID_SYNTAX = -2, /* invalidSyntax: one attribute given
+					  * twice, in two spellings */
+};
+
 /* Loads schemas and resource types from a discovery document shaped like
  * src/scim_meta.json: {"schemas": [{id, attributes: [...]}, ...],
  * "resource_types": [{id, schema, schemaExtensions?: [{schema}]}, ...]}.
@@ -50,13 +60,17 @@ const struct scim_schemas *scim_schemas_builtin(void);
  * "Group"), against s. before is the resource as stored before this write
  * (the PATCHed or PUT resource) or NULL for a new one: any value of doc
  * equal to before's at the same place (same attribute, same array index)
- * is taken as it is. Returns 0 when doc conforms, or -1 with a message in
- * err (errcap > 0) naming the first offending attribute by its path, such
- * as "emails[1].value must be a string (got a number)" or
- * "urn:ietf:params:scim:schemas:extension:enterprise:2.0:User:manager must
- * be a complex value (a JSON object) (got an array)"; the caller answers
- * 400 with scimType invalidValue. An unknown type is -1 too. doc is not
- * changed. */
+ * is taken as it is. Returns SCIM_SCHEMA_OK when doc conforms, else a
+ * refusal with a message in err (errcap > 0) naming the first offending
+ * attribute by its path:
+ * - SCIM_SCHEMA_INVALID_VALUE for a wrong type or a required attribute
+ *   missing, such as "emails[1].value must be a string (got an integer)" or
+ *   "urn:ietf:params:scim:schemas:extension:enterprise:2.0:User:manager must
+ *   be a complex value (a JSON object) (got an array)"; also for an
+ *   unknown resource type, and when memory runs out;
+ * - SCIM_SCHEMA_INVALID_SYNTAX when one object holds a known attribute
+ *   under two spellings ("active" and "ACTIVE"), unless before held both.
+ * doc is not changed. */
 int scim_schema_check(const struct scim_schemas *s, const char *type, const json_t *doc,
 		      const json_t *before, char *err, size_t errcap) WUR;
 

@@ -684,6 +684,30 @@ class ScimTypesTest(unittest.TestCase):
                       scim_patch_body({"op": "replace", "path": "nickName", "value": "Ann"}))
         self.assertEqual(r.status, 204, r)
 
+    def test_one_attribute_in_two_spellings_is_refused(self):
+        # Names are case-insensitive (RFC 7643 section 2.1): two spellings of
+        # one attribute are as ambiguous as a repeated JSON key. Found by
+        # fuzz/scim_resource: "ACTIVE": "false" was stored as a string.
+        for body, detail in [
+                ({"active": "True", "ACTIVE": "false"},
+                 'active is given twice, as "active" and "ACTIVE" (attribute names are '
+                 'case-insensitive)'),
+                ({ENT: {"manager": "m1"}, ENT.upper(): {"manager": "m2"}},
+                 '%s is given twice, as "%s" and "%s" (attribute names are case-insensitive)'
+                 % (ENT, ENT, ENT.upper())),
+                ({"emails": [{"value": "a@example.com", "Value": "b@example.com"}]},
+                 'emails[0].value is given twice, as "value" and "Value" (attribute names are '
+                 'case-insensitive)')]:
+            with self.subTest(body=body):
+                name = uname("twice")
+                doc = {"schemas": [SCIM_USER_URN], "userName": name}
+                doc.update(body)
+                r = self.scim("POST", "/Users", doc)
+                b = assert_scim_error(self, r, 400, "invalidSyntax")
+                self.assertEqual(b["detail"], detail)
+                r = self.scim("GET", "/Users", query={"filter": 'userName eq "%s"' % name})
+                self.assertEqual(assert_scim_list(self, r), [], "nothing stored")
+
     def test_patch_with_no_operations_is_refused(self):
         user = self.create_user()
         group = self.create_group()

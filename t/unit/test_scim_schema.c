@@ -254,6 +254,48 @@ static void test_before(void **state)
 	assert_string_equal(err, "userName is required");
 }
 
+/* One attribute under two spellings is ambiguous: invalidSyntax, unless
+ * the stored resource already had both. Unknown names are not compared. */
+static void test_two_spellings(void **state)
+{
+	(void)state;
+	assert_int_equal(check("User", "{\"userName\": \"a\", \"active\": true, \"ACTIVE\": false}",
+			       NULL), SCIM_SCHEMA_INVALID_SYNTAX);
+	assert_string_equal(err, "active is given twice, as \"active\" and \"ACTIVE\" (attribute"
+			    " names are case-insensitive)");
+	assert_int_equal(check("User", "{\"userName\": \"a\", \"UserName\": \"b\"}", NULL),
+			 SCIM_SCHEMA_INVALID_SYNTAX);
+	assert_int_equal(check("User", "{\"userName\": \"a\", \"nickName\": null, \"NickName\": \"n\"}",
+			       NULL), SCIM_SCHEMA_INVALID_SYNTAX);
+	assert_int_equal(check("User", "{\"userName\": \"a\", \"emails\": [{\"value\": \"x\","
+				       " \"VALUE\": \"y\"}]}", NULL), SCIM_SCHEMA_INVALID_SYNTAX);
+	assert_string_equal(err, "emails[0].value is given twice, as \"value\" and \"VALUE\""
+			    " (attribute names are case-insensitive)");
+	assert_int_equal(check("User", "{\"userName\": \"a\", \"" ENT "\": {\"manager\": {\"value\":"
+				       " \"m1\"}}, \"URN:IETF:PARAMS:SCIM:SCHEMAS:EXTENSION:ENTERPRISE:2.0:USER\":"
+				       " {\"manager\": {\"value\": \"m2\"}}}", NULL),
+			 SCIM_SCHEMA_INVALID_SYNTAX);
+	assert_non_null(strstr(err, ENT " is given twice"));
+	assert_int_equal(check("User", "{\"userName\": \"a\", \"" ENT "\": {\"department\": \"d\","
+				       " \"Department\": \"e\"}}", NULL), SCIM_SCHEMA_INVALID_SYNTAX);
+	assert_string_equal(err, ENT ":department is given twice, as \"department\" and"
+			    " \"Department\" (attribute names are case-insensitive)");
+	assert_int_equal(check("Group", "{\"displayName\": \"g\", \"schemas\": [], \"Schemas\": []}",
+			       NULL), SCIM_SCHEMA_INVALID_SYNTAX);
+	assert_int_equal(check("Group", "{\"displayName\": \"g\", \"externalId\": \"a\","
+					" \"EXTERNALID\": \"b\"}", NULL), SCIM_SCHEMA_INVALID_SYNTAX);
+	/* a wrong type found first is still invalidValue */
+	assert_int_equal(check("User", "{\"userName\": \"a\", \"title\": 5, \"TITLE\": \"t\"}",
+			       NULL), SCIM_SCHEMA_INVALID_VALUE);
+	/* unknown names, and names of the other resource type, are kept */
+	assert_int_equal(check("User", "{\"userName\": \"a\", \"foo\": 1, \"FOO\": 2}", NULL), 0);
+	assert_int_equal(check("Group", "{\"displayName\": \"g\", \"title\": 1, \"TITLE\": 2}", NULL),
+			 0);
+	/* a row stored with both spellings stays changeable */
+	assert_int_equal(check("User", "{\"userName\": \"a\", \"active\": false, \"ACTIVE\": false}",
+			       "{\"userName\": \"a\", \"active\": true, \"ACTIVE\": false}"), 0);
+}
+
 /* Every RFC 7643 type, required sub-attributes, and the loader's
  * refusals, through a schema document of our own. */
 static const char custom[] =
@@ -382,6 +424,7 @@ int main(void)
 		cmocka_unit_test(test_extension_and_urns),
 		cmocka_unit_test(test_group_wrong_types),
 		cmocka_unit_test(test_before),
+		cmocka_unit_test(test_two_spellings),
 		cmocka_unit_test(test_types),
 		cmocka_unit_test(test_long_names),
 		cmocka_unit_test(test_load_refusals),
