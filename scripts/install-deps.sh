@@ -3,7 +3,7 @@
 # those missing, so `make run` / `make test` stay fast on a prepared machine.
 set -euo pipefail
 pkgs=(build-essential cmake pkg-config python3
-      libmicrohttpd-dev libjansson-dev libsqlite3-dev libssl-dev libcmocka-dev
+      libjansson-dev libsqlite3-dev libssl-dev libcmocka-dev
       libcurl4-openssl-dev libpq-dev libxml2-dev libxmlsec1-dev
       xmlsec1 libxml2-utils openssl sqlite3 curl jq iproute2 nodejs npm)
 if [ "${1:-}" = "--bench" ]; then pkgs+=(wrk nginx-light); fi

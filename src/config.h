@@ -20,7 +20,7 @@ struct config {
 	double time_scale;
 	int token_ttl;
 	int log_json;
-	int threads;            /* HTTP (MHD) threads; default = cores */
+	int threads;            /* HTTP event loops; default = cores */
 	int workers;            /* threads that run writes; default 8 */
 	int max_connections;
 	int anon_per_minute;    /* unauthenticated calls per client address */

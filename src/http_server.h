@@ -1,6 +1,7 @@
-/* http_server: the HTTP/1.1 listener (libmicrohttpd in poll mode with a
- * thread pool; see DESIGN.md for why not epoll). The only file that
- * includes microhttpd.h. */
+/* http_server: revops' own HTTP/1.1 server (event loops on epoll and a
+ * worker pool for writes; docs/architecture.md, docs/http-library.md).
+ * The bytes of a request are parsed by http_parse.c and checked by
+ * http_check.c; this file owns the sockets and threads. */
 #ifndef REVOPS_HTTP_SERVER_H
 #define REVOPS_HTTP_SERVER_H
 #include <stdint.h>
@@ -14,14 +15,13 @@ struct http_server_opts {
 	int port;              /* 0 = any free port */
 	int threads;
 	int max_connections;
-	int per_ip_connections;
 	int idle_timeout_s;    /* closes connections idle (or stalled) this long */
 	int workers;           /* threads that run writes (POST/PUT/PATCH/DELETE) while their
-				* connection is suspended; 0 = run everything on MHD threads */
+				* connection is parked; 0 = run everything on the loop threads */
 };
 
-/* Called once per complete request, on an MHD thread (reads) or a worker
- * thread (writes). Must fill res. */
+/* Called once per complete request, on a loop thread (reads, and refusals
+ * with req->framing_status set) or a worker thread (writes). Must fill res. */
 typedef void (*http_handler_fn)(void *arg, struct request *req, struct response *res);
 
 int http_server_start(const struct http_server_opts *o, http_handler_fn fn, void *arg,

@@ -121,8 +121,7 @@ int main(int argc, char **argv)
 			   &app.dispatch) < 0)
 		goto out;
 	o = (struct http_server_opts){cfg.listen_host, cfg.listen_port, cfg.threads,
-				      cfg.max_connections, cfg.max_connections, cfg.idle_timeout,
-				      cfg.workers};
+				      cfg.max_connections, cfg.idle_timeout, cfg.workers};
 	if (http_server_start(&o, app_handle, &app, &srv) < 0)
 		goto out;
 	if (cfg.public_url_default && cfg.listen_port == 0)

@@ -101,7 +101,6 @@ static int group_setup(void **state)
 		.port = 0,
 		.threads = 32,
 		.max_connections = 512,
-		.per_ip_connections = 0,
 		.idle_timeout_s = 30,
 	};
 
