@@ -75,6 +75,7 @@ struct conn {
 	size_t out_off;
 	size_t discarded;
 	int keep_alive;
+	int pending;                /* pipelined input waits: see conn_pump */
 	int counted;                /* in s->in_flight */
 	struct request req;
 	struct response res;
@@ -443,8 +444,7 @@ static void conn_write(struct conn *c)
 	c->state = S_HEAD;
 	c->deadline_ms = clock_mono_ms() + c->lp->s->idle_ms;
 	set_events(c, EPOLLIN);
-	if (c->in_len)
-		conn_advance(c);
+	c->pending = c->in_len > 0;
 }
 
 static void respond(struct conn *c)
@@ -662,6 +662,17 @@ static void conn_advance(struct conn *c)
 		(void)take_body(c);
 }
 
+/* Serves what is buffered, pipelined requests included, one after the
+ * other: a loop, not a recursion through conn_write, so a client that
+ * pipelines thousands of small requests cannot exhaust the stack. */
+static void conn_pump(struct conn *c)
+{
+	do {
+		c->pending = 0;
+		conn_advance(c);
+	} while (c->fd >= 0 && c->pending);
+}
+
 static void conn_read(struct conn *c)
 {
 	ssize_t n;
@@ -695,7 +706,7 @@ static void conn_read(struct conn *c)
 	else if (c->state != S_HEAD)
 		c->deadline_ms = clock_mono_ms() + c->lp->s->idle_ms;
 	c->in_len += (size_t)n;
-	conn_advance(c);
+	conn_pump(c);
 }
 
 static void accept_some(struct loop *lp)
@@ -755,10 +766,13 @@ static void take_done(struct loop *lp)
 	pthread_mutex_unlock(&lp->lock);
 	for (; c; c = next) {
 		next = c->qnext;
-		if (c->dead)
+		if (c->dead) {
 			conn_close(c);
-		else
-			respond(c);
+			continue;
+		}
+		respond(c);
+		if (c->fd >= 0 && c->pending)
+			conn_pump(c);
 	}
 }
 
@@ -778,6 +792,13 @@ static void sweep(struct loop *lp)
 		if (c->state != S_WORKER && now >= c->deadline_ms)
 			conn_close(c);
 	}
+}
+
+static void write_more(struct conn *c)
+{
+	conn_write(c);
+	if (c->fd >= 0 && c->pending)
+		conn_pump(c);
 }
 
 /* A parked connection (its worker still runs) reported a hang-up: stop
@@ -814,7 +835,7 @@ static void *loop_main(void *arg)
 			else if (ev[i].events & (EPOLLERR | EPOLLHUP))
 				conn_close(c);
 			else if (ev[i].events & EPOLLOUT)
-				conn_write(c);
+				write_more(c);
 			else
 				conn_read(c);
 		}

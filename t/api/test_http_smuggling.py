@@ -9,6 +9,7 @@ connection, and nothing pipelined behind the refused request is answered."""
 import os
 import socket
 import sys
+import threading
 import time
 import unittest
 
@@ -211,6 +212,26 @@ class SmugglingTest(unittest.TestCase):
         self.assertEqual(r.status, 200, r)
         r = self.pf.get("/v2/%70ortfolios")
         self.assertEqual(r.status, 200, r)
+
+    # pipelining ------------------------------------------------------------------------
+
+    def test_deep_pipelining_is_served_in_order(self):
+        # Thousands of small requests in one stream: each answered, in order,
+        # without the server exhausting its stack or buffers.
+        n = 5000
+        reqs = b"".join(b"GET /healthz?n=%d HTTP/1.1\r\nHost: x\r\n\r\n" % i for i in range(n - 1))
+        reqs += b"GET /healthz HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n"
+        s = socket.create_connection(("127.0.0.1", self.srv.port), timeout=IO_TIMEOUT)
+        sender = threading.Thread(target=s.sendall, args=(reqs,), daemon=True)
+        try:
+            sender.start()
+            raw = read_all(s, timeout=30)
+        finally:
+            sender.join(5)
+            s.close()
+        answers = split_responses(raw)
+        self.assertEqual(len(answers), n)
+        self.assertTrue(all(a[0] == 200 for a in answers))
 
     # defect 8 -------------------------------------------------------------------------
 
