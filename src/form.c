@@ -3,17 +3,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-static int hexval(char c)
-{
-	if (c >= '0' && c <= '9')
-		return c - '0';
-	if (c >= 'a' && c <= 'f')
-		return c - 'a' + 10;
-	if (c >= 'A' && c <= 'F')
-		return c - 'A' + 10;
-	return -1;
-}
-
 int form_decode(const char *s, size_t n, char **out)
 {
 	char *d = malloc(n + 1);
@@ -28,8 +17,8 @@ int form_decode(const char *s, size_t n, char **out)
 		} else if (s[i] == '%') {
 			if (i + 2 >= n)
 				goto bad;
-			hi = hexval(s[i + 1]);
-			lo = hexval(s[i + 2]);
+			hi = hex_value(s[i + 1]);
+			lo = hex_value(s[i + 2]);
 			if (hi < 0 || lo < 0 || (hi == 0 && lo == 0))
 				goto bad;
 			d[o++] = (char)(hi << 4 | lo);

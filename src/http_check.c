@@ -132,11 +132,6 @@ int http_check_fields(const struct http_field *f, size_t n, unsigned long long b
 	return *msg ? 400 : 0;
 }
 
-static int is_hex(char c)
-{
-	return (c >= '0' && c <= '9') || (c >= 'a' && c <= 'f') || (c >= 'A' && c <= 'F');
-}
-
 int http_check_target(const char *target, const char **msg)
 {
 	const char *p;
@@ -151,7 +146,7 @@ int http_check_target(const char *target, const char **msg)
 			in_path = 0;
 		if (!in_path || *p != '%')
 			continue;
-		if (!is_hex(p[1]) || !is_hex(p[2])) {
+		if (hex_value(p[1]) < 0 || hex_value(p[2]) < 0) {
 			*msg = "the path has a malformed percent-escape";
 			return 400;
 		}

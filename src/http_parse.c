@@ -209,22 +209,11 @@ enum {
 #define CHUNK_DIGITS_MAX 16
 #define CHUNK_ASIDE_MAX 4096
 
-static int hexval(char c)
-{
-	if (c >= '0' && c <= '9')
-		return c - '0';
-	if (c >= 'a' && c <= 'f')
-		return c - 'a' + 10;
-	if (c >= 'A' && c <= 'F')
-		return c - 'A' + 10;
-	return -1;
-}
-
 /* One byte of the chunk-size line (size, optional BWS and extensions,
  * CRLF). Returns 0, or 400 with *msg. */
 static int size_byte(struct http_chunked *d, char c, const char **msg)
 {
-	int v = hexval(c);
+	int v = hex_value(c);
 
 	if (d->state == C_SIZE && v >= 0) {
 		if (++d->digits > CHUNK_DIGITS_MAX) {

@@ -515,15 +515,13 @@ static char *decode_path(const char *target, const char **query)
 	const char *q = strchr(target, '?');
 	size_t n = q ? (size_t)(q - target) : strlen(target), i, o = 0;
 	char *p = malloc(n + 1);
-	static const char hex[] = "0123456789abcdef";
 
 	*query = q ? q + 1 : NULL;
 	if (!p)
 		return NULL;
 	for (i = 0; i < n; i++) {
-		if (target[i] == '%' && i + 2 < n + 1) {
-			p[o++] = (char)((strchr(hex, target[i + 1] | 0x20) - hex) << 4 |
-					(strchr(hex, target[i + 2] | 0x20) - hex));
+		if (target[i] == '%') {
+			p[o++] = (char)(hex_value(target[i + 1]) << 4 | hex_value(target[i + 2]));
 			i += 2;
 		} else {
 			p[o++] = target[i];

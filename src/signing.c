@@ -43,17 +43,6 @@ void signing_service_signature(const char *secret, const void *body, size_t len,
 }
 
 /* Value of one hex digit in either case, or -1. */
-static int hex_val(char c)
-{
-	if (c >= '0' && c <= '9')
-		return c - '0';
-	if (c >= 'a' && c <= 'f')
-		return c - 'a' + 10;
-	if (c >= 'A' && c <= 'F')
-		return c - 'A' + 10;
-	return -1;
-}
-
 /* Decodes exactly 2n hex digits (any case) from s into out. Returns 0, or -1
  * on a non-hex character. The caller has checked the length. */
 static int hex_decode(const char *s, unsigned char *out, size_t n)
@@ -62,8 +51,8 @@ static int hex_decode(const char *s, unsigned char *out, size_t n)
 	int hi, lo;
 
 	for (i = 0; i < n; i++) {
-		hi = hex_val(s[2 * i]);
-		lo = hex_val(s[2 * i + 1]);
+		hi = hex_value(s[2 * i]);
+		lo = hex_value(s[2 * i + 1]);
 		if (hi < 0 || lo < 0)
 			return -1;
 		out[i] = (unsigned char)(hi << 4 | lo);

@@ -1073,7 +1073,12 @@ def scim_cases(env):
             ("value filter 1000 deep", "emails[" * 1000 + 'type eq "x"' + "]" * 1000),
             ("bad escape in string", 'userName eq "\\q"'),
             ("control byte in filter", 'userName eq "a\x01b"'),
-            ("unquoted string value", 'userName eq abc'),
+            # Bare words are tolerated (Microsoft's SCIM reference collection
+            # sends `userName sw O`; docs/scim.md), but not a bare value that
+            # could smuggle a quote, a paren or a keyword.
+            ("bare value with a quote", 'userName eq a"b'),
+            ("bare value with a paren", 'userName eq a(b'),
+            ("bare keyword as a value", 'userName eq and'),
             ("pr with a value", 'userName pr "x"'),
             ("sub-attribute on a value filter twice", 'emails[type eq "w"].value.x.y eq "a"')]:
         C.append(Case("scim", "filter: " + name, req("GET", U + q(f), scim),
