@@ -13,7 +13,7 @@ cd "$(dirname "$0")/.."
 [ $# -ge 2 ] || { echo "usage: $0 BUILD SECONDS [TARGET...]" >&2; exit 2; }
 build=$1 secs=$2; shift 2
 
-head_max=32768         # a request head: MHD_OPTION_CONNECTION_MEMORY_LIMIT in http_server.c
+head_max=32768         # a request head: HTTP_HEAD_MAX in src/http_parse.h
 body_max=1048576       # a request body: HTTP_BODY_MAX in src/http.h
 # -max_len of each target: the largest input the server can hand its parser.
 declare -A max_len=(
@@ -30,6 +30,8 @@ declare -A max_len=(
   [write_specs]=$body_max               # a JSON write body
   [idempotency]=$((head_max + body_max)) # an Idempotency-Key header line and a body
   [router]=$head_max                    # a method and path from a request head
+  [http_parse]=$((2 * body_max))        # a connection: heads, and a body up to the cap in
+                                        # chunked framing, with room past it for 413
 )
 
 all=()

@@ -1,12 +1,13 @@
-/* libFuzzer driver for the request-head checks of http_check.h, fed what
- * http_server.c feeds them: the input is a request head without its
- * request line's method and version. Its first line is the request-target
- * as sent (http_check_target, then http_query_parse over what follows the
- * first '?', as on_uri does); each further line up to an empty one is a
- * header field "name: value" (split at the first ':', the value's leading
- * spaces and tabs dropped as libmicrohttpd drops them), and the fields go
- * to http_check_fields with the real body cap. Lines end at LF, one CR
- * before it is dropped; a NUL ends a string where it ends it for MHD.
+/* libFuzzer driver for the request-head checks of http_check.h alone: the
+ * input is a request head without its request line's method and version.
+ * Its first line is the request-target as sent (http_check_target, then
+ * http_query_parse over what follows the first '?'); each further line up
+ * to an empty one is a header field "name: value" (split at the first
+ * ':', the value's leading spaces and tabs dropped), and the fields go to
+ * http_check_fields with the real body cap. Lines end at LF, one CR before
+ * it is dropped; a NUL ends a string. The split here is looser than
+ * http_parse_head's, so names and values the parser would refuse still
+ * reach the checks; fuzz/http_parse feeds them the parser's own output.
  *
  * Besides memory errors, leaks and undefined behaviour it aborts when a
  * promise of the module is broken: a refusal is 400 (or 413 for a
@@ -21,11 +22,12 @@
 
 #include "http.h"
 #include "http_check.h"
+#include "http_parse.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
-/* As many fields as http_server.c collects before refusing the head. */
-#define MAX_FIELDS 100
+/* As many fields as the parser accepts in one head. */
+#define MAX_FIELDS HTTP_FIELDS_MAX
 
 static int is_hex(char c)
 {
