@@ -42,22 +42,8 @@ OPENAPI = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "
                        "openapi.json")
 
 
-def _asan_binary():
-    try:
-        with open(harness.REVOPSD, "rb") as f:
-            return b"__asan_init" in f.read()
-    except OSError:
-        return False
-
-
-ASAN = _asan_binary()
-if ASAN:
-    # AddressSanitizer keeps freed memory in a quarantine (256 MB by default)
-    # that grows RSS whether or not anything leaks; a small quarantine keeps
-    # use-after-free detection for recent frees and lets the RSS comparison
-    # below mean something.  Leaks are also caught by LeakSanitizer at exit.
-    os.environ["ASAN_OPTIONS"] = (os.environ.get("ASAN_OPTIONS", "") +
-                                  ":quarantine_size_mb=8").lstrip(":")
+ASAN = harness.asan_build()
+harness.limit_asan_quarantine()
 
 
 class Env:

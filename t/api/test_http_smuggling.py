@@ -61,6 +61,7 @@ def rss_kb(pid):
 class SmugglingTest(unittest.TestCase):
     @classmethod
     def setUpClass(cls):
+        harness.limit_asan_quarantine()  # the leak test bounds RSS
         cls.srv = harness.Server(["--anon-rate-limit", "1000000"])
         try:
             cls.pf = cls.srv.seed_portfolio("enterprise", 2)
