@@ -63,6 +63,7 @@ struct conn {
 	int fd;
 	enum conn_state state;
 	int dead;                   /* hung up while parked with a worker */
+	uint32_t events;            /* what epoll watches for it now */
 	int64_t deadline_ms;
 	char *in;
 	size_t in_len, in_cap, scan;
@@ -227,10 +228,15 @@ int response_header(struct response *res, const char *name, const char *value)
 
 /* ------------------------------------------------------------ connections */
 
+/* Sets what epoll watches for c; a no-op (no system call) when unchanged,
+ * which is the common case of one keep-alive request after another. */
 static void set_events(struct conn *c, uint32_t ev)
 {
 	struct epoll_event e = {.events = ev, .data.ptr = c};
 
+	if (ev == c->events)
+		return;
+	c->events = ev;
 	(void)epoll_ctl(c->lp->ep, EPOLL_CTL_MOD, c->fd, &e);
 }
 
@@ -744,7 +750,7 @@ static void accept_some(struct loop *lp)
 		if (lp->conns)
 			lp->conns->prev = c;
 		lp->conns = c;
-		e.events = EPOLLIN;
+		e.events = c->events = EPOLLIN;
 		e.data.ptr = c;
 		if (epoll_ctl(lp->ep, EPOLL_CTL_ADD, fd, &e) < 0)
 			conn_close(c);
