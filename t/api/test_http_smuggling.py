@@ -192,6 +192,29 @@ class SmugglingTest(unittest.TestCase):
                             b"Connection: close\r\n\r\n")
         self.assertEqual([a[0] for a in got], [200])
 
+    # defect 4 -------------------------------------------------------------------------
+
+    def test_oversized_chunk_size_lines(self):
+        # libmicrohttpd answered both with its own HTML 500 (its read buffer
+        # was full before the chunk-size line ended).
+        head = (b"POST /oauth/token HTTP/1.1\r\nHost: x\r\n"
+                b"Content-Type: application/x-www-form-urlencoded\r\n"
+                b"Transfer-Encoding: chunked\r\n\r\n")
+        self.assert_refused_closed(head + b"5;" + b"a" * (33 * 1024) + b"\r\nhello\r\n0\r\n\r\n",
+                                   "33 KiB chunk extension")
+        self.assert_refused_closed(head + b"0" * 40000 + b"5\r\nhello\r\n0\r\n\r\n",
+                                   "40,000 leading zeros")
+        self.assert_refused_closed(head + b"00000000000000005\r\nhello\r\n0\r\n\r\n",
+                                   "17 chunk-size digits")
+
+    def test_sixteen_digit_chunk_size_still_works(self):
+        got = self.send_raw(b"POST /oauth/token HTTP/1.1\r\nHost: x\r\nConnection: close\r\n"
+                            b"Content-Type: application/x-www-form-urlencoded\r\n"
+                            b"Transfer-Encoding: chunked\r\n\r\n"
+                            b"000000000000001d;ext=1\r\ngrant_type=client_credentials\r\n"
+                            b"0\r\nX-Trailer: t\r\n\r\n")
+        self.assertEqual([a[0] for a in got], [401])  # framed and parsed: no credentials
+
     # defect 7 -------------------------------------------------------------------------
 
     def test_encoded_nul_and_slash_in_path(self):
