@@ -4,7 +4,7 @@ A `Server` owns one temporary data directory and one `revopsd` process on a
 free loopback port.  Suites talk to it only over HTTP (`request`, `client`,
 `RawConn`) and set data up with `revopsctl` (`ctl`, `seed_portfolio`).
 
-Binaries come from $REVOPS_BIN_DIR (default /work/main/build).  Set
+Binaries come from $REVOPS_BIN_DIR (default: build/ of this repository).  Set
 REVOPS_KEEP_DATA=1 to keep data directories (and their logs) after a run.
 """
 
@@ -25,7 +25,10 @@ import tempfile
 import time
 import urllib.parse
 
-BIN_DIR = os.environ.get("REVOPS_BIN_DIR", "/work/main/build")
+# The built binaries: REVOPS_BIN_DIR (ctest sets it), else build/ of this
+# repository, wherever it is checked out.
+BIN_DIR = os.environ.get("REVOPS_BIN_DIR") or os.path.join(
+    os.path.dirname(os.path.abspath(__file__)), "..", "..", "build")
 REVOPSD = os.path.join(BIN_DIR, "revopsd")
 REVOPSCTL = os.path.join(BIN_DIR, "revopsctl")
 
