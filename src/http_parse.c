@@ -48,7 +48,12 @@ size_t http_head_end(const char *buf, size_t len, size_t *scan)
 	const char *p;
 	size_t i = *scan;
 
-	while (i < len && (p = memchr(buf + i, '\n', len - i)) != NULL) {
+	while (i < len) {
+		p = memchr(buf + i, '\n', len - i);
+		if (!p) {
+			i = len; /* nothing to look at again next time */
+			break;
+		}
 		i = (size_t)(p - buf);
 		if (i + 1 >= len)
 			break;

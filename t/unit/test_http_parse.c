@@ -51,6 +51,10 @@ static void test_head_end(void **state)
 	assert_int_equal(http_head_end("GET / HTTP/1.1\nHost: x\n\n", 24, &scan), 24);
 	scan = 0;
 	assert_int_equal(http_head_end("GET / HTTP/1.1\r\nHost: x\r\n", 25, &scan), 0);
+	/* bytes without a LF are not searched again on the next call */
+	scan = 0;
+	assert_int_equal(http_head_end("GET /aaaa", 9, &scan), 0);
+	assert_int_equal(scan, 9);
 }
 
 static void test_good_heads(void **state)
