@@ -1629,6 +1629,30 @@ static int group_prepare(json_t *doc, const json_t *before, char *err, size_t ca
 	return 0;
 }
 
+json_t *scim_prepare(const json_t *body, int user, const json_t *before, int *rc, char *err,
+		     size_t cap)
+{
+	json_t *doc = sanitize(body, user);
+	struct user_cols u = {0};
+	char *doc_s = NULL;
+
+	err[0] = '\0';
+	*rc = SCIM_SCHEMA_INVALID_VALUE;
+	if (!doc) {
+		snprintf(err, cap, "out of memory");
+		return NULL;
+	}
+	*rc = user ? user_prepare(doc, before, &u, &doc_s, err, cap)
+		   : group_prepare(doc, before, err, cap);
+	free(u.roles);
+	free(doc_s);
+	if (*rc < 0) {
+		json_decref(doc);
+		return NULL;
+	}
+	return doc;
+}
+
 /* Stores a prepared group document (group_prepare) inside tx, without the
  * members that name nothing in this portfolio, then answers with the
  * resource (status 201/200) or 204 (PATCH without attributes). Ends tx

@@ -41,6 +41,16 @@ int scim_user_provision_jit(struct store_tx *tx, const char *portfolio_id, const
 int scim_user_set_roles(struct store_tx *tx, const char *portfolio_id, const char *user_id,
 			const json_t *roles) WUR;
 
+/* The stored form of a SCIM POST or PUT body, made without a store as the
+ * handlers make it: read-only and write-only attributes and top-level nulls
+ * dropped, then normalised, checked against the published schemas and
+ * completed (schemas list, user columns; group members de-duplicated), with
+ * before the stored resource or NULL. Returns the document (the caller
+ * decrefs it), or NULL with *rc a negative SCIM_SCHEMA_* status and the
+ * reason in err. Used by the handlers' steps and by fuzz/scim_resource. */
+json_t *scim_prepare(const json_t *body, int user, const json_t *before, int *rc, char *err,
+		     size_t cap) WUR;
+
 void scim_h_service_provider_config(struct ctx *c);
 void scim_h_resource_types(struct ctx *c);
 void scim_h_resource_type(struct ctx *c);

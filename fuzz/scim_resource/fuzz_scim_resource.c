@@ -4,9 +4,9 @@
  * app.c parses a SCIM body, then scim_patch_normalize()d and checked with
  * scim_schema_check against the published schemas, as a User and as a
  * Group, in the order scim.c's user_prepare and group_prepare run them.
- * (scim.c's own steps around them, dropping read-only and write-only
- * attributes, the schemas list and the user columns, are static there and
- * not reached yet: docs/fuzzing.md.) A user both accept, as it would be
+ * Then the whole preparation a handler runs (scim_prepare: read-only and
+ * write-only attributes dropped, normalised, checked, completed), as a
+ * user and as a group. A user both accept, as it would be
  * stored, is then matched against the filters identity providers list
  * users and groups with, as a list request does (fuzz/scim_filter fuzzes
  * the filters against a fixed resource; here the resource varies).
@@ -18,7 +18,10 @@
  * that passes both, "active" and every "primary" at any depth, in any
  * spelling, are no longer strings and the enterprise manager is an object
  * (regressions/: one attribute in two spellings, which normalisation
- * alone leaves half done); a filter match answers 0 or 1. */
+ * alone leaves half done); a filter match answers 0 or 1; a prepared
+ * resource holds no id, meta or password (any spelling) and its core URN
+ * first in schemas, and preparing it again (a PUT of what a GET returned)
+ * accepts it and changes nothing. */
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
@@ -26,6 +29,7 @@
 
 #include <jansson.h>
 
+#include "scim.h"
 #include "scim_filter.h"
 #include "scim_patch.h"
 #include "scim_schema.h"
@@ -117,6 +121,51 @@ static void check_stored_user(const json_t *doc)
 	check_primary(doc, 1);
 }
 
+/* No member named name, in any case, at the top of doc. */
+static void check_absent(const json_t *doc, const char *name)
+{
+	const char *k;
+	json_t *v;
+
+	json_object_foreach((json_t *)doc, k, v)
+		if (!strcasecmp(k, name))
+			abort();
+}
+
+/* Runs body through scim_prepare as a user or a group and checks what a
+ * handler would store. */
+static void check_prepare(const json_t *body, int user)
+{
+	json_t *doc, *again, *schemas;
+	char err[256];
+	int rc;
+
+	doc = scim_prepare(body, user, NULL, &rc, err, sizeof err);
+	if (!doc) {
+		if (rc >= 0)
+			abort();
+		check_message(err);
+		return;
+	}
+	check_absent(doc, "id");
+	check_absent(doc, "meta");
+	if (user) {
+		check_absent(doc, "password");
+		check_absent(doc, "groups");
+	}
+	schemas = json_object_get(doc, "schemas");
+	if (!json_is_string(json_array_get(schemas, 0)) ||
+	    strcmp(json_string_value(json_array_get(schemas, 0)),
+		   user ? "urn:ietf:params:scim:schemas:core:2.0:User"
+			: "urn:ietf:params:scim:schemas:core:2.0:Group"))
+		abort();
+	again = scim_prepare(doc, user, doc, &rc, err, sizeof err);
+	if (!again || !json_equal(again, doc))
+		abort();
+	json_decref(again);
+	json_decref(doc);
+}
+
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
 	json_t *body = NULL, *doc = NULL, *again = NULL;
@@ -125,6 +174,10 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 
 	if (validate_parse_body((const char *)data, size, &body, NULL) < 0)
 		return 0;
+	if (json_is_object(body)) {
+		check_prepare(body, 1);
+		check_prepare(body, 0);
+	}
 	doc = json_deep_copy(body);
 	if (!doc)
 		goto out;
