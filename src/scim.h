@@ -47,7 +47,8 @@ int scim_user_set_roles(struct store_tx *tx, const char *portfolio_id, const cha
  * completed (schemas list, user columns; group members de-duplicated), with
  * before the stored resource or NULL. Returns the document (the caller
  * decrefs it), or NULL with *rc a negative SCIM_SCHEMA_* status and the
- * reason in err. Used by the handlers' steps and by fuzz/scim_resource. */
+ * reason in err. It runs the handlers' own steps (sanitize, then
+ * user_prepare or group_prepare); fuzz/scim_resource calls it. */
 json_t *scim_prepare(const json_t *body, int user, const json_t *before, int *rc, char *err,
 		     size_t cap) WUR;
 
