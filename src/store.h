@@ -107,14 +107,7 @@ void store_rows_close(struct store_rows *rows);
  * a negative store status; tx is gone either way. For the common "if a
  * statement failed or the commit failed" path, which must neither leave a
  * failed transaction open nor touch a committed one. */
-static inline int store_finish(struct store_tx *tx, int rc)
-{
-	if (rc < 0) {
-		store_rollback(tx);
-		return rc;
-	}
-	return store_commit(tx);
-}
+int store_finish(struct store_tx *tx, int rc) WUR;
 
 /* Convenience: runs a query expected to give at most one row whose first
  * column is an integer. Returns 1 and sets *out, 0 when there is no row, or

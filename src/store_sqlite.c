@@ -391,22 +391,6 @@ int store_exec(struct store_tx *tx, const char *sql, const struct store_val *par
 	return (int)(sqlite3_total_changes64(tx->c->db) - before);
 }
 
-int store_query_int(struct store_tx *tx, const char *sql, const struct store_val *params,
-		    int nparams, int64_t *out)
-{
-	struct store_rows *r;
-	int rc;
-
-	rc = store_query(tx, sql, params, nparams, &r);
-	if (rc != STORE_OK)
-		return rc;
-	rc = store_next(r);
-	if (rc == 1)
-		*out = store_int(r, 0);
-	store_rows_close(r);
-	return rc;
-}
-
 static struct conn *pool_get(struct store *st)
 {
 	struct conn *c = NULL;
