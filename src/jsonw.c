@@ -1,5 +1,6 @@
 #include "jsonw.h"
 
+#include "clock.h"
 #include "validate.h"
 
 #include <stdio.h>
@@ -80,4 +81,12 @@ void jsonw_sanitize(char *s)
 		}
 		p += n;
 	}
+}
+
+json_t *jsonw_time(int64_t ms)
+{
+	char ts[CLOCK_RFC3339_LEN];
+
+	clock_format_ms(ms, ts);
+	return json_string(ts);
 }

@@ -4,6 +4,7 @@
  * are not valid UTF-8 become U+FFFD. */
 #ifndef REVOPS_JSONW_H
 #define REVOPS_JSONW_H
+#include <jansson.h>
 #include <stdint.h>
 #include "buf.h"
 #include "common.h"
@@ -17,5 +18,8 @@ int jsonw_int(struct buf *b, int64_t v) WUR;
  * is a control character) with '?', so s can go into any JSON string.
  * For messages that echo client input. */
 void jsonw_sanitize(char *s);
+/* A jansson string holding ms as the API writes every timestamp,
+ * "YYYY-MM-DDTHH:MM:SS.mmmZ" (NULL on out-of-memory). */
+json_t *jsonw_time(int64_t ms);
 
 #endif

@@ -14,14 +14,6 @@
 	"id, portfolio_id, name, brand, pms_property_code, billing_id, timezone, currency," \
 	" vat_entity_nip, created_at"
 
-static json_t *time_json(int64_t ms)
-{
-	char ts[CLOCK_RFC3339_LEN];
-
-	clock_format_ms(ms, ts);
-	return json_string(ts);
-}
-
 static json_t *text_or_null(struct store_rows *r, int col)
 {
 	return store_is_null(r, col) ? json_null() : json_string(store_text(r, col));
@@ -111,7 +103,7 @@ int portfolio_load(struct store_tx *tx, const char *id, json_t **out)
 			      "name", store_text(r, 1), "plan", plan, "sla_tier",
 			      auth_plan_sla_tier(plan), "brand_ceilings", "audit_stream_target",
 			      target ? target : json_null(), "created_at",
-			      time_json(store_int(r, 4)));
+			      jsonw_time(store_int(r, 4)));
 	}
 	store_rows_close(r);
 	if (rc <= 0)

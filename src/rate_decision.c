@@ -11,6 +11,7 @@
 #include "clock.h"
 #include "currency.h"
 #include "id.h"
+#include "jsonw.h"
 #include "log.h"
 #include "outbox.h"
 #include "pms.h"
@@ -88,14 +89,6 @@ static int is_code(const char *s)
 static json_t *money(const char *currency, int64_t minor)
 {
 	return json_pack("{s:s, s:I}", "currency", currency, "minor_units", (json_int_t)minor);
-}
-
-static json_t *time_json(int64_t ms)
-{
-	char ts[CLOCK_RFC3339_LEN];
-
-	clock_format_ms(ms, ts);
-	return json_string(ts);
 }
 
 /* "client:cli_…" or "user:<userName>": who proposed (or asked for) a change. */
@@ -201,7 +194,7 @@ static json_t *decision_json(struct store_rows *r)
 	if (!store_is_null(r, 17))
 		revert = json_pack("{s:s, s:s, s:o}", "reason", store_text(r, 15),
 				   "approver_saml_subject", store_text(r, 16), "reverted_at",
-				   time_json(store_int(r, 17)));
+				   jsonw_time(store_int(r, 17)));
 	snprintf(url, sizeof url, "/rate-decisions/%s/audit-trail", store_text(r, 0));
 	json_decref(receipts);
 	return json_pack("{s:s, s:s, s:o, s:s, s:{s:s, s:s}, s:o, s:{s:s, s:s, s:s}, s:s, s:o,"
@@ -214,8 +207,8 @@ static json_t *decision_json(struct store_rows *r)
 			 store_text(r, 8), "justification", store_text(r, 9), "proposed_by",
 			 store_text(r, 10), "properties_written", written, "pms_write_receipts",
 			 short_rec, "audit_trail_url", url, "failure", failure ? failure : json_null(),
-			 "revert", revert, "created_at", time_json(store_int(r, 11)), "updated_at",
-			 time_json(store_int(r, 18)));
+			 "revert", revert, "created_at", jsonw_time(store_int(r, 11)), "updated_at",
+			 jsonw_time(store_int(r, 18)));
 }
 
 #define DECISION_COLS                                                                        \

@@ -72,14 +72,6 @@ static void location(struct ctx *c, const char *kind, const char *id, char *out,
 	snprintf(out, cap, "%s/scim/v2/%s/%s", c->app->cfg->public_url, kind, id);
 }
 
-static json_t *time_json(int64_t ms)
-{
-	char ts[CLOCK_RFC3339_LEN];
-
-	clock_format_ms(ms, ts);
-	return json_string(ts);
-}
-
 static json_t *meta_json(struct ctx *c, const char *kind, const char *id, int64_t version,
 			 int64_t created, int64_t updated)
 {
@@ -88,8 +80,8 @@ static json_t *meta_json(struct ctx *c, const char *kind, const char *id, int64_
 	location(c, kind, id, loc, sizeof loc);
 	snprintf(etag, sizeof etag, "W/\"%lld\"", (long long)version);
 	return json_pack("{s:s, s:o, s:o, s:s, s:s}", "resourceType",
-			 !strcmp(kind, "Users") ? "User" : "Group", "created", time_json(created),
-			 "lastModified", time_json(updated), "location", loc, "version", etag);
+			 !strcmp(kind, "Users") ? "User" : "Group", "created", jsonw_time(created),
+			 "lastModified", jsonw_time(updated), "location", loc, "version", etag);
 }
 
 /* -------------------------------------------------------- JSON helpers */

@@ -9,6 +9,7 @@
 #include "crypto.h"
 #include "egress.h"
 #include "id.h"
+#include "jsonw.h"
 #include "respond.h"
 #include "signing.h"
 #include "store.h"
@@ -88,14 +89,6 @@ void webhook_check_events(const char *surface, const json_t *events, json_t *det
 	}
 }
 
-static json_t *time_json(int64_t ms)
-{
-	char ts[CLOCK_RFC3339_LEN];
-
-	clock_format_ms(ms, ts);
-	return json_string(ts);
-}
-
 #define SUB_COLS "id, surface, url, mirror_url, events, description, status, created_at"
 
 static json_t *subscription_json(struct store_rows *r)
@@ -106,7 +99,7 @@ static json_t *subscription_json(struct store_rows *r)
 			 "surface", store_text(r, 1), "url", store_text(r, 2), "mirror_url",
 			 store_text(r, 3), "events", events ? events : json_array(), "description",
 			 store_text(r, 5), "status", store_text(r, 6), "created_at",
-			 time_json(store_int(r, 7)));
+			 jsonw_time(store_int(r, 7)));
 }
 
 /* Loads an enabled subscription of the portfolio by id: 1, 0 (none, or
