@@ -16,6 +16,7 @@
 #include "webhook.h"
 #include "portfolio.h"
 #include "store.h"
+#include "validate.h"
 
 static int fail(struct buf *err, const char *msg)
 {
@@ -37,18 +38,6 @@ static int is_currency(const char *s)
 }
 
 /* A code: 1..32 of A-Z a-z 0-9 - _ . */
-static int is_code(const char *s)
-{
-	size_t i;
-
-	if (!s || !*s || strlen(s) > 32)
-		return 0;
-	for (i = 0; s[i]; i++)
-		if (!isalnum((unsigned char)s[i]) && !strchr("-_.", s[i]))
-			return 0;
-	return 1;
-}
-
 static int is_text(const char *s, size_t max)
 {
 	return s && *s && strlen(s) <= max;
@@ -179,7 +168,7 @@ int admin_property_add(struct store *st, const struct admin_property *p, json_t 
 		return fail(err, "--portfolio is required");
 	if (!is_text(p->name, 200) || !is_text(p->brand, 100))
 		return fail(err, "--name and --brand are required (at most 200/100 characters)");
-	if (!is_code(p->code))
+	if (!validate_code(p->code))
 		return fail(err, "--code must be 1-32 letters, digits, '-', '_' or '.'");
 	if (!is_text(p->billing_id, 64) || !is_text(p->timezone, 64))
 		return fail(err, "--billing-id and --timezone are required");
@@ -255,7 +244,7 @@ int admin_ceiling_add(struct store *st, const struct admin_ceiling *c, json_t **
 		return fail(err, "--valid-from must be a date YYYY-MM-DD");
 	if (c->valid_to && (clock_parse_date(c->valid_to, &to) < 0 || to < from))
 		return fail(err, "--valid-to must be a date YYYY-MM-DD on or after --valid-from");
-	codes = split_list(c->room_types, is_code);
+	codes = split_list(c->room_types, validate_code);
 	if (!codes)
 		return fail(err, "--room-types must be comma-separated room type codes");
 	codes_s = json_dumps(codes, JSON_COMPACT);
@@ -333,7 +322,7 @@ int admin_client_create(struct store *st, const char *portfolio_id, const char *
 		return fail(err, "--scopes must name at least one permission scope");
 	auth_scope_string(bits, scope_s, sizeof scope_s);
 	if (codes) {
-		code_list = split_list(codes, is_code);
+		code_list = split_list(codes, validate_code);
 		if (!code_list || !json_array_size(code_list)) {
 			json_decref(code_list);
 			return fail(err, "--properties must be comma-separated property codes");

@@ -74,18 +74,6 @@ static int blank(const char *s)
 	return 1;
 }
 
-static int is_code(const char *s)
-{
-	size_t i;
-
-	if (!s || !*s)
-		return 0;
-	for (i = 0; s[i]; i++)
-		if (!isalnum((unsigned char)s[i]) && !strchr("-_.", s[i]))
-			return 0;
-	return 1;
-}
-
 static json_t *money(const char *currency, int64_t minor)
 {
 	return json_pack("{s:s, s:I}", "currency", currency, "minor_units", (json_int_t)minor);
@@ -322,7 +310,7 @@ void rate_decision_check(const json_t *b, json_t *details)
 			}
 		}
 	}
-	if (!is_code(str(b, "room_type_code")))
+	if (!validate_code(str(b, "room_type_code")))
 		validate_add_detail(details, "room_type_code",
 				    "must be a code of letters, digits, '-', '_' or '.'");
 	if (clock_parse_date(from, &df) < 0)

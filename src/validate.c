@@ -1,5 +1,6 @@
 #include "validate.h"
 
+#include <ctype.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -519,4 +520,16 @@ int validate_object(const json_t *obj, const struct vfield *spec, const char *pr
 		problems++;
 	}
 	return problems;
+}
+
+int validate_code(const char *s)
+{
+	size_t i;
+
+	if (!s || !*s || strlen(s) > 32)
+		return 0;
+	for (i = 0; s[i]; i++)
+		if (!isalnum((unsigned char)s[i]) && !strchr("-_.", s[i]))
+			return 0;
+	return 1;
 }
