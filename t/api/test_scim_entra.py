@@ -8,17 +8,15 @@ The numbered steps match docs/scim.md, "Microsoft Entra ID".
 import itertools
 import os
 import sys
-import unittest
 import urllib.parse
 import uuid
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import harness  # noqa: E402
-import idp as idplib  # noqa: E402
+from scim_idp_case import ScimIdpCase  # noqa: E402
 from harness import (SCIM_ENTERPRISE_URN, SCIM_GROUP_URN, SCIM_USER_URN,  # noqa: E402
                      assert_error, assert_scim_error, assert_scim_list, assert_scim_ok,
-                     assert_success, idp_set, saml_grant, scim_patch_body, scim_request,
-                     scim_token_for)
+                     assert_success, saml_grant, scim_patch_body, scim_request)
 
 PUBLIC_URL = "http://sp.test"
 ENTITY = "https://sts.windows.net/0b2d7c51-revops-test/"
@@ -46,28 +44,10 @@ def entra_user_body(user_name, active=True, **extra):
     return body
 
 
-class EntraTest(unittest.TestCase):
-    @classmethod
-    def setUpClass(cls):
-        cls.srv = harness.Server(["--public-url", PUBLIC_URL])
-        cls.idp = None
-        try:
-            cls.pf = cls.srv.seed_portfolio("enterprise", 1)
-            cls.token = scim_token_for(cls.srv, cls.pf.id)
-            cls.idp = idplib.IdP(ENTITY, audience=PUBLIC_URL + "/saml/sp",
-                                 recipient=PUBLIC_URL + "/oauth/token")
-            idp_set(cls.srv, cls.pf.id, ENTITY, cls.idp.cert_path)
-        except BaseException:
-            if cls.idp:
-                cls.idp.cleanup()
-            cls.srv.cleanup()
-            raise
-
-    @classmethod
-    def tearDownClass(cls):
-        if cls.idp:
-            cls.idp.cleanup()
-        cls.srv.close()
+class EntraTest(ScimIdpCase):
+    PUBLIC_URL = PUBLIC_URL
+    ENTITY = ENTITY
+    PROPERTIES = 1
 
     # helpers -------------------------------------------------------------------------
 

@@ -7,15 +7,14 @@ The numbered steps match docs/scim.md, "Okta".
 import itertools
 import os
 import sys
-import unittest
 import uuid
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import harness  # noqa: E402
-import idp as idplib  # noqa: E402
+from scim_idp_case import ScimIdpCase  # noqa: E402
 from harness import (SCIM_GROUP_URN, SCIM_USER_URN, assert_error,  # noqa: E402
                      assert_scim_error, assert_scim_list, assert_scim_ok, assert_success,
-                     idp_set, saml_grant, scim_patch_body, scim_request, scim_token_for)
+                     saml_grant, scim_patch_body, scim_request, scim_token_for)
 
 PUBLIC_URL = "http://sp.test"
 ENTITY = "http://www.okta.com/exk1revopstest"
@@ -41,28 +40,10 @@ def okta_user_body(user_name, given, family, active=True):
     }
 
 
-class OktaTest(unittest.TestCase):
-    @classmethod
-    def setUpClass(cls):
-        cls.srv = harness.Server(["--public-url", PUBLIC_URL])
-        cls.idp = None
-        try:
-            cls.pf = cls.srv.seed_portfolio("enterprise", 2)
-            cls.token = scim_token_for(cls.srv, cls.pf.id)
-            cls.idp = idplib.IdP(ENTITY, audience=PUBLIC_URL + "/saml/sp",
-                                 recipient=PUBLIC_URL + "/oauth/token")
-            idp_set(cls.srv, cls.pf.id, ENTITY, cls.idp.cert_path)
-        except BaseException:
-            if cls.idp:
-                cls.idp.cleanup()
-            cls.srv.cleanup()
-            raise
-
-    @classmethod
-    def tearDownClass(cls):
-        if cls.idp:
-            cls.idp.cleanup()
-        cls.srv.close()
+class OktaTest(ScimIdpCase):
+    PUBLIC_URL = PUBLIC_URL
+    ENTITY = ENTITY
+    PROPERTIES = 2
 
     def okta(self, method, path, body=None, token=None, query=None):
         """A request with Okta's headers; query is sent with %20 for spaces."""
