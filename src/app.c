@@ -444,6 +444,10 @@ void app_handle(void *arg, struct request *req, struct response *res)
 		snprintf(c->request_id, sizeof c->request_id, "req_unavailable");
 	m = router_match(app_routes, app_nroutes, req->method, req->path, &c->match, &allow);
 	rt = m == 200 ? c->match.route : NULL;
+	/* SCIM routes answer every refusal in SCIM's error shape, and so do
+	 * unmatched paths under /scim/ (a SCIM client reads those too). */
+	if ((rt && rt->auth == ROUTE_SCIM) || !strncmp(req->path, "/scim/", 6))
+		c->error_shape = scim_error_shape;
 	if (!rt || rt->auth != ROUTE_PUBLIC) {
 		tok = auth_bearer(http_header(req, "Authorization"), token, sizeof token);
 		if (tok == AUTH_OK) {

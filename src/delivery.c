@@ -5,8 +5,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "app.h"
 #include "clock.h"
+#include "ctx.h"
 #include "dispatch.h"
 #include "http.h"
 #include "outbox.h"

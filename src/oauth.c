@@ -7,9 +7,9 @@
 #include <string.h>
 #include <strings.h>
 
-#include "app.h"
 #include "clock.h"
 #include "crypto.h"
+#include "ctx.h"
 #include "form.h"
 #include "respond.h"
 #include "saml.h"

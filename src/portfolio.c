@@ -3,8 +3,8 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "app.h"
 #include "clock.h"
+#include "ctx.h"
 #include "jsonw.h"
 #include "pagination.h"
 #include "respond.h"

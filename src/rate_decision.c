@@ -6,9 +6,9 @@
 #include <string.h>
 #include <strings.h>
 
-#include "app.h"
 #include "audit_trail.h"
 #include "clock.h"
+#include "ctx.h"
 #include "currency.h"
 #include "id.h"
 #include "jsonw.h"

@@ -4,11 +4,10 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "app.h"
+#include "ctx.h"
 #include "jsonw.h"
 #include "log.h"
 #include "pagination.h"
-#include "scim.h"
 #include "store.h"
 
 static const struct {
@@ -139,13 +138,9 @@ void respond_error(struct ctx *c, enum err e, json_t *details, const char *fmt, 
 	vsnprintf(msg, sizeof msg, fmt, ap);
 	va_end(ap);
 	jsonw_sanitize(msg); /* messages may echo a path or value the client sent */
-	if (!strncmp(c->req->path, "/scim/", 6)) {
-		/* SCIM clients parse RFC 7644 §3.12 error bodies, also for the
-		 * pipeline's own refusals (404, 405, 413, 429, ...). */
+	if (c->error_shape) {
 		json_decref(details);
-		scim_error(c, err_status(e),
-			   e == ERR_REQUEST_MALFORMED ? "invalidSyntax"
-			   : e == ERR_VALIDATION_FAILED ? "invalidValue" : NULL, "%s", msg);
+		c->error_shape(c, e, msg);
 		c->error_code = err_code(e);
 		return;
 	}

@@ -7,8 +7,8 @@
 #include <string.h>
 #include <strings.h>
 
-#include "app.h"
 #include "clock.h"
+#include "ctx.h"
 #include "embedded.h"
 #include "id.h"
 #include "jsonw.h"
@@ -57,6 +57,13 @@ void scim_error(struct ctx *c, int status, const char *scim_type, const char *fm
 		json_object_set_new(body, "scimType", json_string(scim_type));
 	c->error_code = scim_type ? scim_type : "scim";
 	send_scim(c, status, body);
+}
+
+void scim_error_shape(struct ctx *c, enum err e, const char *msg)
+{
+	scim_error(c, err_status(e),
+		   e == ERR_REQUEST_MALFORMED ? "invalidSyntax"
+		   : e == ERR_VALIDATION_FAILED ? "invalidValue" : NULL, "%s", msg);
 }
 
 static void db_error(struct ctx *c, int rc)

@@ -12,6 +12,7 @@
 #define REVOPS_SCIM_H
 #include <jansson.h>
 #include "common.h"
+#include "respond.h"
 
 struct ctx;
 struct store_tx;
@@ -20,6 +21,10 @@ struct store_tx;
  * scim_type may be NULL. */
 void scim_error(struct ctx *c, int status, const char *scim_type, const char *fmt, ...)
 	PRINTF(4, 5);
+/* The SCIM shape of the pipeline's own refusals (404, 405, 413, 429, ...):
+ * SCIM clients parse RFC 7644 §3.12 error bodies for every answer under
+ * /scim/. Set as ctx.error_shape by the pipeline. */
+void scim_error_shape(struct ctx *c, enum err e, const char *msg);
 
 /* The role names of an active user: the SCIM roles values plus the display
  * names of its groups that are role names (API-CONTRACT §2). Returns 0 with

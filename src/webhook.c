@@ -4,9 +4,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "app.h"
 #include "clock.h"
 #include "crypto.h"
+#include "ctx.h"
 #include "egress.h"
 #include "id.h"
 #include "jsonw.h"
