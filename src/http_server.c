@@ -46,6 +46,7 @@
 #define LINGER_MAX (4 * 1024 * 1024)
 #define MAX_EVENTS 64
 #define ACCEPT_BATCH 32
+#define MIN_RATE 1000               /* bytes a second a body or an answer must average */
 
 enum conn_state {
 	S_HEAD,     /* reading a request head */
@@ -65,6 +66,8 @@ struct conn {
 	int dead;                   /* hung up while parked with a worker */
 	uint32_t events;            /* what epoll watches for it now */
 	int64_t deadline_ms;
+	int64_t phase_ms;           /* when the body or the answer started moving */
+	uint64_t phase_bytes;       /* bytes of it moved since */
 	char *in;
 	size_t in_len, in_cap, scan;
 	size_t head_len;            /* length of the current request's head */
@@ -412,10 +415,31 @@ static int serialize(struct conn *c)
 static void conn_advance(struct conn *c);
 static int take_body(struct conn *c);
 
+/* Starts the clock of a body being read or an answer being written. */
+static void phase_start(struct conn *c)
+{
+	c->phase_ms = clock_mono_ms();
+	c->phase_bytes = 0;
+	c->deadline_ms = c->phase_ms + c->lp->s->idle_ms;
+}
+
+/* Counts bytes of the body or answer and moves its deadline: after the
+ * idle timeout's grace it must average MIN_RATE bytes a second, so a
+ * client that trickles a byte now and then (or reads an answer that way)
+ * cannot hold a connection for long; an honest slow link keeps earning
+ * time. */
+static void phase_progress(struct conn *c, size_t bytes)
+{
+	c->phase_bytes += bytes;
+	c->deadline_ms = c->phase_ms + c->lp->s->idle_ms +
+			 (int64_t)(c->phase_bytes * 1000 / MIN_RATE);
+}
+
 /* Writes what is pending; on completion moves to the next request, or to
  * lingering when the connection closes. */
 static void conn_write(struct conn *c)
 {
+	size_t sent = 0;
 	ssize_t n;
 
 	while (c->out_off < c->out.len) {
@@ -424,7 +448,7 @@ static void conn_write(struct conn *c)
 			continue;
 		if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) {
 			set_events(c, EPOLLOUT);
-			c->deadline_ms = clock_mono_ms() + c->lp->s->idle_ms;
+			phase_progress(c, sent);
 			return;
 		}
 		if (n <= 0) {
@@ -432,6 +456,7 @@ static void conn_write(struct conn *c)
 			return;
 		}
 		c->out_off += (size_t)n;
+		sent += (size_t)n;
 	}
 	if (c->out.cap > 64 * 1024)
 		buf_free(&c->out); /* a big answer's buffer is not kept while idle */
@@ -460,6 +485,7 @@ static void respond(struct conn *c)
 		return;
 	}
 	c->state = S_WRITE;
+	phase_start(c);
 	conn_write(c);
 }
 
@@ -591,10 +617,13 @@ static void start_request(struct conn *c, size_t end)
 		if (exp && !strcasecmp(exp, "100-continue"))
 			(void)!send(c->fd, "HTTP/1.1 100 Continue\r\n\r\n", 25, MSG_NOSIGNAL);
 	}
-	if (c->state == S_HEAD)
+	if (c->state == S_HEAD) {
 		dispatch(c);
-	else
-		(void)take_body(c);
+		return;
+	}
+	phase_start(c);
+	phase_progress(c, c->in_len - end);
+	(void)take_body(c);
 }
 
 /* Moves body bytes from the input buffer into the request; dispatches
@@ -708,7 +737,7 @@ static void conn_read(struct conn *c)
 	if (c->state == S_HEAD && c->in_len == 0)
 		c->deadline_ms = clock_mono_ms() + c->lp->s->idle_ms; /* a head's whole time */
 	else if (c->state != S_HEAD)
-		c->deadline_ms = clock_mono_ms() + c->lp->s->idle_ms;
+		phase_progress(c, (size_t)n);
 	c->in_len += (size_t)n;
 	conn_pump(c);
 }
@@ -781,8 +810,10 @@ static void take_done(struct loop *lp)
 }
 
 /* Closes connections past their deadline, once a second. A request head
- * must arrive whole within the idle timeout of its first byte; a body, a
- * write or an idle keep-alive connection must make progress within it. */
+ * must arrive whole within the idle timeout of its first byte; a body or
+ * an answer must average MIN_RATE bytes a second after the idle timeout's
+ * grace (phase_progress); an idle keep-alive connection gets the idle
+ * timeout. */
 static void sweep(struct loop *lp)
 {
 	int64_t now = clock_mono_ms();

@@ -293,6 +293,30 @@ class ProtocolTest(unittest.TestCase):
 
     # slow clients --------------------------------------------------------------------------------
 
+    def test_trickled_body_is_cut_off(self):
+        # The head arrives at once; the body a byte every 100 ms (400 bytes
+        # would take 40 s). A body must average 1,000 bytes a second after
+        # the idle timeout (3 s here): the server closes well before.
+        c = self.srv.raw(timeout=30)
+        t0 = time.monotonic()
+        closed_at = None
+        try:
+            c.send(b"POST /oauth/token HTTP/1.1\r\nHost: x\r\n"
+                   b"Content-Type: application/x-www-form-urlencoded\r\n"
+                   b"Content-Length: 400\r\n\r\n")
+            for _ in range(400):
+                if not c.send(b"x"):
+                    closed_at = time.monotonic()
+                    break
+                time.sleep(0.1)
+                if time.monotonic() - t0 > 15:
+                    break
+        finally:
+            c.close()
+        self.assertIsNotNone(closed_at, "a body trickled for 15 s was still being read")
+        self.assertLess(closed_at - t0, 9.0)
+        self.assert_alive()
+
     def test_slowloris_does_not_block_others(self):
         stop = threading.Event()
         trickled = []
