@@ -26,7 +26,7 @@
 #              GET /written exactly 3 writes per decision, with the
 #              decision's idempotency keys.
 #
-# pms-sim keeps at most PMS_SIM_CAPACITY (100,000, src/pms_sim_core.h) writes
+# pms-sim keeps at most PMS_SIM_CAPACITY (100,000, src/pms/pms_sim_core.h) writes
 # and then answers 503, so a measured run is shortened (and says so) when
 # DURATION seconds at the warm-up's (or probe's) rate would not fit. The
 # reference uses a 1-second probe on a throwaway pms-sim for that.
@@ -81,7 +81,7 @@ bench_init_workdir
 REPORT=(python3 "$BENCH/decisions_report.py")
 
 SIM_CAPACITY=$(sed -n 's/^#define PMS_SIM_CAPACITY[[:space:]]*\([0-9]*\).*/\1/p' \
-  "$ROOT/src/pms_sim_core.h" 2>/dev/null || true)
+  "$ROOT/src/pms/pms_sim_core.h" 2>/dev/null || true)
 SIM_CAPACITY=${SIM_CAPACITY:-100000}
 NPROPS=3
 # The request values: a 3-night stay a month ahead, rates well inside the

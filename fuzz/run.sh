@@ -13,8 +13,8 @@ cd "$(dirname "$0")/.."
 [ $# -ge 2 ] || { echo "usage: $0 BUILD SECONDS [TARGET...]" >&2; exit 2; }
 build=$1 secs=$2; shift 2
 
-head_max=32768         # a request head: HTTP_HEAD_MAX in src/http_parse.h
-body_max=1048576       # a request body: HTTP_BODY_MAX in src/http.h
+head_max=32768         # a request head: HTTP_HEAD_MAX in src/http/http_parse.h
+body_max=1048576       # a request body: HTTP_BODY_MAX in src/http/http.h
 # -max_len of each target: the largest input the server can hand its parser.
 declare -A max_len=(
   [json]=$body_max                      # a JSON request body

@@ -12,22 +12,22 @@
 #include <string.h>
 #include <time.h>
 
-#include "admin.h"
-#include "app.h"
-#include "clock.h"
-#include "config.h"
-#include "deprecation.h"
-#include "dispatch.h"
-#include "http_server.h"
-#include "idempotency.h"
-#include "log.h"
-#include "httpc.h"
-#include "oauth.h"
-#include "pms.h"
-#include "rate_decision.h"
-#include "saml.h"
-#include "signals.h"
-#include "store.h"
+#include "ops/admin.h"
+#include "api/app.h"
+#include "core/clock.h"
+#include "core/config.h"
+#include "api/deprecation.h"
+#include "webhooks/dispatch.h"
+#include "http/http_server.h"
+#include "api/idempotency.h"
+#include "core/log.h"
+#include "net/httpc.h"
+#include "api/identity/oauth.h"
+#include "pms/pms.h"
+#include "api/rates/rate_decision.h"
+#include "identity/saml.h"
+#include "core/signals.h"
+#include "store/store.h"
 
 #define DRAIN_MS 10000
 /* Attempts in flight at shutdown get this long; later ones keep their claim

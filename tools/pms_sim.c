@@ -25,14 +25,14 @@
 #include <strings.h>
 #include <time.h>
 
-#include "buf.h"
-#include "clock.h"
-#include "http_server.h"
-#include "log.h"
-#include "signals.h"
-#include "pms_sim_core.h"
-#include "router.h"
-#include "validate.h"
+#include "core/buf.h"
+#include "core/clock.h"
+#include "http/http_server.h"
+#include "core/log.h"
+#include "core/signals.h"
+#include "pms/pms_sim_core.h"
+#include "http/router.h"
+#include "core/validate.h"
 
 #define DRAIN_MS 10000
 #define DEFAULT_THREADS 64

@@ -6,11 +6,11 @@
 #include <string.h>
 #include <time.h>
 
-#include "admin.h"
-#include "config.h"
-#include "log.h"
-#include "signing.h"
-#include "store.h"
+#include "ops/admin.h"
+#include "core/config.h"
+#include "core/log.h"
+#include "webhooks/signing.h"
+#include "store/store.h"
 
 struct args {
 	int n;

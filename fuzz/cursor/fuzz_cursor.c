@@ -7,7 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "pagination.h"
+#include "api/pagination.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 

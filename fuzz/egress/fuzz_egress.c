@@ -31,7 +31,7 @@
 
 #include <curl/curl.h>
 
-#include "egress.h"
+#include "net/egress.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 

@@ -4,7 +4,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "form.h"
+#include "core/form.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 

@@ -20,9 +20,9 @@
 #include <string.h>
 #include <strings.h>
 
-#include "http.h"
-#include "http_check.h"
-#include "http_parse.h"
+#include "http/http.h"
+#include "http/http_check.h"
+#include "http/http_parse.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 

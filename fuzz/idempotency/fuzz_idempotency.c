@@ -24,8 +24,8 @@
 
 #include <jansson.h>
 
-#include "idempotency.h"
-#include "store.h"
+#include "api/idempotency.h"
+#include "store/store.h"
 
 int LLVMFuzzerInitialize(int *argc, char ***argv);
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);

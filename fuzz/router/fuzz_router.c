@@ -18,9 +18,9 @@
 #include <string.h>
 #include <strings.h>
 
-#include "app.h"
-#include "buf.h"
-#include "router.h"
+#include "api/app.h"
+#include "core/buf.h"
+#include "http/router.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 

@@ -12,7 +12,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "saml.h"
+#include "identity/saml.h"
 
 int LLVMFuzzerInitialize(int *argc, char ***argv);
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);

@@ -10,7 +10,7 @@
 
 #include <jansson.h>
 
-#include "scim_filter.h"
+#include "identity/scim_filter.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 

@@ -29,11 +29,11 @@
 
 #include <jansson.h>
 
-#include "scim.h"
-#include "scim_filter.h"
-#include "scim_patch.h"
-#include "scim_schema.h"
-#include "validate.h"
+#include "api/identity/scim.h"
+#include "identity/scim_filter.h"
+#include "identity/scim_patch.h"
+#include "identity/scim_schema.h"
+#include "core/validate.h"
 
 int LLVMFuzzerInitialize(int *argc, char ***argv);
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);

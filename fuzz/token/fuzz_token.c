@@ -21,10 +21,10 @@
 
 #include <jansson.h>
 
-#include "auth.h"
-#include "form.h"
-#include "oauth.h"
-#include "saml.h"
+#include "identity/auth.h"
+#include "core/form.h"
+#include "api/identity/oauth.h"
+#include "identity/saml.h"
 
 int LLVMFuzzerInitialize(int *argc, char ***argv);
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);

@@ -17,10 +17,10 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "app.h"
-#include "rate_decision.h"
-#include "validate.h"
-#include "webhook.h"
+#include "api/app.h"
+#include "api/rates/rate_decision.h"
+#include "core/validate.h"
+#include "api/webhooks/webhook.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 

@@ -12,9 +12,9 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "audit_trail.h"
-#include "clock.h"
-#include "store.h"
+#include "rates/audit_trail.h"
+#include "core/clock.h"
+#include "store/store.h"
 
 static char dir[64];
 static struct store *st;

@@ -22,7 +22,7 @@
 #include <sys/un.h>
 #include <cmocka.h>
 
-#include "egress.h"
+#include "net/egress.h"
 
 /* ---- a fake resolver for names under .test ---- */
 

@@ -7,7 +7,7 @@
 #include <string.h>
 #include <cmocka.h>
 
-#include "http_check.h"
+#include "http/http_check.h"
 
 #define MAXB 1048576ULL
 

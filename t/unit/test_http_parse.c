@@ -8,7 +8,7 @@
 #include <string.h>
 #include <cmocka.h>
 
-#include "http_parse.h"
+#include "http/http_parse.h"
 
 static struct http_head head;
 

@@ -21,9 +21,9 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "clock.h"
-#include "http_server.h"
-#include "httpc.h"
+#include "core/clock.h"
+#include "http/http_server.h"
+#include "net/httpc.h"
 
 static struct http_server *server;
 static char base[64];          /* "http://127.0.0.1:PORT" */

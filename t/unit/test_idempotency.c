@@ -14,8 +14,8 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "idempotency.h"
-#include "store.h"
+#include "api/idempotency.h"
+#include "store/store.h"
 
 #define T0 INT64_C(1780272000000)
 #define WINDOW (INT64_C(72) * 3600 * 1000)

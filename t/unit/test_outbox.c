@@ -10,9 +10,9 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "id.h"
-#include "outbox.h"
-#include "store.h"
+#include "core/id.h"
+#include "events/outbox.h"
+#include "store/store.h"
 
 static char dir[64];
 static struct store *st;

@@ -12,9 +12,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "clock.h"
-#include "id.h"
-#include "pms_sim_core.h"
+#include "core/clock.h"
+#include "core/id.h"
+#include "pms/pms_sim_core.h"
 
 static struct pms_sim *new_sim(const char *fail)
 {

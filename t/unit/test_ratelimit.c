@@ -11,7 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "ratelimit.h"
+#include "api/ratelimit.h"
 
 static struct rl_window *new_window(void)
 {

@@ -14,8 +14,8 @@
 #include <pthread.h>
 #include <cmocka.h>
 
-#include "buf.h"
-#include "saml.h"
+#include "core/buf.h"
+#include "identity/saml.h"
 
 #define NOW_MS 1717243200000LL /* 2024-06-01T12:00:00Z */
 #define IDP "https://idp.example.com/metadata"

@@ -13,7 +13,7 @@
 
 #include <jansson.h>
 
-#include "scim_filter.h"
+#include "identity/scim_filter.h"
 
 #define ENT SCIM_URN_ENTERPRISE
 

@@ -14,8 +14,8 @@
 
 #include <jansson.h>
 
-#include "scim_filter.h"
-#include "scim_patch.h"
+#include "identity/scim_filter.h"
+#include "identity/scim_patch.h"
 
 #define ENT SCIM_URN_ENTERPRISE
 

@@ -16,8 +16,8 @@
 
 #include <jansson.h>
 
-#include "scim_filter.h"
-#include "scim_schema.h"
+#include "identity/scim_filter.h"
+#include "identity/scim_schema.h"
 
 #define USER SCIM_URN_USER
 #define GROUP SCIM_URN_GROUP

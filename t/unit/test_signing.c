@@ -8,8 +8,8 @@
 #include <string.h>
 #include <cmocka.h>
 
-#include "crypto.h"
-#include "signing.h"
+#include "core/crypto.h"
+#include "webhooks/signing.h"
 
 /* The Standard Webhooks reference vector (standard-webhooks repository,
  * libraries/python/tests/test_webhooks.py, test_sign_function; the same

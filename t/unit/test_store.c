@@ -16,8 +16,8 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "embedded.h"
-#include "store.h"
+#include "core/embedded.h"
+#include "store/store.h"
 
 struct fixture {
 	char dir[64];

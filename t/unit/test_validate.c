@@ -8,7 +8,7 @@
 #include <time.h>
 #include <cmocka.h>
 
-#include "validate.h"
+#include "core/validate.h"
 
 /* Parses n bytes; returns the result and leaves the message in err. */
 static int parse(const char *s, size_t n, json_t **out, struct buf *err)

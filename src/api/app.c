@@ -1,0 +1,559 @@
+/* The request pipeline. Order, chosen so each refusal costs as little as
+ * possible and every answer still carries the contract's headers:
+ *   request id -> route match -> bearer lookup -> rate limit (portfolio, or
+ *   client address when unauthenticated) -> framing errors -> 404/405 ->
+ *   401 -> X-Service-Portfolio -> scope -> X-Service-Property -> body
+ *   checks -> Idempotency-Key -> handler -> headers, metrics, access log. */
+#include "api/app.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+
+#include "core/clock.h"
+#include "core/crypto.h"
+#include "api/deprecation.h"
+#include "core/embedded.h"
+#include "api/idempotency.h"
+#include "core/keyfile.h"
+#include "core/log.h"
+#include "api/metrics.h"
+#include "api/identity/oauth.h"
+#include "api/portfolio/portfolio.h"
+#include "api/rates/rate_decision.h"
+#include "api/ratelimit.h"
+#include "api/respond.h"
+#include "api/identity/scim.h"
+#include "store/store.h"
+#include "core/validate.h"
+#include "api/webhooks/webhook.h"
+#include "api/webhooks/delivery.h"
+
+static void h_healthz(struct ctx *c)
+{
+	respond_raw_json(c, 200, json_pack("{s:s}", "status", "ok"));
+}
+
+static void h_readyz(struct ctx *c)
+{
+	if (c->app->shutting_down)
+		respond_error(c, ERR_UNAVAILABLE, NULL, "shutting down");
+	else if (!c->app->ready)
+		respond_error(c, ERR_UNAVAILABLE, NULL, "starting");
+	else if (store_ping(c->app->store) < 0)
+		respond_error(c, ERR_UNAVAILABLE, NULL, "database unavailable");
+	else
+		respond_raw_json(c, 200, json_pack("{s:s}", "status", "ready"));
+}
+
+static void h_metrics(struct ctx *c)
+{
+	buf_reset(&c->res->body);
+	if (metrics_render(c->app->metrics, &c->res->body) < 0) {
+		respond_error(c, ERR_INTERNAL, NULL, "internal error");
+		return;
+	}
+	c->res->status = 200;
+	c->res->content_type = "text/plain; version=0.0.4; charset=utf-8";
+}
+
+static void h_openapi(struct ctx *c)
+{
+	buf_reset(&c->res->body);
+	if (buf_append(&c->res->body, embedded_openapi, embedded_openapi_len) < 0) {
+		respond_error(c, ERR_INTERNAL, NULL, "internal error");
+		return;
+	}
+	c->res->status = 200;
+	c->res->content_type = "application/json";
+}
+
+#define PUB(m, p, f) {m, p, f, ROUTE_PUBLIC, 0, 0, BODY_NONE, NULL, 0}
+#define V2(m, p, f, s) {m, p, f, ROUTE_BEARER, s, 1, BODY_NONE, NULL, 0}
+const struct route app_routes[] = {
+	PUB("GET", "/healthz", h_healthz),
+	PUB("GET", "/readyz", h_readyz),
+	PUB("GET", "/metrics", h_metrics),
+	PUB("GET", "/v2/openapi.json", h_openapi),
+	{"POST", "/oauth/token", oauth_h_token, ROUTE_PUBLIC, 0, 0, BODY_FORM, NULL, 0},
+	V2("GET", "/v2/portfolios", portfolio_h_list, AUTH_SCOPE_PORTFOLIOS_READ),
+	V2("GET", "/v2/portfolios/{id}", portfolio_h_get, AUTH_SCOPE_PORTFOLIOS_READ),
+	V2("GET", "/v2/portfolios/{id}/properties", portfolio_h_properties,
+	   AUTH_SCOPE_PORTFOLIOS_READ),
+#define V2W(m, p, f, s, spec) {m, p, f, ROUTE_BEARER, s, 1, BODY_JSON, spec, 0}
+	V2W("POST", "/v2/rate-decisions", rate_decision_h_create, AUTH_SCOPE_RATES_WRITE,
+	    rate_decision_spec),
+	V2("GET", "/v2/rate-decisions", rate_decision_h_list, AUTH_SCOPE_RATES_READ),
+	V2("GET", "/v2/rate-decisions/{id}", rate_decision_h_get, AUTH_SCOPE_RATES_READ),
+	V2("GET", "/v2/rate-decisions/{id}/audit-trail", rate_decision_h_audit,
+	   AUTH_SCOPE_RATES_READ),
+	V2W("POST", "/v2/rate-decisions/{id}/revert", rate_decision_h_revert,
+	    AUTH_SCOPE_RATES_WRITE, rate_revert_spec),
+	{"POST", "/v1/webhooks", webhook_h_create_v1, ROUTE_BEARER, AUTH_SCOPE_WEBHOOKS_MANAGE, 0,
+	 BODY_JSON, webhook_v1_spec, 0},
+	V2W("POST", "/v2/webhooks", webhook_h_create_v2, AUTH_SCOPE_WEBHOOKS_MANAGE, webhook_v2_spec),
+	V2("GET", "/v2/webhooks", webhook_h_list, AUTH_SCOPE_WEBHOOKS_MANAGE),
+	{"POST", "/v1/webhooks/{id}/ping", delivery_h_ping_v1, ROUTE_BEARER,
+	 AUTH_SCOPE_WEBHOOKS_MANAGE, 0, BODY_NONE, NULL, 0},
+	{"POST", "/v1/webhooks/deliveries/{id}/retry", delivery_h_retry, ROUTE_BEARER,
+	 AUTH_SCOPE_WEBHOOKS_MANAGE, 0, BODY_NONE, NULL, 0},
+	/* Literal segments before /v2/webhooks/{id}: the first match wins. */
+	V2("GET", "/v2/webhooks/dead-letters", delivery_h_dead_letters, AUTH_SCOPE_WEBHOOKS_MANAGE),
+	V2("GET", "/v2/webhooks/sla", delivery_h_sla, AUTH_SCOPE_WEBHOOKS_MANAGE),
+	V2("GET", "/v2/webhooks/deliveries/{id}", delivery_h_get, AUTH_SCOPE_WEBHOOKS_MANAGE),
+	V2("POST", "/v2/webhooks/deliveries/{id}/replay", delivery_h_replay,
+	   AUTH_SCOPE_WEBHOOKS_MANAGE),
+	V2("GET", "/v2/webhooks/{id}/deliveries", delivery_h_list, AUTH_SCOPE_WEBHOOKS_MANAGE),
+	V2("POST", "/v2/webhooks/{id}/ping", delivery_h_ping_v2, AUTH_SCOPE_WEBHOOKS_MANAGE),
+	V2("GET", "/v2/webhooks/{id}", webhook_h_get, AUTH_SCOPE_WEBHOOKS_MANAGE),
+	V2("DELETE", "/v2/webhooks/{id}", webhook_h_delete, AUTH_SCOPE_WEBHOOKS_MANAGE),
+	V2("POST", "/v2/webhooks/signing-secret/rotate", webhook_h_rotate,
+	   AUTH_SCOPE_WEBHOOKS_MANAGE),
+#define SCIM(m, p, f, b) {m, p, f, ROUTE_SCIM, 0, 0, b, NULL, 1}
+	SCIM("GET", "/scim/v2/ServiceProviderConfig", scim_h_service_provider_config, BODY_NONE),
+	SCIM("GET", "/scim/v2/serviceConfiguration", scim_h_service_provider_config, BODY_NONE),
+	SCIM("GET", "/scim/v2/ResourceTypes", scim_h_resource_types, BODY_NONE),
+	SCIM("GET", "/scim/v2/ResourceTypes/{id}", scim_h_resource_type, BODY_NONE),
+	SCIM("GET", "/scim/v2/Schemas", scim_h_schemas, BODY_NONE),
+	SCIM("GET", "/scim/v2/Schemas/{id}", scim_h_schema, BODY_NONE),
+	SCIM("GET", "/scim/v2/Users", scim_h_users_list, BODY_NONE),
+	SCIM("POST", "/scim/v2/Users", scim_h_users_create, BODY_SCIM),
+	SCIM("GET", "/scim/v2/Users/{id}", scim_h_user_get, BODY_NONE),
+	SCIM("PUT", "/scim/v2/Users/{id}", scim_h_user_put, BODY_SCIM),
+	SCIM("PATCH", "/scim/v2/Users/{id}", scim_h_user_patch, BODY_SCIM),
+	SCIM("DELETE", "/scim/v2/Users/{id}", scim_h_user_delete, BODY_NONE),
+	SCIM("GET", "/scim/v2/Groups", scim_h_groups_list, BODY_NONE),
+	SCIM("POST", "/scim/v2/Groups", scim_h_groups_create, BODY_SCIM),
+	SCIM("GET", "/scim/v2/Groups/{id}", scim_h_group_get, BODY_NONE),
+	SCIM("PUT", "/scim/v2/Groups/{id}", scim_h_group_put, BODY_SCIM),
+	SCIM("PATCH", "/scim/v2/Groups/{id}", scim_h_group_patch, BODY_SCIM),
+	SCIM("DELETE", "/scim/v2/Groups/{id}", scim_h_group_delete, BODY_NONE),
+};
+const size_t app_nroutes = ARRAY_LEN(app_routes);
+#undef PUB
+#undef V2
+#undef V2W
+#undef SCIM
+
+/* Loads (or creates, once) the server's cursor-signing key. */
+static int load_cursor_key(struct app *a)
+{
+	unsigned char fresh[32];
+	struct store_tx *tx;
+	struct store_rows *r = NULL;
+	int rc = -1;
+
+	if (crypto_random(fresh, sizeof fresh) < 0 || store_begin(a->store, 1, &tx) != STORE_OK)
+		return -1;
+	if (store_exec(tx,
+		       "INSERT INTO server_keys (name, secret, created_at) VALUES ('cursor', $1, $2)"
+		       " ON CONFLICT (name) DO NOTHING",
+		       (struct store_val[]){sv_blob(fresh, sizeof fresh), sv_int(clock_now_ms())},
+		       2) < 0 ||
+	    store_query(tx, "SELECT secret FROM server_keys WHERE name = 'cursor'", NULL, 0, &r) !=
+		    STORE_OK ||
+	    store_next(r) != 1 || store_len(r, 0) != sizeof a->cursor_key)
+		goto out;
+	memcpy(a->cursor_key, store_text(r, 0), sizeof a->cursor_key);
+	rc = 0;
+out:
+	crypto_wipe(fresh, sizeof fresh);
+	store_rows_close(r);
+	if (rc == 0 && store_commit(tx) == STORE_OK)
+		return 0;
+	if (rc < 0)
+		store_rollback(tx);
+	return -1;
+}
+
+int app_init(struct app *a, const struct config *cfg, struct store *st)
+{
+	memset(a, 0, sizeof *a);
+	a->cfg = cfg;
+	a->store = st;
+	a->rl_portfolio = ratelimit_new(4096);
+	a->rl_anon = ratelimit_new(65536);
+	a->metrics = metrics_new();
+	a->deprecations = deprecation_new();
+	if (!a->rl_portfolio || !a->rl_anon || !a->metrics || !a->deprecations ||
+	    load_cursor_key(a) < 0 || deprecation_reload(a->deprecations, st) < 0 ||
+	    keyfile_load(cfg->data_dir, a->seal_key) < 0) {
+		app_free(a);
+		return -1;
+	}
+	idempotency_set_seal_key(a->seal_key);
+	return 0;
+}
+
+void app_free(struct app *a)
+{
+	ratelimit_free(a->rl_portfolio);
+	ratelimit_free(a->rl_anon);
+	metrics_free(a->metrics);
+	deprecation_free(a->deprecations);
+	crypto_wipe(a->cursor_key, sizeof a->cursor_key);
+	crypto_wipe(a->seal_key, sizeof a->seal_key);
+	memset(a, 0, sizeof *a);
+}
+
+static int is_write(const char *method)
+{
+	return !strcmp(method, "POST") || !strcmp(method, "PUT") || !strcmp(method, "PATCH") ||
+	       !strcmp(method, "DELETE");
+}
+
+static void set_int_header(struct response *res, const char *name, int64_t v)
+{
+	char s[24];
+
+	snprintf(s, sizeof s, "%lld", (long long)v);
+	(void)response_header(res, name, s);
+}
+
+/* Bearer route checks after authentication: portfolio header, scope and
+ * property narrowing. Returns 0 to go on, -1 after answering. */
+static int check_scope(struct ctx *c)
+{
+	const struct route *rt = c->match.route;
+	const char *pf = http_header(c->req, "X-Service-Portfolio");
+	const char *prop = http_header(c->req, "X-Service-Property");
+	struct store_tx *tx;
+	int rc;
+
+	if (rt->v2 && (!pf || !*pf)) {
+		respond_error(c, ERR_PORTFOLIO_REQUIRED, NULL,
+			      "the X-Service-Portfolio header is required on v2 calls");
+		return -1;
+	}
+	if (pf && strcmp(pf, c->p.portfolio_id) != 0) {
+		respond_error(c, ERR_INSUFFICIENT_ROLE, NULL,
+			      "X-Service-Portfolio names a portfolio outside this token");
+		return -1;
+	}
+	if (rt->scope && !(c->p.scopes & rt->scope)) {
+		char need[64];
+
+		auth_scope_string(rt->scope, need, sizeof need);
+		respond_error(c, ERR_INSUFFICIENT_ROLE, NULL, "this call needs the %s scope", need);
+		return -1;
+	}
+	if (!prop)
+		return 0;
+	if (!auth_property_allowed(&c->p, prop) || strlen(prop) >= ID_MAX) {
+		respond_error(c, ERR_INSUFFICIENT_ROLE, NULL,
+			      "X-Service-Property names a property outside this token");
+		return -1;
+	}
+	if (store_begin(c->app->store, 0, &tx) != STORE_OK) {
+		respond_error(c, ERR_UNAVAILABLE, NULL, "database unavailable");
+		return -1;
+	}
+	rc = portfolio_has_property(tx, c->p.portfolio_id, prop);
+	store_rollback(tx);
+	if (rc != 1) {
+		if (rc < 0)
+			respond_error(c, ERR_INTERNAL, NULL, "internal error");
+		else
+			respond_error(c, ERR_INSUFFICIENT_ROLE, NULL,
+				      "X-Service-Property names a property outside this token");
+		return -1;
+	}
+	c->property_header = prop;
+	return 0;
+}
+
+/* For BODY_JSON routes: media type, size, syntax, then fields. Returns 0 to
+ * go on, -1 after answering. */
+static int check_json_body(struct ctx *c)
+{
+	const char *ct = http_header(c->req, "Content-Type");
+	struct buf err;
+	json_t *details;
+	int rc;
+
+	if (!ct || strncasecmp(ct, "application/json", 16) != 0 ||
+	    (ct[16] && ct[16] != ';' && ct[16] != ' ')) {
+		respond_error(c, ERR_UNSUPPORTED_MEDIA_TYPE, NULL,
+			      "Content-Type must be application/json");
+		return -1;
+	}
+	buf_init(&err, 512);
+	rc = validate_parse_body(c->req->body.data, c->req->body.len, &c->body, &err);
+	if (rc < 0) {
+		if (rc == -1)
+			respond_error(c, ERR_REQUEST_MALFORMED, NULL, "%s",
+				      err.data ? err.data : "malformed JSON");
+		else
+			respond_error(c, ERR_INTERNAL, NULL, "internal error");
+		buf_free(&err);
+		return -1;
+	}
+	buf_free(&err);
+	details = json_array();
+	if (validate_object(c->body, c->match.route->spec, "", details) > 0) {
+		respond_error(c, ERR_VALIDATION_FAILED, details, "the request body is not valid");
+		return -1;
+	}
+	json_decref(details);
+	return 0;
+}
+
+/* For BODY_SCIM routes: SCIM or plain JSON media type, a JSON object within
+ * the depth and duplicate-key limits; attributes are checked by scim.c,
+ * which tolerates what identity providers really send. */
+static int check_scim_body(struct ctx *c)
+{
+	const char *ct = http_header(c->req, "Content-Type");
+	struct buf err;
+	int rc;
+
+	if (!ct || !((!strncasecmp(ct, "application/scim+json", 21) &&
+		      (!ct[21] || ct[21] == ';' || ct[21] == ' ')) ||
+		     (!strncasecmp(ct, "application/json", 16) &&
+		      (!ct[16] || ct[16] == ';' || ct[16] == ' ')))) {
+		scim_error(c, 415, NULL, "Content-Type must be application/scim+json");
+		return -1;
+	}
+	buf_init(&err, 512);
+	rc = validate_parse_body(c->req->body.data, c->req->body.len, &c->body, &err);
+	if (rc < 0)
+		scim_error(c, rc == -1 ? 400 : 500, rc == -1 ? "invalidSyntax" : NULL, "%s",
+			   rc == -1 && err.data ? err.data : "internal error");
+	buf_free(&err);
+	return rc < 0 ? -1 : 0;
+}
+
+static json_t *handler_headers(const struct response *res)
+{
+	json_t *h = json_object();
+	int i;
+
+	for (i = 0; i < res->nheaders; i++)
+		json_object_set_new(h, res->hname[i], json_string(res->hvalue[i]));
+	return h;
+}
+
+/* Runs the handler under the Idempotency-Key rules when the call is a
+ * write that carries one; otherwise runs it plainly. */
+static void run_handler(struct ctx *c)
+{
+	const char *key = http_header(c->req, "Idempotency-Key");
+	const char *principal = c->p.user_id[0] ? c->p.user_id : c->p.client_id;
+	struct idem_stored stored;
+	enum idem_action act;
+	char fp[65];
+	json_t *h, *v;
+	const char *name;
+	int64_t window;
+
+	if (!key || !c->authenticated || !is_write(c->req->method)) {
+		c->match.route->fn(c);
+		return;
+	}
+	if (!idempotency_key_valid(key)) {
+		respond_error(c, ERR_REQUEST_MALFORMED, NULL,
+			      "Idempotency-Key must be 1-255 printable ASCII characters");
+		return;
+	}
+	idempotency_fingerprint(c->req->method, c->req->path, NULL, c->req->body.data,
+				c->req->body.len, fp);
+	window = clock_business_ms(auth_plan_idempotency_ms(c->p.plan));
+	act = idempotency_begin(c->app->store, c->p.portfolio_id, principal, key, fp,
+				clock_now_ms(), window, &stored);
+	switch (act) {
+	case IDEM_REPLAY:
+		buf_reset(&c->res->body);
+		if (buf_append(&c->res->body, stored.body.data ? stored.body.data : "",
+			       stored.body.len) < 0) {
+			idempotency_stored_free(&stored);
+			respond_error(c, ERR_INTERNAL, NULL, "internal error");
+			return;
+		}
+		c->res->status = stored.status;
+		c->res->content_type = "application/json";
+		json_object_foreach(stored.headers, name, v)
+			(void)response_header(c->res, name, json_string_value(v));
+		(void)response_header(c->res, "Idempotent-Replayed", "true");
+		idempotency_stored_free(&stored);
+		return;
+	case IDEM_MISMATCH:
+		respond_error(c, ERR_IDEMPOTENCY_KEY_REUSED, NULL,
+			      "this Idempotency-Key was used with a different request");
+		return;
+	case IDEM_IN_PROGRESS:
+		respond_error(c, ERR_IDEMPOTENCY_IN_PROGRESS, NULL,
+			      "a request with this Idempotency-Key is still in progress");
+		return;
+	case IDEM_ERROR:
+		respond_error(c, ERR_UNAVAILABLE, NULL, "database unavailable");
+		return;
+	case IDEM_PROCEED:
+		break;
+	}
+	c->match.route->fn(c);
+	if (c->res->status == 500 || c->res->status == 503) {
+		idempotency_release(c->app->store, c->p.portfolio_id, principal, key);
+		return;
+	}
+	h = handler_headers(c->res);
+	if (idempotency_finish(c->app->store, c->p.portfolio_id, principal, key, c->res->status, h,
+			       c->res->body.data, c->res->body.len) < 0)
+		log_msg(LOG_WARN, "idempotency", "could not store a response (request %s)",
+			c->request_id);
+	json_decref(h);
+}
+
+static void add_deprecation(struct ctx *c)
+{
+	char v[40];
+	int64_t at;
+	const char *plan = c->authenticated ? c->p.plan : "enterprise";
+
+	if (!c->match.route ||
+	    !deprecation_lookup(c->app->deprecations, c->match.route->method,
+				c->match.route->pattern, &at))
+		return;
+	(void)response_header(c->res, "X-Service-Deprecated", "true");
+	snprintf(v, sizeof v, "@%lld", (long long)(at / 1000));
+	(void)response_header(c->res, "Deprecation", v);
+	clock_format_http_date(deprecation_sunset_ms(at, plan), v);
+	(void)response_header(c->res, "Sunset", v);
+}
+
+void app_handle(void *arg, struct request *req, struct response *res)
+{
+	struct app *a = arg;
+	struct ctx *c = calloc(1, sizeof *c);
+	struct buf allow;
+	struct rl_result rl;
+	char token[AUTH_TOKEN_MAX], rl_key[ID_MAX + 8];
+	int m, tok = AUTH_NONE, lookup = AUTH_NONE;
+	const struct route *rt;
+	struct log_access la;
+
+	if (!c) {
+		res->status = 503;
+		return;
+	}
+	buf_init(&allow, 256);
+	c->app = a;
+	c->req = req;
+	c->res = res;
+	if (id_new("req_", c->request_id, sizeof c->request_id) < 0)
+		snprintf(c->request_id, sizeof c->request_id, "req_unavailable");
+	m = router_match(app_routes, app_nroutes, req->method, req->path, &c->match, &allow);
+	rt = m == 200 ? c->match.route : NULL;
+	/* SCIM routes answer every refusal in SCIM's error shape, and so do
+	 * unmatched paths under /scim/ (a SCIM client reads those too). */
+	if ((rt && rt->auth == ROUTE_SCIM) || !strncmp(req->path, "/scim/", 6))
+		c->error_shape = scim_error_shape;
+	if (!rt || rt->auth != ROUTE_PUBLIC) {
+		tok = auth_bearer(http_header(req, "Authorization"), token, sizeof token);
+		if (tok == AUTH_OK) {
+			lookup = rt && rt->auth == ROUTE_SCIM
+					 ? auth_lookup_scim_token(a->store, token, &c->p)
+					 : auth_lookup_token(a->store, token, clock_now_ms(), &c->p);
+			c->authenticated = lookup == AUTH_OK;
+			crypto_wipe(token, sizeof token);
+		}
+	}
+	/* On out-of-memory the limiter fails open (rl says allowed). */
+	/* SCIM calls get a bucket of their own: an identity provider's bulk
+	 * provisioning must not starve the portfolio's API calls. */
+	if (c->authenticated && rt && rt->auth == ROUTE_SCIM)
+		snprintf(rl_key, sizeof rl_key, "scim:%s", c->p.portfolio_id);
+	else if (c->authenticated)
+		snprintf(rl_key, sizeof rl_key, "%s", c->p.portfolio_id);
+	if ((c->authenticated ? ratelimit_take(a->rl_portfolio, rl_key,
+					       c->p.rate_limit, clock_mono_ms(), &rl)
+			      : ratelimit_take(a->rl_anon, req->client, a->cfg->anon_per_minute,
+					       clock_mono_ms(), &rl)) < 0)
+		log_msg(LOG_WARN, "ratelimit", "out of memory; request allowed");
+	if (!rl.allowed) {
+		set_int_header(res, "Retry-After", rl.retry_after_s);
+		respond_error(c, ERR_RATE_LIMITED, NULL,
+			      "rate limit of %lld requests per minute exceeded; retry in %lld s",
+			      (long long)rl.limit, (long long)rl.retry_after_s);
+		goto finish;
+	}
+	if (req->framing_status) {
+		respond_error(c, req->framing_status == 413 ? ERR_PAYLOAD_TOO_LARGE
+							    : ERR_REQUEST_MALFORMED,
+			      NULL, "%s", req->framing_msg);
+		res->close = 1;
+		goto finish;
+	}
+	if (http_query_malformed(req)) {
+		respond_error(c, ERR_REQUEST_MALFORMED, NULL,
+			      "the query string has a malformed %%-escape, an encoded NUL, or more "
+			      "than 31 parameters");
+		goto finish;
+	}
+	if (m == 404) {
+		respond_error(c, ERR_NOT_FOUND, NULL, "no route for %s", req->path);
+		goto finish;
+	}
+	if (m == 405) {
+		(void)response_header(res, "Allow", allow.data);
+		respond_error(c, ERR_METHOD_NOT_ALLOWED, NULL, "%s is not allowed here (allowed: %s)",
+			      req->method, allow.data);
+		goto finish;
+	}
+	if (lookup == AUTH_ERROR) {
+		respond_error(c, ERR_UNAVAILABLE, NULL, "database unavailable");
+		goto finish;
+	}
+	if (rt->auth == ROUTE_SCIM && !c->authenticated) {
+		(void)response_header(res, "WWW-Authenticate", "Bearer realm=\"revops-scim\"");
+		scim_error(c, 401, NULL, "a valid SCIM bearer token is required");
+		goto finish;
+	}
+	if (rt->auth == ROUTE_BEARER) {
+		if (!c->authenticated) {
+			(void)response_header(res, "WWW-Authenticate",
+					      tok == AUTH_NONE
+						      ? "Bearer realm=\"revops\""
+						      : "Bearer realm=\"revops\", error=\"invalid_token\"");
+			respond_error(c, ERR_UNAUTHENTICATED, NULL,
+				      tok == AUTH_NONE ? "a bearer token is required"
+						       : "the bearer token is invalid, expired or revoked");
+			goto finish;
+		}
+		if (check_scope(c) < 0)
+			goto finish;
+	}
+	if (rt->body == BODY_JSON && check_json_body(c) < 0)
+		goto finish;
+	if (rt->body == BODY_SCIM && check_scim_body(c) < 0)
+		goto finish;
+	run_handler(c);
+finish:
+	add_deprecation(c);
+	(void)response_header(res, "X-Request-Id", c->request_id);
+	set_int_header(res, "X-Service-Ratelimit-Remaining", rl.remaining);
+	set_int_header(res, "X-Service-Ratelimit-Reset", rl.reset_s);
+	{
+		double secs = (double)(clock_mono_us() - req->start_us) / 1e6;
+
+		metrics_observe(a->metrics, rt ? rt->pattern : (m == 405 ? "(method)" : "(unmatched)"),
+				req->method, res->status, secs);
+		memset(&la, 0, sizeof la);
+		la.request_id = c->request_id;
+		la.method = req->method;
+		la.path = req->path;
+		la.route = rt ? rt->pattern : NULL;
+		la.status = res->status;
+		la.duration_ms = secs * 1000;
+		la.client = req->client;
+		la.portfolio = c->authenticated ? c->p.portfolio_id : NULL;
+		la.principal = c->authenticated ? (c->p.user_id[0] ? c->p.user_id : c->p.client_id)
+						: NULL;
+		la.error_code = c->error_code;
+		la.bytes = res->body.len;
+		log_access(&la);
+	}
+	json_decref(c->body);
+	buf_free(&allow);
+	free(c);
+}

@@ -1,0 +1,60 @@
+/* ctx: the state every handler sees, free of the pipeline that fills it
+ * (app.c) and of the route table that names the handlers: handlers include
+ * this, never app.h, so no include runs back up to the pipeline. */
+#ifndef REVOPS_CTX_H
+#define REVOPS_CTX_H
+#include <jansson.h>
+#include "identity/auth.h"
+#include "core/config.h"
+#include "http/http.h"
+#include "api/respond.h"
+#include "http/router.h"
+
+struct store;
+struct ratelimit;
+struct metrics;
+struct deprecation;
+struct pms;
+struct dispatch;
+
+struct app {
+	const struct config *cfg;
+	struct store *store;
+	struct ratelimit *rl_portfolio;
+	struct ratelimit *rl_anon;
+	struct metrics *metrics;
+	struct deprecation *deprecations;
+	struct pms *pms;               /* the PMS connector (--pms-url) */
+	struct dispatch *dispatch;     /* the webhook delivery engine */
+	unsigned char cursor_key[32];
+	unsigned char seal_key[32];    /* seals stored secrets (<data-dir>/revops.key) */
+	volatile int shutting_down;
+	volatile int ready;           /* start-up (demo seeding) finished */
+};
+
+struct ctx {
+	struct app *app;
+	struct request *req;
+	struct response *res;
+	struct route_match match;
+	char request_id[ID_MAX];
+	int authenticated;
+	struct principal p;
+	const char *property_header;  /* X-Service-Property, checked */
+	json_t *body;                 /* BODY_JSON routes: the parsed object */
+	enum route_body body_kind;
+	const char *error_code;       /* for the access log */
+	int meta_sla_tier;            /* add the plan's sla_tier to meta (spec: rate decisions) */
+	/* Set by the pipeline where errors take another shape than the
+	 * envelope (SCIM's, RFC 7644 §3.12): respond_error hands the error to
+	 * it. NULL: the envelope. */
+	void (*error_shape)(struct ctx *c, enum err e, const char *msg);
+};
+
+/* The path parameter i of the matched route. */
+static inline const char *ctx_param(const struct ctx *c, int i)
+{
+	return c->match.params[i];
+}
+
+#endif

@@ -1,0 +1,572 @@
+#include "api/identity/oauth.h"
+
+#include <stdio.h>
+#include <ctype.h>
+#include <jansson.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+
+#include "core/clock.h"
+#include "core/crypto.h"
+#include "api/ctx.h"
+#include "core/form.h"
+#include "api/respond.h"
+#include "identity/saml.h"
+#include "api/identity/scim.h"
+#include "store/store.h"
+#include "core/validate.h"
+
+#define SECRET_MAX 256
+
+/* An RFC 6749 §5.2 error. invalid_client is 401 with a challenge. */
+static void oauth_error(struct ctx *c, const char *error, const char *desc)
+{
+	int status = strcmp(error, "invalid_client") ? 400 : 401;
+
+	if (status == 401 && response_header(c->res, "WWW-Authenticate", "Basic realm=\"revops\"") < 0)
+		status = 500;
+	c->error_code = error;
+	respond_raw_json(c, status,
+			 json_pack("{s:s, s:s}", "error", error, "error_description", desc));
+}
+
+int oauth_basic_credentials(const char *h, char **id, char **secret)
+{
+	unsigned char raw[600];
+	size_t len;
+	const char *colon;
+
+	*id = *secret = NULL;
+	if (strncasecmp(h, "Basic ", 6) != 0)
+		return -1;
+	h += 6;
+	while (*h == ' ')
+		h++;
+	if (crypto_b64_decode(h, strlen(h), raw, sizeof raw - 1, &len) < 0)
+		return -1;
+	raw[len] = '\0';
+	if (strlen((char *)raw) != len)
+		return -1;
+	colon = strchr((char *)raw, ':');
+	if (!colon)
+		return -1;
+	if (form_decode((char *)raw, (size_t)(colon - (char *)raw), id) < 0 ||
+	    form_decode(colon + 1, len - (size_t)(colon + 1 - (char *)raw), secret) < 0) {
+		free(*id);
+		*id = NULL;
+		crypto_wipe(raw, sizeof raw);
+		return -1;
+	}
+	crypto_wipe(raw, sizeof raw);
+	return 0;
+}
+
+/* What a token may be issued for: the portfolio, the most it may carry
+ * (scopes, property codes; NULL codes = all of the portfolio's), and the
+ * principal (client and/or user). */
+struct grant {
+	char portfolio_id[ID_MAX];
+	unsigned scopes;
+	json_t *codes;
+	const char *client_id; /* NULL for an assertion without client auth */
+	const char *user_id;   /* NULL for client credentials */
+};
+
+/* Verifies the client secret in constant time, also for unknown clients
+ * (compared against a fixed hash) so timing does not reveal which ids
+ * exist. Returns 1 (authenticated), 0 (refused) or < 0 (error). */
+static int authenticate(struct store_tx *tx, const char *id, const char *secret,
+			struct grant *cl)
+{
+	static const char dummy[65] =
+		"0000000000000000000000000000000000000000000000000000000000000000";
+	char given[2 * CRYPTO_SHA256_LEN + 1], stored[65];
+	struct store_rows *r;
+	int rc, found, ok;
+	char *scopes = NULL;
+
+	memset(cl, 0, sizeof *cl);
+	crypto_sha256_hex(secret, strlen(secret), given);
+	rc = store_query(tx,
+			 "SELECT portfolio_id, secret_hash, scopes, property_codes FROM oauth_clients"
+			 " WHERE id = $1 AND revoked_at IS NULL",
+			 (struct store_val[]){sv_text(id)}, 1, &r);
+	if (rc != STORE_OK)
+		return rc;
+	rc = store_next(r);
+	found = rc == 1;
+	snprintf(stored, sizeof stored, "%s", found ? store_text(r, 1) : dummy);
+	ok = crypto_equal(given, stored, 64) && found;
+	if (ok) {
+		snprintf(cl->portfolio_id, sizeof cl->portfolio_id, "%s", store_text(r, 0));
+		scopes = strdup(store_text(r, 2));
+		cl->codes = store_is_null(r, 3) ? NULL : json_loads(store_text(r, 3), 0, NULL);
+	}
+	store_rows_close(r);
+	if (rc < 0) {
+		free(scopes);
+		return rc;
+	}
+	if (scopes) {
+		char *save = NULL, *tok;
+
+		for (tok = strtok_r(scopes, " ", &save); tok; tok = strtok_r(NULL, " ", &save))
+			cl->scopes |= auth_scope_bit(tok);
+		free(scopes);
+	}
+	return ok;
+}
+
+static int code_in(const json_t *codes, const char *code)
+{
+	size_t i;
+	json_t *v;
+
+	json_array_foreach(codes, i, v)
+		if (!strcmp(json_string_value(v), code))
+			return 1;
+	return 0;
+}
+
+int oauth_scope_parse(const char *scope, unsigned allowed, const json_t *allowed_codes,
+		      unsigned *want, json_t *want_codes)
+{
+	char *req = strdup(scope ? scope : ""), *save = NULL, *tok;
+	unsigned bit;
+	int rc = 0;
+
+	*want = 0;
+	if (!req)
+		return -2;
+	for (tok = strtok_r(req, " ", &save); tok; tok = strtok_r(NULL, " ", &save)) {
+		if (!strncmp(tok, "property:", 9) && tok[9]) {
+			if ((allowed_codes && !code_in(allowed_codes, tok + 9)) ||
+			    json_array_size(want_codes) >= AUTH_MAX_PROPS) {
+				rc = -1;
+				break;
+			}
+			if (!code_in(want_codes, tok + 9) &&
+			    json_array_append_new(want_codes, json_string(tok + 9)) < 0) {
+				/* Not UTF-8, so no property's code: refused, not
+				 * dropped (dropping it widened the token). */
+				rc = validate_utf8_len(tok + 9, NULL) < 0 ? -1 : -2;
+				break;
+			}
+			continue;
+		}
+		bit = auth_scope_bit(tok);
+		if (!bit || !(allowed & bit)) {
+			rc = -1;
+			break;
+		}
+		*want |= bit;
+	}
+	free(req);
+	return rc;
+}
+
+/* Issues a token for the grant inside tx (committing it). Applies the
+ * scope rules of API-CONTRACT §2 and answers the request (success or an
+ * OAuth error); tx is finished either way. */
+static void issue(struct ctx *c, struct store_tx *tx, const struct grant *cl, const char *scope)
+{
+	char token[AUTH_TOKEN_MAX];
+	char hash[65], granted[512];
+	json_t *want_codes = json_array(), *ids = json_array(), *codes = json_array();
+	json_t *ids_col;
+	struct store_rows *r = NULL;
+	unsigned want = 0;
+	int rc, narrowed;
+	char *ids_s = NULL, *codes_s = NULL;
+	int64_t now = clock_now_ms();
+
+	if (!want_codes || !ids || !codes)
+		goto fail;
+	rc = oauth_scope_parse(scope, cl->scopes, cl->codes, &want, want_codes);
+	if (rc == -1)
+		goto bad_scope;
+	if (rc < 0)
+		goto fail;
+	if (!want)
+		want = cl->scopes;
+	narrowed = json_array_size(want_codes) > 0 || cl->codes;
+	rc = store_query(tx,
+			 "SELECT id, pms_property_code FROM properties WHERE portfolio_id = $1"
+			 " ORDER BY id",
+			 (struct store_val[]){sv_text(cl->portfolio_id)}, 1, &r);
+	if (rc != STORE_OK)
+		goto fail;
+	while ((rc = store_next(r)) == 1) {
+		const char *code = store_text(r, 1);
+
+		if (json_array_size(want_codes) ? !code_in(want_codes, code)
+						: (cl->codes && !code_in(cl->codes, code)))
+			continue;
+		json_array_append_new(ids, json_string(store_text(r, 0)));
+		json_array_append_new(codes, json_string(code));
+	}
+	store_rows_close(r);
+	r = NULL;
+	if (rc < 0)
+		goto fail;
+	if (json_array_size(codes) < json_array_size(want_codes) ||
+	    (narrowed && json_array_size(ids) > AUTH_MAX_PROPS))
+		goto bad_scope; /* a requested code that is not a property here */
+	if (crypto_token("rvo_at_", 32, token, sizeof token) < 0)
+		goto fail;
+	crypto_sha256_hex(token, strlen(token), hash);
+	auth_scope_string(want, granted, sizeof granted);
+	ids_col = narrowed ? ids : NULL;
+	ids_s = ids_col ? json_dumps(ids_col, JSON_COMPACT) : NULL;
+	codes_s = json_dumps(codes, JSON_COMPACT);
+	if ((ids_col && !ids_s) || !codes_s)
+		goto fail;
+	rc = store_exec(tx,
+			"INSERT INTO access_tokens (token_hash, portfolio_id, client_id, user_id,"
+			" scopes, property_ids, property_codes, expires_at, created_at)"
+			" VALUES ($1, $2, $3, $9, $4, $5, $6, $7, $8)",
+			(struct store_val[]){sv_text(hash), sv_text(cl->portfolio_id),
+					     sv_text(cl->client_id), sv_text(granted), sv_text(ids_s),
+					     sv_text(codes_s),
+					     sv_int(now + (int64_t)c->app->cfg->token_ttl * 1000),
+					     sv_int(now), sv_text(cl->user_id)}, 9);
+	rc = store_finish(tx, rc);
+	tx = NULL;
+	if (rc != STORE_OK)
+		goto fail_no_tx;
+	{
+		size_t i, gl = strlen(granted);
+		json_t *v;
+
+		json_array_foreach(want_codes, i, v)
+			if (gl + strlen(json_string_value(v)) + 11 < sizeof granted)
+				gl += (size_t)snprintf(granted + gl, sizeof granted - gl, " property:%s",
+						       json_string_value(v));
+	}
+	response_header(c->res, "Cache-Control", "no-store");
+	response_header(c->res, "Pragma", "no-cache");
+	respond_raw_json(c, 200,
+			 json_pack("{s:s, s:s, s:i, s:s, s:s, s:O}", "access_token", token,
+				   "token_type", "Bearer", "expires_in", c->app->cfg->token_ttl,
+				   "scope", granted, "portfolio_id", cl->portfolio_id,
+				   "property_codes", codes));
+	crypto_wipe(token, sizeof token);
+	goto out;
+bad_scope:
+	store_rollback(tx);
+	oauth_error(c, "invalid_scope",
+		    "a requested scope or property is not available to this client");
+	goto out;
+fail:
+	store_rows_close(r);
+	store_rollback(tx);
+fail_no_tx:
+	respond_error(c, ERR_INTERNAL, NULL, "internal error");
+out:
+	free(ids_s);
+	free(codes_s);
+	json_decref(want_codes);
+	json_decref(ids);
+	json_decref(codes);
+}
+
+#define SAML_GRANT "urn:ietf:params:oauth:grant-type:saml2-bearer"
+#define SAML_SKEW_MS (120 * 1000)
+
+/* Finds the portfolio whose trusted IdP issued the assertion: the client's
+ * when the client authenticated, else the only portfolio trusting that
+ * issuer. Fills the IdP settings. Returns 1, 0 (refused: *why set) or < 0. */
+static int find_idp(struct store_tx *tx, const char *portfolio_id, const char *issuer,
+		    char *pf_out, char **cert, char *roles_attr, size_t ra_cap, const char **why)
+{
+	struct store_rows *r;
+	int rc, n = 0;
+
+	rc = store_query(tx,
+			 "SELECT portfolio_id, cert_pem, roles_attribute FROM identity_providers"
+			 " WHERE entity_id = $1 AND ($2 = '' OR portfolio_id = $2)",
+			 (struct store_val[]){sv_text(issuer), sv_text(portfolio_id ? portfolio_id : "")},
+			 2, &r);
+	if (rc != STORE_OK)
+		return rc;
+	while ((rc = store_next(r)) == 1) {
+		if (n++)
+			break;
+		snprintf(pf_out, ID_MAX, "%s", store_text(r, 0));
+		*cert = strdup(store_text(r, 1));
+		snprintf(roles_attr, ra_cap, "%s", store_text(r, 2));
+	}
+	store_rows_close(r);
+	if (rc < 0)
+		return rc;
+	if (n == 0) {
+		*why = portfolio_id ? "the assertion's issuer is not this client's trusted identity provider"
+				    : "the assertion's issuer is not a trusted identity provider";
+		return 0;
+	}
+	if (n > 1) {
+		*why = "ambiguous issuer: several portfolios trust it; authenticate the client";
+		return 0;
+	}
+	return *cert ? 1 : STORE_ERR;
+}
+
+/* Finds or provisions (just in time) the user named by the assertion. A
+ * JIT user's roles follow each assertion; a SCIM user's roles stay SCIM's.
+ * Returns 1 with user_id, 0 (refused: *why) or < 0. */
+static int saml_user(struct store_tx *tx, const char *pf, const struct saml_assertion *a,
+		     char *user_id, const char **why)
+{
+	struct store_rows *r;
+	char lower[1024];
+	int rc, active = 0, jit = 0;
+	size_t i;
+
+	for (i = 0; a->name_id[i] && i + 1 < sizeof lower; i++)
+		lower[i] = (char)tolower((unsigned char)a->name_id[i]);
+	lower[i] = '\0';
+	rc = store_query(tx,
+			 "SELECT id, active, via FROM users WHERE portfolio_id = $1"
+			 " AND user_name_lower = $2",
+			 (struct store_val[]){sv_text(pf), sv_text(lower)}, 2, &r);
+	if (rc != STORE_OK)
+		return rc;
+	rc = store_next(r);
+	if (rc == 1) {
+		snprintf(user_id, ID_MAX, "%s", store_text(r, 0));
+		active = store_int(r, 1) == 1;
+		jit = !strcmp(store_text(r, 2), "saml_jit");
+	}
+	store_rows_close(r);
+	if (rc < 0)
+		return rc;
+	if (rc == 0) {
+		rc = scim_user_provision_jit(tx, pf, a->name_id, a->display_name, a->roles, user_id,
+					     ID_MAX);
+		return rc < 0 ? rc : 1;
+	}
+	if (!active) {
+		*why = "the user is deactivated";
+		return 0;
+	}
+	if (jit && (rc = scim_user_set_roles(tx, pf, user_id, a->roles)) < 0)
+		return rc;
+	return 1;
+}
+
+int oauth_assertion_decode(const char *assertion, unsigned char **xml, size_t *len,
+			   size_t *cap)
+{
+	size_t n = strlen(assertion);
+
+	*xml = NULL;
+	*len = *cap = 0;
+	while (n && assertion[n - 1] == '=')
+		n--;
+	if (n > SAML_MAX_XML * 4 / 3 + 4)
+		return -1;
+	*cap = n / 4 * 3 + 3;
+	*xml = malloc(*cap);
+	if (!*xml) {
+		*cap = 0;
+		return -2;
+	}
+	if (crypto_b64url_decode(assertion, n, *xml, *cap, len) < 0) {
+		crypto_wipe(*xml, *cap);
+		free(*xml);
+		*xml = NULL;
+		*len = *cap = 0;
+		return -1;
+	}
+	return 0;
+}
+
+/* The RFC 7522 grant: verify the assertion, enforce one-time use, find or
+ * provision the user, issue a user token. cl holds the authenticated
+ * client (client_id NULL when there was none). Consumes tx. */
+static void saml_grant(struct ctx *c, struct store_tx *tx, struct grant *cl,
+		       const char *assertion, const char *scope)
+{
+	unsigned char *xml = NULL;
+	char issuer[512], pf[ID_MAX], roles_attr[128], audience[600], recipient[600], err[256];
+	char user_id[ID_MAX];
+	char *cert = NULL;
+	const char *why = NULL;
+	struct saml_assertion a;
+	size_t len = 0, cap = 0;
+	int rc;
+
+	memset(&a, 0, sizeof a);
+	rc = oauth_assertion_decode(assertion, &xml, &len, &cap);
+	if (rc == -2)
+		goto fail;
+	if (rc < 0) {
+		why = "assertion must be base64url-encoded XML";
+		goto refuse;
+	}
+	if (saml_peek_issuer((const char *)xml, len, issuer, sizeof issuer) < 0) {
+		why = "assertion is not a SAML 2.0 Assertion with an Issuer";
+		goto refuse;
+	}
+	rc = find_idp(tx, cl->client_id ? cl->portfolio_id : NULL, issuer, pf, &cert, roles_attr,
+		      sizeof roles_attr, &why);
+	if (rc < 0)
+		goto fail;
+	if (rc == 0)
+		goto refuse;
+	snprintf(audience, sizeof audience, "%s/saml/sp", c->app->cfg->public_url);
+	snprintf(recipient, sizeof recipient, "%s/oauth/token", c->app->cfg->public_url);
+	{
+		struct saml_expect e = {issuer, cert, audience, recipient, clock_now_ms(),
+					SAML_SKEW_MS, roles_attr};
+
+		if (saml_verify((const char *)xml, len, &e, &a, err, sizeof err) < 0) {
+			why = err;
+			goto refuse;
+		}
+	}
+	rc = store_exec(tx,
+			"INSERT INTO saml_assertions_used (portfolio_id, assertion_id, expires_at)"
+			" VALUES ($1, $2, $3)",
+			(struct store_val[]){sv_text(pf), sv_text(a.id),
+					     sv_int(a.not_on_or_after_ms + SAML_SKEW_MS)}, 3);
+	if (rc == STORE_CONSTRAINT) {
+		why = "the assertion was already used";
+		goto refuse;
+	}
+	if (rc < 0)
+		goto fail;
+	rc = saml_user(tx, pf, &a, user_id, &why);
+	if (rc < 0)
+		goto fail;
+	if (rc == 0)
+		goto refuse;
+	snprintf(cl->portfolio_id, sizeof cl->portfolio_id, "%s", pf);
+	if (!cl->client_id)
+		cl->scopes = AUTH_SCOPE_ALL;
+	cl->user_id = user_id;
+	snprintf(c->p.user_id, sizeof c->p.user_id, "%s", user_id);
+	issue(c, tx, cl, scope);
+	tx = NULL;
+	goto out;
+refuse:
+	store_rollback(tx);
+	tx = NULL;
+	oauth_error(c, "invalid_grant", why);
+	goto out;
+fail:
+	store_rollback(tx);
+	tx = NULL;
+	respond_error(c, ERR_INTERNAL, NULL, "internal error");
+out:
+	saml_assertion_free(&a);
+	free(cert);
+	if (xml)
+		crypto_wipe(xml, cap);
+	free(xml);
+}
+
+void oauth_h_token(struct ctx *c)
+{
+	const char *ct = http_header(c->req, "Content-Type"), *why = NULL, *grant, *auth;
+	char *basic_id = NULL, *basic_secret = NULL;
+	const char *id, *secret;
+	struct form f = {0};
+	struct grant cl = {0};
+	struct store_tx *tx = NULL;
+	int rc, saml;
+
+	if (!ct || strncasecmp(ct, "application/x-www-form-urlencoded", 33) != 0 ||
+	    (ct[33] && ct[33] != ';' && ct[33] != ' ')) {
+		oauth_error(c, "invalid_request",
+			    "Content-Type must be application/x-www-form-urlencoded");
+		return;
+	}
+	if (form_parse(c->req->body.data ? c->req->body.data : "", c->req->body.len, &f, &why) < 0) {
+		oauth_error(c, "invalid_request", why);
+		return;
+	}
+	grant = form_get(&f, "grant_type");
+	if (!grant) {
+		oauth_error(c, "invalid_request", "grant_type is required");
+		goto out;
+	}
+	saml = !strcmp(grant, SAML_GRANT);
+	if (!saml && strcmp(grant, "client_credentials") != 0) {
+		oauth_error(c, "unsupported_grant_type",
+			    "grant_type must be client_credentials or " SAML_GRANT);
+		goto out;
+	}
+	if (saml && !form_get(&f, "assertion")) {
+		oauth_error(c, "invalid_request", "assertion is required");
+		goto out;
+	}
+	auth = http_header(c->req, "Authorization");
+	if (auth && oauth_basic_credentials(auth, &basic_id, &basic_secret) < 0) {
+		oauth_error(c, "invalid_client", "malformed Basic credentials");
+		goto out;
+	}
+	if (basic_id && (form_get(&f, "client_id") || form_get(&f, "client_secret"))) {
+		oauth_error(c, "invalid_request",
+			    "use one client authentication method, not Basic and body both");
+		goto out;
+	}
+	id = basic_id ? basic_id : form_get(&f, "client_id");
+	secret = basic_id ? basic_secret : form_get(&f, "client_secret");
+	if ((!saml || id || secret) && (!id || !secret || strlen(secret) > SECRET_MAX)) {
+		oauth_error(c, "invalid_client", "client authentication failed");
+		goto out;
+	}
+	if (store_begin(c->app->store, 1, &tx) != STORE_OK) {
+		respond_error(c, ERR_UNAVAILABLE, NULL, "database unavailable");
+		goto out;
+	}
+	if (id) {
+		rc = authenticate(tx, id, secret, &cl);
+		if (rc <= 0) {
+			store_rollback(tx);
+			if (rc < 0)
+				respond_error(c, ERR_INTERNAL, NULL, "internal error");
+			else
+				oauth_error(c, "invalid_client", "client authentication failed");
+			goto out;
+		}
+		cl.client_id = id;
+		snprintf(c->p.client_id, sizeof c->p.client_id, "%s", id);
+	}
+	if (saml)
+		saml_grant(c, tx, &cl, form_get(&f, "assertion"), form_get(&f, "scope"));
+	else
+		issue(c, tx, &cl, form_get(&f, "scope"));
+out:
+	json_decref(cl.codes);
+	if (basic_secret)
+		crypto_wipe(basic_secret, strlen(basic_secret));
+	free(basic_id);
+	free(basic_secret);
+	for (int i = 0; i < f.n; i++)
+		if (!strcmp(f.name[i], "client_secret") || !strcmp(f.name[i], "assertion"))
+			crypto_wipe(f.value[i], strlen(f.value[i]));
+	form_free(&f);
+}
+
+int oauth_purge(struct store *st, int64_t now_ms)
+{
+	struct store_tx *tx;
+	int a, b;
+
+	if (store_begin(st, 1, &tx) != STORE_OK)
+		return -1;
+	a = store_exec(tx, "DELETE FROM saml_assertions_used WHERE expires_at <= $1",
+		       (struct store_val[]){sv_int(now_ms)}, 1);
+	/* Expired tokens are kept a day so a caller still sees 401, not a
+	 * different error, and operators can trace recent use. */
+	b = store_exec(tx, "DELETE FROM access_tokens WHERE expires_at <= $1",
+		       (struct store_val[]){sv_int(now_ms - 86400000)}, 1);
+	if (a < 0 || b < 0) {
+		store_rollback(tx);
+		return -1;
+	}
+	return store_commit(tx) == STORE_OK ? a + b : -1;
+}

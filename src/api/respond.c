@@ -1,0 +1,225 @@
+#include "api/respond.h"
+
+#include <stdarg.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "api/ctx.h"
+#include "core/jsonw.h"
+#include "core/log.h"
+#include "api/pagination.h"
+#include "store/store.h"
+
+static const struct {
+	const char *code;
+	int status;
+} errs[ERR__COUNT] = {
+	[ERR_REQUEST_MALFORMED] = {"SVC-REQUEST-MALFORMED", 400},
+	[ERR_VALIDATION_FAILED] = {"SVC-VALIDATION-FAILED", 400},
+	[ERR_PORTFOLIO_REQUIRED] = {"SVC-PORTFOLIO-REQUIRED", 400},
+	[ERR_UNAUTHENTICATED] = {"SVC-AUTH-UNAUTHENTICATED", 401},
+	[ERR_INSUFFICIENT_ROLE] = {"SVC-AUTH-INSUFFICIENT-ROLE", 403},
+	[ERR_PLAN_FEATURE_UNAVAILABLE] = {"SVC-PLAN-FEATURE-UNAVAILABLE", 403},
+	[ERR_NOT_FOUND] = {"SVC-NOT-FOUND", 404},
+	[ERR_METHOD_NOT_ALLOWED] = {"SVC-METHOD-NOT-ALLOWED", 405},
+	[ERR_CONFLICT] = {"SVC-CONFLICT", 409},
+	[ERR_IDEMPOTENCY_IN_PROGRESS] = {"SVC-IDEMPOTENCY-IN-PROGRESS", 409},
+	[ERR_WINDOW_EXPIRED] = {"SVC-WINDOW-EXPIRED", 410},
+	[ERR_PAYLOAD_TOO_LARGE] = {"SVC-PAYLOAD-TOO-LARGE", 413},
+	[ERR_UNSUPPORTED_MEDIA_TYPE] = {"SVC-UNSUPPORTED-MEDIA-TYPE", 415},
+	[ERR_IDEMPOTENCY_KEY_REUSED] = {"SVC-IDEMPOTENCY-KEY-REUSED", 422},
+	[ERR_RATE_CEILING_EXCEEDED] = {"SVC-RATE-CEILING-EXCEEDED", 422},
+	[ERR_GOVERNANCE_REJECTED] = {"SVC-GOVERNANCE-REJECTED", 422},
+	[ERR_RATE_LIMITED] = {"SVC-RATE-LIMITED", 429},
+	[ERR_PMS_WRITE_FAILED] = {"SVC-PMS-WRITE-FAILED", 502},
+	[ERR_UNAVAILABLE] = {"SVC-UNAVAILABLE", 503},
+	[ERR_INTERNAL] = {"SVC-INTERNAL", 500},
+};
+
+const char *err_code(enum err e)
+{
+	return errs[e].code;
+}
+
+int err_status(enum err e)
+{
+	return errs[e].status;
+}
+
+/* Serialises body into the response; on failure falls back to a fixed 500
+ * so a client always gets a parseable answer. Steals body. */
+static void put_json(struct ctx *c, int status, json_t *body)
+{
+	char *s = body ? json_dumps(body, JSON_COMPACT | JSON_PRESERVE_ORDER) : NULL;
+
+	json_decref(body);
+	buf_reset(&c->res->body);
+	if (!s || buf_puts(&c->res->body, s) < 0) {
+		free(s);
+		buf_reset(&c->res->body);
+		status = 500;
+		c->error_code = err_code(ERR_INTERNAL);
+		if (buf_printf(&c->res->body,
+			       "{\"error\":{\"code\":\"SVC-INTERNAL\",\"message\":\"internal "
+			       "error\",\"request_id\":\"%s\"}}",
+			       c->request_id) < 0)
+			log_msg(LOG_ERROR, "respond", "out of memory");
+		c->res->status = status;
+		c->res->content_type = "application/json";
+		return;
+	}
+	free(s);
+	c->res->status = status;
+	c->res->content_type = "application/json";
+}
+
+static json_t *meta(struct ctx *c)
+{
+	json_t *m = json_object();
+
+	json_object_set_new(m, "request_id", json_string(c->request_id));
+	if (c->authenticated && c->match.route && c->match.route->v2)
+		json_object_set_new(m, "portfolio_id", json_string(c->p.portfolio_id));
+	if (c->authenticated && c->meta_sla_tier)
+		json_object_set_new(m, "sla_tier", json_string(auth_plan_sla_tier(c->p.plan)));
+	return m;
+}
+
+void respond_data(struct ctx *c, int status, json_t *data)
+{
+	json_t *body = json_object();
+
+	json_object_set_new(body, "data", data ? data : json_null());
+	json_object_set_new(body, "meta", meta(c));
+	put_json(c, status, body);
+}
+
+void respond_list(struct ctx *c, json_t *items, const char *next_cursor)
+{
+	json_t *body = json_object(), *m = meta(c);
+
+	json_object_set_new(m, "next_cursor", next_cursor ? json_string(next_cursor) : json_null());
+	json_object_set_new(body, "data", items);
+	json_object_set_new(body, "meta", m);
+	put_json(c, 200, body);
+}
+
+void respond_list_text(struct ctx *c, const struct buf *items, const char *next_cursor)
+{
+	struct buf *b = &c->res->body;
+	int ok;
+
+	buf_reset(b);
+	ok = buf_puts(b, "{\"data\":") == 0 && buf_append(b, items->data, items->len) == 0 &&
+	     buf_puts(b, ",\"meta\":{") == 0 && jsonw_key(b, "request_id", 1) == 0 &&
+	     jsonw_str(b, c->request_id) == 0;
+	if (ok && c->authenticated && c->match.route && c->match.route->v2)
+		ok = jsonw_key(b, "portfolio_id", 0) == 0 && jsonw_str(b, c->p.portfolio_id) == 0;
+	if (ok && c->authenticated && c->meta_sla_tier)
+		ok = jsonw_key(b, "sla_tier", 0) == 0 &&
+		     jsonw_str(b, auth_plan_sla_tier(c->p.plan)) == 0;
+	ok = ok && jsonw_key(b, "next_cursor", 0) == 0 && jsonw_str(b, next_cursor) == 0 &&
+	     buf_puts(b, "}}") == 0;
+	if (!ok) {
+		respond_error(c, ERR_INTERNAL, NULL, "internal error");
+		return;
+	}
+	c->res->status = 200;
+	c->res->content_type = "application/json";
+}
+
+void respond_error(struct ctx *c, enum err e, json_t *details, const char *fmt, ...)
+{
+	char msg[512];
+	va_list ap;
+	json_t *err;
+
+	va_start(ap, fmt);
+	vsnprintf(msg, sizeof msg, fmt, ap);
+	va_end(ap);
+	jsonw_sanitize(msg); /* messages may echo a path or value the client sent */
+	if (c->error_shape) {
+		json_decref(details);
+		c->error_shape(c, e, msg);
+		c->error_code = err_code(e);
+		return;
+	}
+	err = json_pack("{s:s, s:s, s:s}", "code", err_code(e), "message", msg, "request_id",
+			c->request_id);
+	if (details && json_array_size(details))
+		json_object_set(err, "details", details);
+	json_decref(details);
+	c->error_code = err_code(e);
+	put_json(c, err_status(e), json_pack("{s:o}", "error", err));
+}
+
+void respond_raw_json(struct ctx *c, int status, json_t *body)
+{
+	put_json(c, status, body);
+}
+
+void respond_store_error(struct ctx *c, int rc)
+{
+	if (rc == STORE_BUSY)
+		respond_error(c, ERR_UNAVAILABLE, NULL, "the database is busy; retry");
+	else
+		respond_error(c, ERR_INTERNAL, NULL, "internal error");
+}
+
+void respond_rows_page(struct ctx *c, struct store_tx *tx, int rc, struct store_rows *r,
+		       int limit, const char *scope, respond_row_fn fn, void *arg)
+{
+	char key[PAGINATION_CURSOR_MAX], last[PAGINATION_CURSOR_MAX] = "";
+	char next[PAGINATION_CURSOR_MAX + 1];
+	json_t *items = NULL, *item;
+	int n = 0, more = 0;
+
+	if (rc != STORE_OK)
+		goto fail;
+	items = json_array();
+	while ((rc = store_next(r)) == 1) {
+		key[0] = '\0';
+		item = fn(tx, r, arg, key, sizeof key);
+		if (!item)
+			continue;
+		if (n == limit) {
+			json_decref(item);
+			more = 1;
+			break;
+		}
+		json_array_append_new(items, item);
+		snprintf(last, sizeof last, "%s", key);
+		n++;
+	}
+	if (rc < 0)
+		goto fail;
+	store_rows_close(r);
+	store_rollback(tx);
+	if (more && pagination_cursor_encode(c->app->cursor_key, scope, last, next, sizeof next) < 0)
+		more = 0;
+	respond_list(c, items, more ? next : NULL);
+	return;
+fail:
+	json_decref(items);
+	store_rows_close(r);
+	store_rollback(tx);
+	respond_store_error(c, rc);
+}
+
+int respond_page_args(struct ctx *c, const char *scope, int *limit, char *after, size_t cap)
+{
+	const char *cur = http_query(c->req, "cursor");
+
+	if (pagination_limit(http_query(c->req, "limit"), auth_plan_max_page(c->p.plan), limit) < 0) {
+		respond_error(c, ERR_REQUEST_MALFORMED, NULL,
+			      "limit must be an integer from 1 to %d on the %s plan",
+			      auth_plan_max_page(c->p.plan), c->p.plan);
+		return -1;
+	}
+	after[0] = '\0';
+	if (cur && pagination_cursor_decode(c->app->cursor_key, scope, cur, after, cap) < 0) {
+		respond_error(c, ERR_REQUEST_MALFORMED, NULL, "cursor is not valid for this list");
+		return -1;
+	}
+	return 0;
+}

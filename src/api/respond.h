@@ -1,0 +1,72 @@
+/* respond: the {data, meta} envelope and the error catalogue of
+ * API-CONTRACT §1. Every response body the API sends is made here. */
+#ifndef REVOPS_RESPOND_H
+#define REVOPS_RESPOND_H
+#include <jansson.h>
+#include "core/common.h"
+
+struct ctx;
+
+enum err {
+	ERR_REQUEST_MALFORMED,
+	ERR_VALIDATION_FAILED,
+	ERR_PORTFOLIO_REQUIRED,
+	ERR_UNAUTHENTICATED,
+	ERR_INSUFFICIENT_ROLE,
+	ERR_PLAN_FEATURE_UNAVAILABLE,
+	ERR_NOT_FOUND,
+	ERR_METHOD_NOT_ALLOWED,
+	ERR_CONFLICT,
+	ERR_IDEMPOTENCY_IN_PROGRESS,
+	ERR_WINDOW_EXPIRED,
+	ERR_PAYLOAD_TOO_LARGE,
+	ERR_UNSUPPORTED_MEDIA_TYPE,
+	ERR_IDEMPOTENCY_KEY_REUSED,
+	ERR_RATE_CEILING_EXCEEDED,
+	ERR_GOVERNANCE_REJECTED,
+	ERR_RATE_LIMITED,
+	ERR_PMS_WRITE_FAILED,
+	ERR_UNAVAILABLE,
+	ERR_INTERNAL,
+	ERR__COUNT
+};
+
+/* The SVC-* code and HTTP status of an error. */
+const char *err_code(enum err e);
+int err_status(enum err e);
+
+/* 2xx with {"data": data, "meta": {...}}; steals data. meta carries
+ * request_id, and on v2 routes portfolio_id. */
+void respond_data(struct ctx *c, int status, json_t *data);
+/* A list page: data is an array (stolen); next_cursor NULL means last page. */
+void respond_list(struct ctx *c, json_t *items, const char *next_cursor);
+/* A list page whose items are already JSON text (a JSON array): the hot
+ * list paths write items straight from the database rows. */
+struct buf;
+void respond_list_text(struct ctx *c, const struct buf *items, const char *next_cursor);
+/* An error body; details (stolen, may be NULL) is an array of {field, issue}. */
+void respond_error(struct ctx *c, enum err e, json_t *details, const char *fmt, ...)
+	PRINTF(4, 5);
+/* Answers a failed store call: 503 when the database was busy, else 500. */
+void respond_store_error(struct ctx *c, int rc);
+/* Reads ?limit (plan maximum) and ?cursor for the list named scope, the
+ * last item's id going to after (cap bytes; "" for the first page).
+ * Returns 0, or -1 after answering 400. */
+int respond_page_args(struct ctx *c, const char *scope, int *limit, char *after, size_t cap) WUR;
+/* One list item from the current row of a page query: the item (NULL to
+ * leave the row out, e.g. outside a narrowed token) and, in key, the value
+ * the next page resumes after. */
+struct store_tx;
+struct store_rows;
+typedef json_t *(*respond_row_fn)(struct store_tx *tx, struct store_rows *r, void *arg,
+				  char *key, size_t keycap);
+/* Answers a keyset page from a query that returns rows in list order (ask
+ * for more than limit, so the next page is known): up to limit items made
+ * by fn, a cursor for scope when rows remain. rc is the store_query status
+ * (an error is answered). Closes r and rolls tx back in every case. */
+void respond_rows_page(struct ctx *c, struct store_tx *tx, int rc, struct store_rows *r,
+		       int limit, const char *scope, respond_row_fn fn, void *arg);
+/* A body that is not the envelope (OAuth token responses, /healthz). */
+void respond_raw_json(struct ctx *c, int status, json_t *body);
+
+#endif

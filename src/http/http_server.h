@@ -1,0 +1,41 @@
+/* http_server: revops' own HTTP/1.1 server (event loops on epoll and a
+ * worker pool for writes; docs/architecture.md, docs/http-library.md).
+ * The bytes of a request are parsed by http_parse.c and checked by
+ * http_check.c; this file owns the sockets and threads. */
+#ifndef REVOPS_HTTP_SERVER_H
+#define REVOPS_HTTP_SERVER_H
+#include <stdint.h>
+#include "core/common.h"
+#include "http/http.h"
+
+struct http_server;
+
+struct http_server_opts {
+	const char *host;      /* IPv4 or IPv6 literal, or "localhost" */
+	int port;              /* 0 = any free port */
+	int threads;
+	int max_connections;
+	int idle_timeout_s;    /* closes connections idle (or stalled) this long */
+	int workers;           /* threads that run writes (POST/PUT/PATCH/DELETE) while their
+				* connection is parked; 0 = run everything on the loop threads */
+};
+
+/* Called once per complete request, on a loop thread (reads, and refusals
+ * with req->framing_status set) or a worker thread (writes). Must fill res. */
+typedef void (*http_handler_fn)(void *arg, struct request *req, struct response *res);
+
+int http_server_start(const struct http_server_opts *o, http_handler_fn fn, void *arg,
+		      struct http_server **out) WUR;
+/* The port actually bound. */
+int http_server_port(struct http_server *s);
+/* Stops accepting new connections; requests in flight go on. */
+void http_server_quiesce(struct http_server *s);
+/* Requests received and not yet completed. */
+int http_server_in_flight(struct http_server *s);
+/* Stops accepting, then waits up to drain_ms for requests in flight to
+ * finish. Returns how many were still in flight at the deadline. */
+int http_server_drain(struct http_server *s, int64_t drain_ms);
+/* Closes every connection and stops the threads. */
+void http_server_stop(struct http_server *s);
+
+#endif

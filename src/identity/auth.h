@@ -1,0 +1,73 @@
+/* auth: permission scopes, the authenticated principal, and bearer-token
+ * checks for API and SCIM calls. Tokens are stored only as SHA-256 hashes. */
+#ifndef REVOPS_AUTH_H
+#define REVOPS_AUTH_H
+#include <stdint.h>
+#include "core/common.h"
+#include "core/id.h"
+
+struct store;
+struct store_tx;
+
+enum {
+	AUTH_SCOPE_PORTFOLIOS_READ = 1u << 0,
+	AUTH_SCOPE_RATES_READ = 1u << 1,
+	AUTH_SCOPE_RATES_WRITE = 1u << 2,
+	AUTH_SCOPE_WEBHOOKS_MANAGE = 1u << 3,
+	AUTH_SCOPE_GUEST_THREADS_READ = 1u << 4,
+	AUTH_SCOPE_ALERTS_READ = 1u << 5,
+	AUTH_SCOPE_TASKS_READ = 1u << 6,
+	AUTH_SCOPE_TASKS_WRITE = 1u << 7,
+	AUTH_SCOPE_FISCAL_WRITE = 1u << 8,
+	AUTH_SCOPE_AUDIT_READ = 1u << 9,
+	AUTH_SCOPE_FEEDS_WRITE = 1u << 10,
+	AUTH_SCOPE_ALL = (1u << 11) - 1,
+};
+
+#define AUTH_MAX_PROPS 64
+#define AUTH_TOKEN_MAX 128
+
+struct principal {
+	char portfolio_id[ID_MAX];
+	char plan[16];
+	char client_id[ID_MAX];     /* "" for user tokens */
+	char user_id[ID_MAX];       /* "" for client tokens */
+	unsigned scopes;
+	int all_properties;         /* 1: every property of the portfolio */
+	int nprops;
+	char props[AUTH_MAX_PROPS][ID_MAX]; /* property ids when narrowed */
+	int64_t rate_limit;         /* per minute: override or plan figure */
+};
+
+/* The scope bit for a name such as "rates:write", or 0 if unknown. */
+unsigned auth_scope_bit(const char *name);
+/* Space-separated names of the bits in scopes, in canonical order. */
+void auth_scope_string(unsigned scopes, char *out, size_t cap);
+/* The plan's requests per minute, page size maximum, Idempotency window. */
+int64_t auth_plan_rate_limit(const char *plan);
+int auth_plan_max_page(const char *plan);
+int64_t auth_plan_idempotency_ms(const char *plan);
+const char *auth_plan_sla_tier(const char *plan);
+
+enum auth_result { AUTH_OK = 0, AUTH_NONE = 1, AUTH_INVALID = 2, AUTH_ERROR = -1 };
+
+/* Extracts the bearer token from an Authorization header value into out.
+ * Returns AUTH_OK, AUTH_NONE (no header) or AUTH_INVALID (malformed). */
+int auth_bearer(const char *header, char *out, size_t cap);
+/* Looks up an API access token: valid (not expired, not revoked, user still
+ * active) fills p and returns AUTH_OK; unknown/expired/revoked AUTH_INVALID. */
+int auth_lookup_token(struct store *st, const char *token, int64_t now_ms,
+		      struct principal *p) WUR;
+/* Looks up a SCIM bearer token; fills portfolio_id, plan and rate_limit of
+ * p (client_id "scim"). Returns AUTH_OK, AUTH_INVALID or AUTH_ERROR. */
+int auth_lookup_scim_token(struct store *st, const char *token, struct principal *p) WUR;
+/* Invalidates every cached token validation (call after committing a
+ * revocation; auth_revoke_user_tokens also calls it). */
+void auth_revocation_bump(void);
+/* Revokes every live token of user_id inside tx. Returns how many, or a
+ * negative store status. */
+int auth_revoke_user_tokens(struct store_tx *tx, const char *user_id, int64_t now_ms) WUR;
+/* 1 when the principal may touch property_id (a prop_ id), else 0. */
+int auth_property_allowed(const struct principal *p, const char *property_id);
+
+#endif

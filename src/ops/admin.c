@@ -1,0 +1,937 @@
+#include "ops/admin.h"
+
+#include <ctype.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "rates/audit_trail.h"
+#include "identity/auth.h"
+#include "core/clock.h"
+#include "core/crypto.h"
+#include "core/id.h"
+#include "events/outbox.h"
+#include "api/webhooks/webhook.h"
+#include "api/portfolio/portfolio.h"
+#include "store/store.h"
+#include "core/validate.h"
+
+static int fail(struct buf *err, const char *msg)
+{
+	buf_reset(err);
+	if (buf_puts(err, msg) < 0)
+		return -1;
+	return -1;
+}
+
+static int is_plan(const char *p)
+{
+	return p && (!strcmp(p, "chain_starter") || !strcmp(p, "group") || !strcmp(p, "enterprise"));
+}
+
+static int is_currency(const char *s)
+{
+	return s && strlen(s) == 3 && isupper((unsigned char)s[0]) &&
+	       isupper((unsigned char)s[1]) && isupper((unsigned char)s[2]);
+}
+
+/* A code: 1..32 of A-Z a-z 0-9 - _ . */
+static int is_text(const char *s, size_t max)
+{
+	return s && *s && strlen(s) <= max;
+}
+
+/* Runs fn inside one write transaction, committing on success. */
+static int portfolio_exists(struct store_tx *tx, const char *id)
+{
+	int64_t one;
+
+	return store_query_int(tx, "SELECT 1 FROM portfolios WHERE id = $1",
+			       (struct store_val[]){sv_text(id)}, 1, &one);
+}
+
+static int begin(struct store *st, struct store_tx **tx, struct buf *err)
+{
+	if (store_begin(st, 1, tx) != STORE_OK)
+		return fail(err, "database unavailable");
+	return 0;
+}
+
+static int commit(struct store_tx *tx, struct buf *err)
+{
+	if (store_commit(tx) != STORE_OK)
+		return fail(err, "could not commit");
+	return 0;
+}
+
+int admin_portfolio_create(struct store *st, const char *name, const char *plan, json_t **out,
+			   struct buf *err)
+{
+	struct store_tx *tx;
+	char id[ID_MAX];
+
+	*out = NULL;
+	if (!is_text(name, 200))
+		return fail(err, "--name is required (at most 200 characters)");
+	if (!is_plan(plan))
+		return fail(err, "--plan must be chain_starter, group or enterprise");
+	if (id_new("pf_", id, sizeof id) < 0 || begin(st, &tx, err) < 0)
+		return -1;
+	if (store_exec(tx,
+		       "INSERT INTO portfolios (id, name, plan, created_at) VALUES ($1, $2, $3, $4)",
+		       (struct store_val[]){sv_text(id), sv_text(name), sv_text(plan),
+					    sv_int(clock_now_ms())}, 4) < 0 ||
+	    portfolio_load(tx, id, out) != 1) {
+		store_rollback(tx);
+		json_decref(*out);
+		*out = NULL;
+		return fail(err, "could not create the portfolio");
+	}
+	if (commit(tx, err) < 0) {
+		json_decref(*out);
+		*out = NULL;
+		return -1;
+	}
+	return 0;
+}
+
+int admin_portfolio_show(struct store *st, const char *id, json_t **out, struct buf *err)
+{
+	struct store_tx *tx;
+	json_t *props = NULL;
+	int64_t limit = 0;
+	int rc;
+
+	*out = NULL;
+	if (!id || store_begin(st, 0, &tx) != STORE_OK)
+		return fail(err, id ? "database unavailable" : "--portfolio is required");
+	rc = portfolio_load(tx, id, out);
+	if (rc == 1 && portfolio_properties(tx, id, &props) == 0 &&
+	    store_query_int(tx, "SELECT COALESCE(rate_limit_per_minute, 0) FROM portfolios WHERE id = $1",
+			    (struct store_val[]){sv_text(id)}, 1, &limit) == 1) {
+		json_object_set_new(*out, "properties", props);
+		json_object_set_new(*out, "rate_limit_per_minute",
+				    json_integer(limit ? limit
+						       : auth_plan_rate_limit(json_string_value(
+							 json_object_get(*out, "plan")))));
+		json_object_set_new(*out, "rate_limit_override", limit ? json_true() : json_false());
+		store_rollback(tx);
+		return 0;
+	}
+	json_decref(props);
+	json_decref(*out);
+	*out = NULL;
+	store_rollback(tx);
+	return fail(err, rc == 0 ? "no such portfolio" : "could not read the portfolio");
+}
+
+int admin_set_rate_limit(struct store *st, const char *id, int64_t per_minute, json_t **out,
+			 struct buf *err)
+{
+	struct store_tx *tx;
+	int rc;
+
+	*out = NULL;
+	if (!id)
+		return fail(err, "--portfolio is required");
+	if (per_minute < 0 || per_minute > 100000000)
+		return fail(err, "--per-minute must be 0 (plan figure) to 100000000");
+	if (begin(st, &tx, err) < 0)
+		return -1;
+	rc = store_exec(tx, "UPDATE portfolios SET rate_limit_per_minute = $2 WHERE id = $1",
+			(struct store_val[]){sv_text(id),
+					     per_minute ? sv_int(per_minute) : sv_null()}, 2);
+	if (rc != 1) {
+		store_rollback(tx);
+		return fail(err, rc == 0 ? "no such portfolio" : "could not update the portfolio");
+	}
+	if (commit(tx, err) < 0)
+		return -1;
+	*out = json_pack("{s:s, s:o}", "portfolio_id", id, "rate_limit_per_minute",
+			 per_minute ? json_integer(per_minute) : json_null());
+	return 0;
+}
+
+int admin_property_add(struct store *st, const struct admin_property *p, json_t **out,
+		       struct buf *err)
+{
+	struct store_tx *tx;
+	json_t *all = NULL, *v;
+	char id[ID_MAX];
+	size_t i;
+	int rc;
+
+	*out = NULL;
+	if (!p->portfolio_id)
+		return fail(err, "--portfolio is required");
+	if (!is_text(p->name, 200) || !is_text(p->brand, 100))
+		return fail(err, "--name and --brand are required (at most 200/100 characters)");
+	if (!validate_code(p->code))
+		return fail(err, "--code must be 1-32 letters, digits, '-', '_' or '.'");
+	if (!is_text(p->billing_id, 64) || !is_text(p->timezone, 64))
+		return fail(err, "--billing-id and --timezone are required");
+	if (!is_currency(p->currency))
+		return fail(err, "--currency must be an ISO 4217 code such as PLN");
+	if (p->nip && (strlen(p->nip) != 10 || strspn(p->nip, "0123456789") != 10))
+		return fail(err, "--nip must be 10 digits");
+	if (id_new("prop_", id, sizeof id) < 0 || begin(st, &tx, err) < 0)
+		return -1;
+	if (portfolio_exists(tx, p->portfolio_id) != 1) {
+		store_rollback(tx);
+		return fail(err, "no such portfolio");
+	}
+	rc = store_exec(tx,
+			"INSERT INTO properties (id, portfolio_id, name, brand, pms_property_code,"
+			" billing_id, timezone, currency, vat_entity_nip, created_at)"
+			" VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10)",
+			(struct store_val[]){sv_text(id), sv_text(p->portfolio_id), sv_text(p->name),
+					     sv_text(p->brand), sv_text(p->code),
+					     sv_text(p->billing_id), sv_text(p->timezone),
+					     sv_text(p->currency), sv_text(p->nip),
+					     sv_int(clock_now_ms())}, 10);
+	if (rc < 0 || portfolio_properties(tx, p->portfolio_id, &all) < 0) {
+		store_rollback(tx);
+		json_decref(all);
+		return fail(err, rc == STORE_CONSTRAINT ? "that property code exists in the portfolio"
+							: "could not add the property");
+	}
+	json_array_foreach(all, i, v)
+		if (!strcmp(json_string_value(json_object_get(v, "id")), id))
+			*out = json_incref(v);
+	json_decref(all);
+	return commit(tx, err) < 0 ? (json_decref(*out), *out = NULL, -1) : 0;
+}
+
+/* Splits a comma-separated list into a JSON array of strings, checking each
+ * item with ok(). Returns NULL when an item is invalid. */
+static json_t *split_list(const char *s, int (*ok)(const char *))
+{
+	json_t *arr = json_array();
+	char *copy = strdup(s ? s : ""), *save = NULL, *tok;
+
+	for (tok = strtok_r(copy, ",", &save); tok; tok = strtok_r(NULL, ",", &save)) {
+		if (!ok(tok)) {
+			json_decref(arr);
+			arr = NULL;
+			break;
+		}
+		json_array_append_new(arr, json_string(tok));
+	}
+	free(copy);
+	return arr;
+}
+
+int admin_ceiling_add(struct store *st, const struct admin_ceiling *c, json_t **out,
+		      struct buf *err)
+{
+	struct store_tx *tx;
+	json_t *codes, *pf = NULL, *v;
+	char id[ID_MAX], *codes_s;
+	int64_t from, to;
+	size_t i;
+	int rc;
+
+	*out = NULL;
+	if (!c->portfolio_id || !is_text(c->brand, 100))
+		return fail(err, "--portfolio and --brand are required");
+	if (!is_currency(c->currency))
+		return fail(err, "--currency must be an ISO 4217 code such as PLN");
+	if (c->max_minor_units <= 0)
+		return fail(err, "--max must be a positive integer (minor units)");
+	if (!c->valid_from || clock_parse_date(c->valid_from, &from) < 0)
+		return fail(err, "--valid-from must be a date YYYY-MM-DD");
+	if (c->valid_to && (clock_parse_date(c->valid_to, &to) < 0 || to < from))
+		return fail(err, "--valid-to must be a date YYYY-MM-DD on or after --valid-from");
+	codes = split_list(c->room_types, validate_code);
+	if (!codes)
+		return fail(err, "--room-types must be comma-separated room type codes");
+	codes_s = json_dumps(codes, JSON_COMPACT);
+	json_decref(codes);
+	if (!codes_s || id_new("bc_", id, sizeof id) < 0 || begin(st, &tx, err) < 0) {
+		free(codes_s);
+		return -1;
+	}
+	if (portfolio_exists(tx, c->portfolio_id) != 1) {
+		store_rollback(tx);
+		free(codes_s);
+		return fail(err, "no such portfolio");
+	}
+	rc = store_exec(tx,
+			"INSERT INTO brand_ceilings (id, portfolio_id, brand, currency,"
+			" max_minor_units, room_type_codes, valid_from, valid_to, created_at)"
+			" VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)",
+			(struct store_val[]){sv_text(id), sv_text(c->portfolio_id), sv_text(c->brand),
+					     sv_text(c->currency), sv_int(c->max_minor_units),
+					     sv_text(codes_s), sv_text(c->valid_from),
+					     sv_text(c->valid_to), sv_int(clock_now_ms())}, 9);
+	free(codes_s);
+	if (rc < 0 || portfolio_load(tx, c->portfolio_id, &pf) != 1) {
+		store_rollback(tx);
+		json_decref(pf);
+		return fail(err, "could not add the brand ceiling");
+	}
+	json_array_foreach(json_object_get(pf, "brand_ceilings"), i, v)
+		if (!strcmp(json_string_value(json_object_get(v, "id")), id))
+			*out = json_incref(v);
+	json_decref(pf);
+	return commit(tx, err) < 0 ? (json_decref(*out), *out = NULL, -1) : 0;
+}
+
+static int is_scope(const char *s)
+{
+	return auth_scope_bit(s) != 0;
+}
+
+int admin_client_create(struct store *st, const char *portfolio_id, const char *name,
+			const char *scopes, const char *codes, json_t **out, struct buf *err)
+{
+	struct store_tx *tx;
+	json_t *scope_list = NULL, *code_list = NULL, *v;
+	char id[ID_MAX], secret[64], hash[65], scope_s[512], *codes_s = NULL, *sp;
+	unsigned bits = 0;
+	size_t i;
+	int64_t one;
+	int rc = -1;
+
+	*out = NULL;
+	if (!portfolio_id)
+		return fail(err, "--portfolio is required");
+	if (scopes) {
+		char *copy = strdup(scopes);
+
+		for (sp = copy; sp && *sp; sp++)
+			if (*sp == ',')
+				*sp = ' ';
+		scope_list = json_array();
+		for (sp = strtok(copy, " "); sp; sp = strtok(NULL, " ")) {
+			if (!is_scope(sp)) {
+				free(copy);
+				json_decref(scope_list);
+				return fail(err, "--scopes has an unknown permission scope");
+			}
+			bits |= auth_scope_bit(sp);
+		}
+		free(copy);
+		json_decref(scope_list);
+	} else {
+		bits = AUTH_SCOPE_ALL;
+	}
+	if (!bits)
+		return fail(err, "--scopes must name at least one permission scope");
+	auth_scope_string(bits, scope_s, sizeof scope_s);
+	if (codes) {
+		code_list = split_list(codes, validate_code);
+		if (!code_list || !json_array_size(code_list)) {
+			json_decref(code_list);
+			return fail(err, "--properties must be comma-separated property codes");
+		}
+		codes_s = json_dumps(code_list, JSON_COMPACT);
+	}
+	if (id_new("cli_", id, sizeof id) < 0 || crypto_token("", 32, secret, sizeof secret) < 0)
+		goto out;
+	crypto_sha256_hex(secret, strlen(secret), hash);
+	if (begin(st, &tx, err) < 0)
+		goto out;
+	if (portfolio_exists(tx, portfolio_id) != 1) {
+		store_rollback(tx);
+		fail(err, "no such portfolio");
+		goto out;
+	}
+	json_array_foreach(code_list, i, v)
+		if (store_query_int(tx,
+				    "SELECT 1 FROM properties WHERE portfolio_id = $1"
+				    " AND pms_property_code = $2",
+				    (struct store_val[]){sv_text(portfolio_id),
+							 sv_text(json_string_value(v))}, 2, &one) != 1) {
+			store_rollback(tx);
+			fail(err, "--properties names a code that is not a property of the portfolio");
+			goto out;
+		}
+	if (store_exec(tx,
+		       "INSERT INTO oauth_clients (id, portfolio_id, name, secret_hash, scopes,"
+		       " property_codes, created_at) VALUES ($1, $2, $3, $4, $5, $6, $7)",
+		       (struct store_val[]){sv_text(id), sv_text(portfolio_id),
+					    sv_text(name ? name : "client"), sv_text(hash),
+					    sv_text(scope_s), sv_text(codes_s),
+					    sv_int(clock_now_ms())}, 7) < 0) {
+		store_rollback(tx);
+		fail(err, "could not create the client");
+		goto out;
+	}
+	if (commit(tx, err) < 0)
+		goto out;
+	*out = json_pack("{s:s, s:s, s:s, s:[], s:o}", "client_id", id, "client_secret", secret,
+			 "portfolio_id", portfolio_id, "scopes", "property_codes",
+			 code_list ? json_incref(code_list) : json_null());
+	{
+		char *save = NULL, *tok;
+
+		for (tok = strtok_r(scope_s, " ", &save); tok; tok = strtok_r(NULL, " ", &save))
+			json_array_append_new(json_object_get(*out, "scopes"), json_string(tok));
+	}
+	rc = 0;
+out:
+	crypto_wipe(secret, sizeof secret);
+	json_decref(code_list);
+	free(codes_s);
+	return rc;
+}
+
+int admin_scim_token_create(struct store *st, const char *portfolio_id, json_t **out,
+			    struct buf *err)
+{
+	struct store_tx *tx;
+	char token[AUTH_TOKEN_MAX], hash[65];
+
+	*out = NULL;
+	if (!portfolio_id)
+		return fail(err, "--portfolio is required");
+	if (crypto_token("rvo_scim_", 32, token, sizeof token) < 0 || begin(st, &tx, err) < 0)
+		return -1;
+	crypto_sha256_hex(token, strlen(token), hash);
+	if (portfolio_exists(tx, portfolio_id) != 1 ||
+	    store_exec(tx,
+		       "INSERT INTO scim_tokens (token_hash, portfolio_id, created_at)"
+		       " VALUES ($1, $2, $3)",
+		       (struct store_val[]){sv_text(hash), sv_text(portfolio_id),
+					    sv_int(clock_now_ms())}, 3) < 0) {
+		store_rollback(tx);
+		return fail(err, "no such portfolio");
+	}
+	if (commit(tx, err) < 0)
+		return -1;
+	*out = json_pack("{s:s, s:s}", "portfolio_id", portfolio_id, "scim_token", token);
+	crypto_wipe(token, sizeof token);
+	return 0;
+}
+
+static int is_role(const char *s)
+{
+	return !strcmp(s, "revenue-approver") || !strcmp(s, "finance-operator") ||
+	       !strcmp(s, "ops-manager");
+}
+
+int admin_user_create(struct store *st, const char *portfolio_id, const char *user_name,
+		      const char *display_name, const char *roles, json_t **out,
+		      struct buf *err)
+{
+	struct store_tx *tx;
+	json_t *role_list, *doc, *v;
+	char id[ID_MAX], *lower, *roles_s, *doc_s;
+	int64_t now = clock_now_ms();
+	size_t i;
+	int rc;
+
+	*out = NULL;
+	if (!portfolio_id || !is_text(user_name, 256))
+		return fail(err, "--portfolio and --user-name are required");
+	role_list = split_list(roles, is_role);
+	if (!role_list)
+		return fail(err, "--roles must be revenue-approver, finance-operator or ops-manager");
+	lower = strdup(user_name);
+	for (i = 0; lower[i]; i++)
+		lower[i] = (char)tolower((unsigned char)lower[i]);
+	roles_s = json_dumps(role_list, JSON_COMPACT);
+	doc = json_pack("{s:[s], s:s, s:b, s:[]}", "schemas",
+			"urn:ietf:params:scim:schemas:core:2.0:User", "userName", user_name, "active",
+			1, "roles");
+	if (display_name)
+		json_object_set_new(doc, "displayName", json_string(display_name));
+	json_array_foreach(role_list, i, v)
+		json_array_append_new(json_object_get(doc, "roles"), json_pack("{s:O}", "value", v));
+	doc_s = json_dumps(doc, JSON_COMPACT | JSON_PRESERVE_ORDER);
+	json_decref(doc);
+	rc = id_new("usr_", id, sizeof id);
+	if (rc == 0)
+		rc = begin(st, &tx, err);
+	if (rc == 0) {
+		rc = store_exec(tx,
+				"INSERT INTO users (id, portfolio_id, user_name, user_name_lower,"
+				" display_name, active, roles, scim, created_at, updated_at)"
+				" VALUES ($1, $2, $3, $4, $5, 1, $6, $8, $7, $7)",
+				(struct store_val[]){sv_text(id), sv_text(portfolio_id),
+						     sv_text(user_name), sv_text(lower),
+						     sv_text(display_name), sv_text(roles_s),
+						     sv_int(now), sv_text(doc_s)}, 8);
+		if (rc < 0) {
+			store_rollback(tx);
+			fail(err, rc == STORE_CONSTRAINT ? "that user exists, or no such portfolio"
+							 : "could not create the user");
+			rc = -1;
+		} else {
+			rc = commit(tx, err);
+		}
+	}
+	if (rc == 0)
+		*out = json_pack("{s:s, s:s, s:s, s:b, s:O}", "id", id, "portfolio_id",
+				 portfolio_id, "user_name", user_name, "active", 1, "roles",
+				 role_list);
+	free(lower);
+	free(roles_s);
+	free(doc_s);
+	json_decref(role_list);
+	return rc < 0 ? -1 : 0;
+}
+
+int admin_user_list(struct store *st, const char *portfolio_id, json_t **out, struct buf *err)
+{
+	struct store_tx *tx;
+	struct store_rows *r;
+	int rc;
+
+	*out = NULL;
+	if (!portfolio_id)
+		return fail(err, "--portfolio is required");
+	if (store_begin(st, 0, &tx) != STORE_OK)
+		return fail(err, "database unavailable");
+	if (store_query(tx,
+			"SELECT id, user_name, display_name, active, roles FROM users"
+			" WHERE portfolio_id = $1 ORDER BY id",
+			(struct store_val[]){sv_text(portfolio_id)}, 1, &r) != STORE_OK) {
+		store_rollback(tx);
+		return fail(err, "could not list users");
+	}
+	*out = json_array();
+	while ((rc = store_next(r)) == 1) {
+		json_t *roles = json_loads(store_text(r, 4), 0, NULL);
+
+		json_array_append_new(
+			*out, json_pack("{s:s, s:s, s:s?, s:b, s:o}", "id", store_text(r, 0),
+					"user_name", store_text(r, 1), "display_name",
+					store_text(r, 2), "active", (int)store_int(r, 3), "roles",
+					roles ? roles : json_array()));
+	}
+	store_rows_close(r);
+	store_rollback(tx);
+	if (rc < 0) {
+		json_decref(*out);
+		*out = NULL;
+		return fail(err, "could not list users");
+	}
+	return 0;
+}
+
+int admin_idp_set(struct store *st, const char *portfolio_id, const char *entity_id,
+		  const char *cert_pem, const char *roles_attribute, json_t **out,
+		  struct buf *err)
+{
+	struct store_tx *tx;
+	int64_t now = clock_now_ms();
+
+	*out = NULL;
+	if (!portfolio_id || !is_text(entity_id, 1024))
+		return fail(err, "--portfolio and --entity-id are required");
+	if (!cert_pem || strlen(cert_pem) > 64 * 1024 || !crypto_cert_pem_valid(cert_pem))
+		return fail(err, "--cert must be a file holding one PEM X.509 certificate");
+	if (roles_attribute && !is_text(roles_attribute, 256))
+		return fail(err, "--roles-attribute must be 1-256 characters");
+	if (begin(st, &tx, err) < 0)
+		return -1;
+	if (portfolio_exists(tx, portfolio_id) != 1) {
+		store_rollback(tx);
+		return fail(err, "no such portfolio");
+	}
+	if (store_exec(tx,
+		       "INSERT INTO identity_providers (portfolio_id, entity_id, cert_pem,"
+		       " roles_attribute, created_at, updated_at) VALUES ($1, $2, $3, $4, $5, $5)"
+		       " ON CONFLICT (portfolio_id) DO UPDATE SET entity_id = $2, cert_pem = $3,"
+		       " roles_attribute = $4, updated_at = $5",
+		       (struct store_val[]){sv_text(portfolio_id), sv_text(entity_id),
+					    sv_text(cert_pem),
+					    sv_text(roles_attribute ? roles_attribute : "roles"),
+					    sv_int(now)}, 5) < 0) {
+		store_rollback(tx);
+		return fail(err, "could not store the identity provider");
+	}
+	if (commit(tx, err) < 0)
+		return -1;
+	*out = json_pack("{s:s, s:s, s:s}", "portfolio_id", portfolio_id, "entity_id", entity_id,
+			 "roles_attribute", roles_attribute ? roles_attribute : "roles");
+	return 0;
+}
+
+int admin_event_list(struct store *st, const char *portfolio_id, int64_t after, int64_t limit,
+		     json_t **out, struct buf *err)
+{
+	struct store_tx *tx;
+	struct store_rows *r;
+	char ts[CLOCK_RFC3339_LEN];
+	int rc;
+
+	*out = NULL;
+	if (!portfolio_id)
+		return fail(err, "--portfolio is required");
+	if (after < 0 || limit < 1 || limit > 10000)
+		return fail(err, "--after must be >= 0 and --limit 1-10000");
+	if (store_begin(st, 0, &tx) != STORE_OK)
+		return fail(err, "database unavailable");
+	if (store_query(tx,
+			"SELECT seq, id, surface, type, property_ids, data, created_at FROM events"
+			" WHERE portfolio_id = $1 AND seq > $2 ORDER BY seq LIMIT $3",
+			(struct store_val[]){sv_text(portfolio_id), sv_int(after), sv_int(limit)}, 3,
+			&r) != STORE_OK) {
+		store_rollback(tx);
+		return fail(err, "could not list events");
+	}
+	*out = json_array();
+	while ((rc = store_next(r)) == 1) {
+		json_t *props = json_loads(store_text(r, 4), 0, NULL);
+		json_t *data = json_loads(store_text(r, 5), 0, NULL);
+
+		clock_format_ms(store_int(r, 6), ts);
+		json_array_append_new(*out,
+				      json_pack("{s:I, s:s, s:s, s:s, s:o, s:o, s:s}", "seq",
+						(json_int_t)store_int(r, 0), "id", store_text(r, 1),
+						"surface", store_text(r, 2), "type", store_text(r, 3),
+						"properties", props ? props : json_array(), "data",
+						data ? data : json_object(), "created_at", ts));
+	}
+	store_rows_close(r);
+	store_rollback(tx);
+	if (rc < 0) {
+		json_decref(*out);
+		*out = NULL;
+		return fail(err, "could not list events");
+	}
+	return 0;
+}
+
+#define EMIT_TX_EVENTS 10000
+
+int admin_event_emit(struct store *st, const char *portfolio_id, const char *surface,
+		     const char *type, int64_t count, const char *property, json_t **out,
+		     struct buf *err)
+{
+	struct store_tx *tx = NULL;
+	json_t *props = NULL, *data = NULL;
+	int64_t i, one;
+	int rc;
+
+	*out = NULL;
+	if (!surface)
+		surface = "v2";
+	if (!portfolio_id || !type)
+		return fail(err, "--portfolio and --type are required");
+	if (strcmp(surface, "v1") && strcmp(surface, "v2"))
+		return fail(err, "--surface must be v1 or v2");
+	if (!webhook_event_known(surface, type))
+		return fail(err, "--type is not an event type of that surface");
+	if (count < 1 || count > 10000000)
+		return fail(err, "--count must be 1-10000000");
+	if (store_begin(st, 0, &tx) != STORE_OK)
+		return fail(err, "database unavailable");
+	rc = store_query_int(tx, "SELECT 1 FROM portfolios WHERE id = $1",
+			     (struct store_val[]){sv_text(portfolio_id)}, 1, &one);
+	if (rc == 1 && property)
+		rc = store_query_int(tx, "SELECT 1 FROM properties WHERE id = $1 AND portfolio_id = $2",
+				     (struct store_val[]){sv_text(property), sv_text(portfolio_id)}, 2,
+				     &one);
+	store_rollback(tx);
+	tx = NULL;
+	if (rc != 1)
+		return fail(err, rc < 0 ? "database unavailable" : "no such portfolio or property");
+	props = property ? json_pack("[s]", property) : json_array();
+	for (i = 0; i < count; i++) {
+		if (!tx && store_begin(st, 1, &tx) != STORE_OK) {
+			tx = NULL;
+			rc = fail(err, "database unavailable");
+			goto out;
+		}
+		data = json_pack("{s:b, s:I}", "synthetic", 1, "n", (json_int_t)i);
+		rc = outbox_append(tx, surface, type, portfolio_id, props, data, NULL, 0);
+		json_decref(data);
+		if (rc < 0) {
+			rc = fail(err, "could not append the event");
+			goto out;
+		}
+		if ((i + 1) % EMIT_TX_EVENTS == 0 || i + 1 == count) {
+			rc = commit(tx, err);
+			tx = NULL;
+			if (rc < 0)
+				goto out;
+		}
+	}
+	*out = json_pack("{s:I}", "emitted", (json_int_t)count);
+	rc = 0;
+out:
+	store_rollback(tx);
+	json_decref(props);
+	return rc;
+}
+
+int admin_audit_verify(struct store *st, const char *decision_id, json_t **out,
+		       struct buf *err)
+{
+	struct store_tx *tx;
+	json_t *trail = NULL;
+	int rc;
+
+	*out = NULL;
+	if (!decision_id)
+		return fail(err, "usage: audit verify DECISION_ID");
+	if (store_begin(st, 0, &tx) != STORE_OK)
+		return fail(err, "database unavailable");
+	rc = audit_load(tx, decision_id, &trail);
+	store_rollback(tx);
+	if (rc <= 0)
+		return fail(err, rc == 0 ? "no audit trail for that decision" : "could not read the trail");
+	*out = json_pack("{s:s, s:I, s:O, s:O}", "decision_id", decision_id, "entries",
+			 (json_int_t)json_array_size(json_object_get(trail, "entries")), "head_hash",
+			 json_object_get(trail, "head_hash"), "chain_valid",
+			 json_object_get(trail, "chain_valid"));
+	json_decref(trail);
+	return 0;
+}
+
+int admin_parse_time(const char *s, int64_t *ms)
+{
+	char date[11];
+	int64_t days;
+	int h, m, sec, frac = 0, n = 0;
+
+	if (!s || strlen(s) < 20 || s[10] != 'T')
+		return -1;
+	memcpy(date, s, 10);
+	date[10] = '\0';
+	if (clock_parse_date(date, &days) < 0)
+		return -1;
+	if (sscanf(s + 11, "%2d:%2d:%2d%n", &h, &m, &sec, &n) != 3 || n != 8)
+		return -1;
+	s += 19;
+	if (*s == '.') {
+		if (sscanf(s + 1, "%3d%n", &frac, &n) != 1 || n != 3)
+			return -1;
+		s += 4;
+	}
+	if (strcmp(s, "Z") != 0 || h > 23 || m > 59 || sec > 59 || h < 0 || m < 0 || sec < 0)
+		return -1;
+	*ms = ((days * 24 + h) * 60 + m) * 60000LL + sec * 1000LL + frac;
+	return 0;
+}
+
+int admin_deprecation_add(struct store *st, const char *method, const char *route,
+			  const char *announced, const char *note, json_t **out,
+			  struct buf *err)
+{
+	static const char *methods[] = {"GET", "POST", "PUT", "PATCH", "DELETE"};
+	struct store_tx *tx;
+	int64_t at;
+	size_t i;
+
+	*out = NULL;
+	for (i = 0; method && i < ARRAY_LEN(methods); i++)
+		if (!strcmp(method, methods[i]))
+			break;
+	if (!method || i == ARRAY_LEN(methods))
+		return fail(err, "--method must be GET, POST, PUT, PATCH or DELETE");
+	if (!route || route[0] != '/' || strlen(route) >= 160)
+		return fail(err, "--route must be a route pattern such as /v2/portfolios/{id}");
+	if (admin_parse_time(announced, &at) < 0)
+		return fail(err, "--announced must be RFC 3339 UTC, e.g. 2026-06-01T00:00:00Z");
+	if (begin(st, &tx, err) < 0)
+		return -1;
+	if (store_exec(tx,
+		       "INSERT INTO deprecations (method, route, announced_at, note, created_at)"
+		       " VALUES ($1, $2, $3, $4, $5) ON CONFLICT (method, route) DO UPDATE SET"
+		       " announced_at = $3, note = $4",
+		       (struct store_val[]){sv_text(method), sv_text(route), sv_int(at),
+					    sv_text(note ? note : ""), sv_int(clock_now_ms())},
+		       5) < 0) {
+		store_rollback(tx);
+		return fail(err, "could not record the deprecation");
+	}
+	if (commit(tx, err) < 0)
+		return -1;
+	*out = json_pack("{s:s, s:s, s:s, s:s}", "method", method, "route", route, "announced_at",
+			 announced, "note", note ? note : "");
+	return 0;
+}
+
+/* Writes text (plus a newline) to path atomically (temp file, fsync,
+ * rename) with the given mode. Returns 0 or -1. */
+static int write_file(const char *path, const char *text, mode_t mode)
+{
+	char tmp[1300];
+	size_t len = strlen(text);
+	int fd;
+
+	snprintf(tmp, sizeof tmp, "%s.tmp", path);
+	fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC, mode);
+	if (fd < 0)
+		return -1;
+	if (write(fd, text, len) != (ssize_t)len || write(fd, "\n", 1) != 1 || fsync(fd) < 0) {
+		close(fd);
+		unlink(tmp);
+		return -1;
+	}
+	if (close(fd) < 0 || rename(tmp, path) < 0) {
+		unlink(tmp);
+		return -1;
+	}
+	return 0;
+}
+
+struct demo_prop {
+	const char *name, *brand, *code, *tz, *nip;
+};
+
+/* Seeds one demo portfolio and appends its credentials to creds. */
+static int seed_one(struct store *st, const char *name, const char *plan, const char *domain,
+		    const struct demo_prop *props, int nprops, const char *const *brands,
+		    int nbrands, const char *public_url, const char *idp_cert, json_t *creds,
+		    struct buf *err)
+{
+	char entity[256];
+	json_t *idp = NULL;
+	json_t *pf = NULL, *obj = NULL, *cl = NULL, *scim = NULL, *plist = json_array(),
+	       *clist = json_array(), *u = NULL;
+	char billing[32], approver[128], user[128], today[11];
+	const char *pid;
+	int i, rc = -1;
+	static const char *roles[] = {"revenue-approver", "finance-operator", "ops-manager"};
+	static const char *names[] = {"approver", "finance", "ops"};
+
+	clock_format_date(clock_now_ms() / 86400000, today);
+	if (admin_portfolio_create(st, name, plan, &pf, err) < 0)
+		goto out;
+	pid = json_string_value(json_object_get(pf, "id"));
+	for (i = 0; i < nprops; i++) {
+		struct admin_property p = {pid, props[i].name, props[i].brand, props[i].code, billing,
+					   props[i].tz, "PLN", props[i].nip};
+
+		snprintf(billing, sizeof billing, "BILL-%s", props[i].code);
+		if (admin_property_add(st, &p, &obj, err) < 0)
+			goto out;
+		json_array_append_new(plist, json_pack("{s:O, s:O, s:O}", "id",
+						       json_object_get(obj, "id"),
+						       "pms_property_code",
+						       json_object_get(obj, "pms_property_code"),
+						       "brand", json_object_get(obj, "brand")));
+		json_decref(obj);
+		obj = NULL;
+	}
+	for (i = 0; i < nbrands; i++) {
+		struct admin_ceiling c = {pid, brands[i], "PLN", today, NULL, 120000, NULL};
+
+		if (admin_ceiling_add(st, &c, &obj, err) < 0)
+			goto out;
+		json_array_append_new(clist, json_pack("{s:O, s:O, s:O, s:O}", "id",
+						       json_object_get(obj, "id"), "brand",
+						       json_object_get(obj, "brand"), "currency",
+						       json_object_get(obj, "currency"),
+						       "max_minor_units",
+						       json_object_get(obj, "max_minor_units")));
+		json_decref(obj);
+		obj = NULL;
+	}
+	if (admin_client_create(st, pid, "demo", NULL, NULL, &cl, err) < 0 ||
+	    admin_scim_token_create(st, pid, &scim, err) < 0)
+		goto out;
+	for (i = 0; i < 3; i++) {
+		snprintf(user, sizeof user, "%s@%s", names[i], domain);
+		if (admin_user_create(st, pid, user, names[i], roles[i], &u, err) < 0)
+			goto out;
+		json_decref(u);
+		u = NULL;
+	}
+	snprintf(approver, sizeof approver, "approver@%s", domain);
+	snprintf(entity, sizeof entity, "https://idp.%s/saml", domain);
+	if (admin_idp_set(st, pid, entity, idp_cert, "roles", &idp, err) < 0)
+		goto out;
+	json_array_append_new(
+		creds, json_pack("{s:s, s:s, s:s, s:O, s:O, s:O, s:O, s:O, s:s, s:{s:s, s:s+, s:s+}}",
+				 "portfolio_id", pid, "name", name, "plan", plan, "client_id",
+				 json_object_get(cl, "client_id"), "client_secret",
+				 json_object_get(cl, "client_secret"), "scim_token",
+				 json_object_get(scim, "scim_token"), "properties", plist,
+				 "brand_ceilings", clist, "approver_saml_subject", approver, "saml",
+				 "idp_entity_id", entity, "audience", public_url, "/saml/sp",
+				 "recipient", public_url, "/oauth/token"));
+	rc = 0;
+out:
+	json_decref(idp);
+	json_decref(pf);
+	json_decref(obj);
+	json_decref(cl);
+	json_decref(scim);
+	json_decref(plist);
+	json_decref(clist);
+	return rc;
+}
+
+int admin_demo_seed(struct store *st, const char *public_url, const char *data_dir,
+		    struct buf *err)
+{
+	static const struct demo_prop ent[] = {
+		{"Vistula Grand Warsaw", "Vistula Grand", "WAW01", "Europe/Warsaw", "5260250995"},
+		{"Vistula Grand Krakow", "Vistula Grand", "KRK01", "Europe/Warsaw", "5260250995"},
+		{"Vistula Grand Gdansk", "Vistula Grand", "GDN01", "Europe/Warsaw", "5260250995"},
+		{"Amber Stay Poznan", "Amber Stay", "POZ01", "Europe/Warsaw", "7792433421"},
+		{"Amber Stay Wroclaw", "Amber Stay", "WRO01", "Europe/Warsaw", "7792433421"},
+	};
+	static const struct demo_prop grp[] = {
+		{"Tatra Lodge Zakopane", "Tatra Lodge", "ZAK01", "Europe/Warsaw", "7361001520"},
+		{"Tatra Lodge Katowice", "Tatra Lodge", "KTW01", "Europe/Warsaw", "7361001520"},
+		{"Tatra Lodge Lodz", "Tatra Lodge", "LOD01", "Europe/Warsaw", "7361001520"},
+	};
+	static const char *const ent_brands[] = {"Vistula Grand", "Amber Stay"};
+	static const char *const grp_brands[] = {"Tatra Lodge"};
+	struct store_tx *tx;
+	json_t *creds = json_array(), *doc = NULL;
+	char path[1200], key_path[1200], cert_path[1200], *text = NULL;
+	char *idp_key = NULL, *idp_cert = NULL;
+	int64_t n = 0;
+	int rc = -1;
+
+	if (store_begin(st, 0, &tx) != STORE_OK)
+		return fail(err, "database unavailable");
+	rc = store_query_int(tx, "SELECT COUNT(*) FROM portfolios", NULL, 0, &n);
+	store_rollback(tx);
+	if (rc != 1) {
+		json_decref(creds);
+		return fail(err, "database unavailable");
+	}
+	if (n > 0) {
+		json_decref(creds);
+		return 0;
+	}
+	rc = -1;
+	if (crypto_self_signed("revops demo IdP", 3650, &idp_key, &idp_cert) < 0) {
+		fail(err, "cannot make the demo IdP key");
+		goto out;
+	}
+	snprintf(key_path, sizeof key_path, "%s/demo-idp-key.pem", data_dir);
+	snprintf(cert_path, sizeof cert_path, "%s/demo-idp-cert.pem", data_dir);
+	if (write_file(key_path, idp_key, 0600) < 0 || write_file(cert_path, idp_cert, 0644) < 0) {
+		fail(err, "cannot write the demo IdP key and certificate");
+		goto out;
+	}
+	if (seed_one(st, "Demo Hotels Enterprise", "enterprise", "enterprise.demo.example", ent, 5,
+		     ent_brands, 2, public_url, idp_cert, creds, err) < 0 ||
+	    seed_one(st, "Demo Hotels Group", "group", "group.demo.example", grp, 3, grp_brands, 1,
+		     public_url, idp_cert, creds, err) < 0)
+		goto out;
+	doc = json_pack("{s:s, s:s+, s:O, s:{s:s, s:s}}", "base_url", public_url, "token_url",
+			public_url, "/oauth/token", "portfolios", creds, "demo_idp", "private_key_file",
+			key_path, "certificate_file", cert_path);
+	text = json_dumps(doc, JSON_INDENT(2) | JSON_PRESERVE_ORDER);
+	snprintf(path, sizeof path, "%s/demo-credentials.json", data_dir);
+	if (!text || write_file(path, text, 0600) < 0) {
+		fail(err, "cannot write demo-credentials.json");
+		goto out;
+	}
+	rc = 1;
+out:
+	if (idp_key)
+		crypto_wipe(idp_key, strlen(idp_key));
+	free(idp_key);
+	free(idp_cert);
+	if (text)
+		crypto_wipe(text, strlen(text));
+	free(text);
+	json_decref(doc);
+	json_decref(creds);
+	return rc;
+}

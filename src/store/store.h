@@ -1,0 +1,118 @@
+/* store: the database behind revops, reached only through this interface.
+ *
+ * SQL given to store_exec/store_query is portable (it runs on SQLite >= 3.35
+ * and PostgreSQL 15): $1..$N placeholders, INTEGER millisecond timestamps,
+ * TEXT for JSON and dates, ON CONFLICT and RETURNING allowed. Anything
+ * backend-specific lives in the backend file (store_sqlite.c; a
+ * store_pgsql.c would implement this same header). Migrations are the one
+ * exception: each backend keeps its own DDL in src/store/migrations/<backend>/.
+ *
+ * Threading: a store is shared by all threads; a transaction and its rows
+ * belong to the thread that began it. */
+#ifndef REVOPS_STORE_H
+#define REVOPS_STORE_H
+#include <stddef.h>
+#include <stdint.h>
+#include "core/common.h"
+
+struct store;
+struct store_tx;
+struct store_rows;
+
+enum store_status {
+	STORE_OK = 0,
+	STORE_ERR = -1,        /* anything unexpected; already logged */
+	STORE_CONSTRAINT = -2, /* a UNIQUE / CHECK / FOREIGN KEY / trigger refusal */
+	STORE_BUSY = -3,       /* lock not obtained within the busy timeout */
+};
+
+enum store_kind { STORE_NULL, STORE_INT, STORE_TEXT, STORE_BLOB };
+
+struct store_val {
+	enum store_kind kind;
+	int64_t i;
+	const char *s; /* TEXT (NUL-terminated) or BLOB bytes; not copied */
+	size_t n;      /* BLOB length */
+};
+
+static inline struct store_val sv_int(int64_t i)
+{
+	return (struct store_val){.kind = STORE_INT, .i = i};
+}
+/* NULL s binds SQL NULL. */
+static inline struct store_val sv_text(const char *s)
+{
+	return (struct store_val){.kind = s ? STORE_TEXT : STORE_NULL, .s = s};
+}
+static inline struct store_val sv_null(void)
+{
+	return (struct store_val){.kind = STORE_NULL};
+}
+static inline struct store_val sv_blob(const void *p, size_t n)
+{
+	return (struct store_val){.kind = STORE_BLOB, .s = p, .n = n};
+}
+
+/* Opens url ("sqlite:PATH"), creating the file and its directory's database
+ * if needed, and applies pending migrations. pool_size connections are
+ * shared by all threads. Returns 0, or -1 with the reason logged. */
+int store_open(const char *url, int pool_size, struct store **out) WUR;
+/* Closes every connection (checkpointing the WAL). Transactions must be
+ * finished first. */
+void store_close(struct store *st);
+/* 0 when the database answers a trivial query, else -1. */
+int store_ping(struct store *st) WUR;
+/* Server processes: stop checkpointing the WAL inside commits (where it
+ * lands on a request's latency) and run store_checkpoint on a background
+ * thread instead, once a second or as soon as the WAL passes ~16 MiB.
+ * store_close stops the thread. */
+void store_background_checkpoints(struct store *st);
+/* Copies committed WAL frames into the database (without blocking anyone),
+ * then holds this process's writers for the moment it takes to make the
+ * next writer start the WAL from its beginning (bounded by a short wait
+ * for old readers). Returns 0 or -1. */
+int store_checkpoint(struct store *st);
+/* The schema version after migrations. */
+int store_schema_version(struct store *st);
+
+/* Begins a transaction: write = 1 takes the write lock at once (so two
+ * writers never deadlock on upgrade), write = 0 reads a consistent snapshot.
+ * Blocks while every pooled connection is in use. */
+int store_begin(struct store *st, int write, struct store_tx **out) WUR;
+/* Commits and releases the connection; the tx is gone either way. */
+int store_commit(struct store_tx *tx) WUR;
+/* Rolls back and releases the connection. NULL is ignored. */
+void store_rollback(struct store_tx *tx);
+
+/* Runs a statement that returns no rows. Returns the number of rows changed
+ * (>= 0) or a negative enum store_status. */
+int store_exec(struct store_tx *tx, const char *sql, const struct store_val *params,
+	       int nparams) WUR;
+/* Runs a query; *out iterates its rows and must be closed before the tx
+ * ends. Returns 0 or a negative enum store_status. */
+int store_query(struct store_tx *tx, const char *sql, const struct store_val *params,
+		int nparams, struct store_rows **out) WUR;
+/* Advances to the next row: 1 = a row, 0 = no more rows, < 0 = error. */
+int store_next(struct store_rows *rows) WUR;
+/* Column accessors for the current row (0-based). Text is valid until the
+ * next store_next/store_rows_close; NULL for SQL NULL. */
+const char *store_text(struct store_rows *rows, int col);
+int64_t store_int(struct store_rows *rows, int col);
+int store_is_null(struct store_rows *rows, int col);
+size_t store_len(struct store_rows *rows, int col);
+void store_rows_close(struct store_rows *rows);
+
+/* Ends tx by the outcome of its statements: commits when rc >= 0 (a row
+ * count or STORE_OK), else rolls back and returns rc. Returns STORE_OK or
+ * a negative store status; tx is gone either way. For the common "if a
+ * statement failed or the commit failed" path, which must neither leave a
+ * failed transaction open nor touch a committed one. */
+int store_finish(struct store_tx *tx, int rc) WUR;
+
+/* Convenience: runs a query expected to give at most one row whose first
+ * column is an integer. Returns 1 and sets *out, 0 when there is no row, or
+ * a negative enum store_status. */
+int store_query_int(struct store_tx *tx, const char *sql, const struct store_val *params,
+		    int nparams, int64_t *out) WUR;
+
+#endif

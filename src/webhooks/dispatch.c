@@ -1,0 +1,1731 @@
+#include "webhooks/dispatch.h"
+
+#include <inttypes.h>
+#include <math.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/buf.h"
+#include "core/clock.h"
+#include "core/crypto.h"
+#include "net/egress.h"
+#include "net/httpc.h"
+#include "core/id.h"
+#include "core/jsonw.h"
+#include "core/log.h"
+#include "webhooks/signing.h"
+#include "store/store.h"
+
+#define MIN_MS 60000LL
+#define HOUR_MS (60 * MIN_MS)
+static const int64_t v1_offsets[] = {MIN_MS,       5 * MIN_MS,   15 * MIN_MS,
+				     HOUR_MS,      4 * HOUR_MS,  12 * HOUR_MS,
+				     24 * HOUR_MS, 48 * HOUR_MS, 72 * HOUR_MS};
+static const int64_t v2_offsets[] = {MIN_MS,      5 * MIN_MS,   15 * MIN_MS, HOUR_MS,
+				     4 * HOUR_MS, 12 * HOUR_MS, 24 * HOUR_MS};
+
+/* An uncapped lane's claimed and unrecorded deliveries, at most:
+ * DISPATCH_LANE_CONCURRENCY sending and as many again waiting in the HTTP
+ * thread for a slot, so a slot is refilled as soon as its transfer ends,
+ * without waiting for the recorder's next turn. A capped lane claims only
+ * as many as it may send (its sends must stay 1/rate apart, which a
+ * release of waiting ones would break; at 80/s at most, its slots are
+ * never what limits it). */
+#define LANE_CLAIMED (2 * DISPATCH_LANE_CONCURRENCY)
+#define FANOUT_BATCH 500
+/* A batch also ends once it made this many deliveries, so a burst to many
+ * subscriptions never holds the write lock (which the recorders need) for
+ * long: 500 events x 32 subscriptions in one transaction held it ~0.1 s. */
+#define FANOUT_MAX_DELIVERIES 2000
+/* How often an idle fan-out looks at the outbox (events also come from
+ * other processes, e.g. revopsctl, so there is nothing to wait on). A read
+ * of one index entry: 200 a second cost nothing measurable, and at 20 ms
+ * a small backlog ran dry between looks (deliveries/s at 1k pending: 22.2k
+ * and 19.9k at 20 ms, 24.8k and 24.1k at 5 ms, alternated). */
+#define FANOUT_IDLE_MS 5
+#define MAX_IN_FLIGHT 512
+#define SNIPPET_MAX 1024
+#define POLL_IDLE_MS 1000
+#define NO_DUE INT64_MAX
+
+int dispatch_schedule(const char *surface, const int64_t **offsets)
+{
+	if (!strcmp(surface, "v1")) {
+		*offsets = v1_offsets;
+		return (int)ARRAY_LEN(v1_offsets);
+	}
+	*offsets = v2_offsets;
+	return (int)ARRAY_LEN(v2_offsets);
+}
+
+/* ---------------------------------------------------------------- lanes */
+
+struct lane {
+	char *key;
+	int rate;        /* sends per second, 0 = no cap */
+	int owner;       /* the sender that serves it */
+	int in_flight;   /* claimed and not yet recorded; recorder only */
+	int finished;    /* of those, finished and about to be recorded; recorder only */
+	/* The HTTP thread's: transfers running, and claimed flights waiting
+	 * for one of the DISPATCH_LANE_CONCURRENCY slots (FIFO). */
+	int running;
+	struct flight *wait_head, *wait_tail;
+	/* The signing key of its deliveries, prepared, and the sealed value it
+	 * was opened from (reopened when that changes: a rotation); owner's
+	 * recorder only. */
+	char *sealed;
+	struct signing_key *skey;
+	double tat;      /* GCRA theoretical arrival time, mono ms; recorder only */
+	int64_t due_ms;  /* earliest known due time (wall ms); under mu */
+	unsigned gen;    /* bumped by every notify; under mu */
+	int64_t hash;    /* dispatch_lane_hash(key): the due index's key */
+	/* The seqs of its deliveries claimed and not yet recorded (their rows
+	 * still look due, so selection skips them); owner's recorder only. A
+	 * turn records before it claims, so at most LANE_CLAIMED are claimed
+	 * plus as many finished, awaiting their record. */
+	int64_t flying[2 * LANE_CLAIMED];
+	int nflying;
+};
+
+/* A claim row (webhook_claims): deleted with the outcome of its last
+ * delivery. Recorder only. */
+struct claim_row {
+	int64_t id;
+	int left;
+};
+
+struct flight {
+	struct httpc_request req;
+	struct lane *lane;
+	struct claim_row *claim;
+	int64_t seq;
+	char id[ID_MAX];
+	char surface[4];
+	int attempt;
+	int manual;
+	int64_t origin;     /* schedule origin, 0 before the first attempt */
+	int64_t started_at; /* wall ms */
+	char *url, *body;
+	size_t body_len;
+	char hdr[9][160];
+	const char *hdrs[10];
+	struct flight *next_wait; /* in its lane's wait list (HTTP thread) */
+};
+
+/* A flight list guarded by its sender's qmu. */
+struct flight_queue {
+	struct flight **f;
+	size_t n, cap;
+};
+
+/* One sender: two threads that serve the lanes whose owner it is. The HTTP
+ * thread only drives its asynchronous client: it queues the flights the
+ * recorder hands it behind their lanes, starts them as the lanes' slots
+ * free, and hands back the finished ones. The recorder does
+ * all the database work: it records outcomes, plans and claims. Neither
+ * waits for the other, so transfers progress during database turns and
+ * turns batch whatever finished meanwhile. */
+struct sender {
+	struct dispatch *d;
+	int index;
+	pthread_t http_thr, rec_thr;
+	int http_started, rec_started;
+	struct httpc_async *http;
+	size_t rr;                 /* round-robin start; recorder only */
+	size_t in_flight;          /* claimed, not yet recorded; recorder only */
+	pthread_mutex_t qmu;
+	pthread_cond_t qcond;      /* the recorder waits here */
+	struct flight_queue ready; /* claimed, to start (recorder -> HTTP) */
+	struct flight_queue done;  /* finished, to record (HTTP -> recorder) */
+	struct flight_queue spare; /* the HTTP thread's, swapped with ready */
+	struct flight_queue failed; /* the HTTP thread's: ended at once, to hand back */
+	int wake;                  /* under qmu: plan again (a lane got work) */
+	volatile int rec_exited;
+};
+
+struct dispatch {
+	struct store *st;
+	struct dispatch_opts o;
+	unsigned char seal_key[32];
+	pthread_t fanout_thr;
+	int fanout_started;
+	struct sender senders[DISPATCH_MAX_SENDERS];
+	int nsenders;
+	pthread_mutex_t mu;
+	pthread_cond_t cond;
+	volatile int stop;
+	int drain_ms;
+	struct lane **lanes; /* under mu (the array; see struct lane for fields) */
+	size_t nlanes, lanes_cap;
+	int64_t cursor;      /* fan-out thread only */
+};
+
+void dispatch_touch(struct dispatch_touched *t, const char *lane, int rate)
+{
+	int i;
+
+	for (i = 0; i < t->n; i++)
+		if (!strcmp(t->lanes[i], lane))
+			return;
+	if (t->n == (int)ARRAY_LEN(t->lanes) || strlen(lane) >= sizeof t->lanes[0]) {
+		t->overflow = 1;
+		return;
+	}
+	snprintf(t->lanes[t->n], sizeof t->lanes[0], "%s", lane);
+	t->rates[t->n++] = rate;
+}
+
+/* FNV-1a: spreads lanes over the senders. */
+static unsigned lane_hash(const char *s)
+{
+	unsigned h = 2166136261u;
+
+	for (; *s; s++)
+		h = (h ^ (unsigned char)*s) * 16777619u;
+	return h;
+}
+
+/* The lane's key in the due index: 64-bit FNV-1a cut to 63 bits, never 0
+ * (0 marks rows made before the column existed). Two lanes with the same
+ * hash stay correct: every query also compares the lane text. */
+int64_t dispatch_lane_hash(const char *lane)
+{
+	uint64_t h = 14695981039346656037ull;
+
+	for (; *lane; lane++)
+		h = (h ^ (unsigned char)*lane) * 1099511628211ull;
+	h &= INT64_MAX;
+	return h ? (int64_t)h : 1;
+}
+
+/* Wakes every sender's recorder (to plan) and HTTP thread. */
+static void wake_senders(struct dispatch *d)
+{
+	struct sender *sd;
+	int i;
+
+	for (i = 0; i < d->nsenders; i++) {
+		sd = &d->senders[i];
+		if (!sd->http)
+			continue;
+		pthread_mutex_lock(&sd->qmu);
+		sd->wake = 1;
+		pthread_cond_signal(&sd->qcond);
+		pthread_mutex_unlock(&sd->qmu);
+		httpc_async_wakeup(sd->http);
+	}
+}
+
+/* Makes room for n flights in q. The queues and a turn's finished list
+ * get MAX_IN_FLIGHT at start, the most a sender has claimed at once, so
+ * pushes never allocate (and never fail) afterwards. */
+static int queue_reserve(struct flight_queue *q, size_t n)
+{
+	struct flight **g = realloc(q->f, n * sizeof *g);
+
+	if (!g)
+		return -1;
+	q->f = g;
+	q->cap = n;
+	return 0;
+}
+
+/* Appends f to q (caller holds qmu). -1: no memory. */
+static int queue_push(struct flight_queue *q, struct flight *f)
+{
+	if (q->n == q->cap) {
+		size_t cap = q->cap ? q->cap * 2 : 256;
+		struct flight **g = realloc(q->f, cap * sizeof *g);
+
+		if (!g)
+			return -1;
+		q->f = g;
+		q->cap = cap;
+	}
+	q->f[q->n++] = f;
+	return 0;
+}
+
+/* The lane named key, made when missing. Caller holds mu. NULL: no memory. */
+static struct lane *lane_get(struct dispatch *d, const char *key, int rate)
+{
+	struct lane *l, **grown;
+	size_t i;
+
+	for (i = 0; i < d->nlanes; i++)
+		if (!strcmp(d->lanes[i]->key, key))
+			return d->lanes[i];
+	if (d->nlanes == d->lanes_cap) {
+		size_t cap = d->lanes_cap ? d->lanes_cap * 2 : 16;
+
+		grown = realloc(d->lanes, cap * sizeof *grown);
+		if (!grown)
+			return NULL;
+		d->lanes = grown;
+		d->lanes_cap = cap;
+	}
+	l = calloc(1, sizeof *l);
+	if (!l || !(l->key = strdup(key))) {
+		free(l);
+		return NULL;
+	}
+	l->rate = rate;
+	l->hash = dispatch_lane_hash(key);
+	l->owner = (int)(lane_hash(key) % (unsigned)d->nsenders);
+	l->due_ms = NO_DUE;
+	d->lanes[d->nlanes++] = l;
+	return l;
+}
+
+/* Loads every lane with deliveries waiting and its earliest due time. */
+static int lanes_rescan(struct dispatch *d)
+{
+	struct store_tx *tx;
+	struct store_rows *r;
+	struct lane *l;
+	int rc;
+
+	if ((rc = store_begin(d->st, 0, &tx)) != STORE_OK)
+		return rc;
+	rc = store_query(tx, "SELECT lane, MIN(rate_per_s), MIN(next_attempt_at) FROM"
+			     " webhook_deliveries WHERE next_attempt_at IS NOT NULL GROUP BY lane",
+			 NULL, 0, &r);
+	if (rc == STORE_OK) {
+		pthread_mutex_lock(&d->mu);
+		while ((rc = store_next(r)) == 1) {
+			l = lane_get(d, store_text(r, 0), (int)store_int(r, 1));
+			if (!l)
+				continue;
+			if (store_int(r, 2) < l->due_ms)
+				l->due_ms = store_int(r, 2);
+			l->gen++;
+		}
+		pthread_mutex_unlock(&d->mu);
+		store_rows_close(r);
+	}
+	store_rollback(tx);
+	return rc < 0 ? rc : 0;
+}
+
+void dispatch_notify(struct dispatch *d, const struct dispatch_touched *t)
+{
+	struct lane *l;
+	int i;
+
+	if (!d || !t || (!t->n && !t->overflow))
+		return;
+	if (t->overflow) {
+		if (lanes_rescan(d) < 0)
+			log_msg(LOG_ERROR, "webhook", "cannot rescan delivery lanes");
+	}
+	pthread_mutex_lock(&d->mu);
+	for (i = 0; i < t->n; i++) {
+		l = lane_get(d, t->lanes[i], t->rates[i]);
+		if (!l)
+			continue;
+		l->due_ms = 0;
+		l->gen++;
+	}
+	pthread_mutex_unlock(&d->mu);
+	wake_senders(d);
+}
+
+/* -------------------------------------------------------------- fan-out */
+
+struct sub {
+	char *id, *portfolio_id, *surface, *url, *mirror_url, *events, *plan;
+	int64_t created_at;
+};
+
+static void subs_free(struct sub *s, size_t n)
+{
+	size_t i;
+
+	for (i = 0; i < n; i++) {
+		free(s[i].id);
+		free(s[i].portfolio_id);
+		free(s[i].surface);
+		free(s[i].url);
+		free(s[i].mirror_url);
+		free(s[i].events);
+		free(s[i].plan);
+	}
+	free(s);
+}
+
+static char *dup_or_null(const char *s)
+{
+	return s ? strdup(s) : NULL;
+}
+
+/* Loads enabled subscriptions (all, or the one named only) with their
+ * portfolio's plan. */
+static int subs_load(struct store_tx *tx, const char *only, struct sub **out, size_t *n)
+{
+	struct store_rows *r;
+	struct sub *s = NULL, *grown;
+	size_t cap = 0, cnt = 0;
+	int rc;
+
+	*out = NULL;
+	*n = 0;
+	rc = store_query(tx,
+			 "SELECT s.id, s.portfolio_id, s.surface, s.url, s.mirror_url, s.events,"
+			 " s.created_at, p.plan FROM webhook_subscriptions s JOIN portfolios p"
+			 " ON p.id = s.portfolio_id WHERE s.status = 'enabled'"
+			 " AND ($1 IS NULL OR s.id = $1)",
+			 (struct store_val[]){sv_text(only)}, 1, &r);
+	if (rc != STORE_OK)
+		return rc;
+	while ((rc = store_next(r)) == 1) {
+		if (cnt == cap) {
+			cap = cap ? cap * 2 : 16;
+			grown = realloc(s, cap * sizeof *s);
+			if (!grown) {
+				rc = STORE_ERR;
+				break;
+			}
+			s = grown;
+		}
+		s[cnt] = (struct sub){strdup(store_text(r, 0)), strdup(store_text(r, 1)),
+				      strdup(store_text(r, 2)), strdup(store_text(r, 3)),
+				      dup_or_null(store_text(r, 4)), strdup(store_text(r, 5)),
+				      strdup(store_text(r, 7)), store_int(r, 6)};
+		cnt++;
+	}
+	store_rows_close(r);
+	if (rc < 0) {
+		subs_free(s, cnt);
+		return rc;
+	}
+	*out = s;
+	*n = cnt;
+	return 0;
+}
+
+static int plan_rate(const char *plan)
+{
+	if (!strcmp(plan, "enterprise"))
+		return 80;
+	if (!strcmp(plan, "group"))
+		return 20;
+	return 5;
+}
+
+/* 1 when the subscription's events (a compact JSON array of names) holds
+ * type. Names never contain quotes, so a quoted search is exact. */
+static int sub_wants(const struct sub *s, const char *type)
+{
+	char quoted[160];
+
+	if (snprintf(quoted, sizeof quoted, "\"%s\"", type) >= (int)sizeof quoted)
+		return 0;
+	return strstr(s->events, quoted) != NULL;
+}
+
+/* The envelope around the delivery id: prefix + delivery id + suffix is the
+ * body (spec "Webhook event envelope" v1 / v2, fields in table order). */
+static int envelope(const struct dispatch_event *ev, struct buf *pre, struct buf *suf)
+{
+	char ts[CLOCK_RFC3339_LEN];
+	json_t *props = json_loads(ev->property_ids, 0, NULL);
+	const char *first = json_string_value(json_array_get(props, 0));
+	int rc = -1;
+
+	clock_format_ms(ev->created_at, ts);
+	if (!json_is_array(props))
+		goto out;
+	if (buf_puts(pre, "{\"id\":") < 0 || jsonw_str(pre, ev->id) < 0 ||
+	    buf_puts(pre, ",\"type\":") < 0 || jsonw_str(pre, ev->type) < 0 ||
+	    buf_puts(pre, ",\"created_at\":") < 0 || jsonw_str(pre, ts) < 0 ||
+	    buf_puts(pre, ",\"delivery_id\":\"") < 0)
+		goto out;
+	if (buf_putc(suf, '"') < 0)
+		goto out;
+	if (!strcmp(ev->surface, "v1")) {
+		if (buf_puts(suf, ",\"property_id\":") < 0 || jsonw_str(suf, first) < 0)
+			goto out;
+	} else {
+		if (buf_puts(suf, ",\"portfolio_id\":") < 0 || jsonw_str(suf, ev->portfolio_id) < 0 ||
+		    buf_puts(suf, ",\"properties\":") < 0 || buf_puts(suf, ev->property_ids) < 0)
+			goto out;
+	}
+	if (buf_puts(suf, ",\"data\":") < 0 || buf_puts(suf, ev->data) < 0 || buf_putc(suf, '}') < 0)
+		goto out;
+	rc = 0;
+out:
+	json_decref(props);
+	return rc;
+}
+
+/* What every delivery made for one event shares. */
+struct fan {
+	struct store_tx *tx;
+	const struct dispatch_event *ev;
+	const struct buf *body;
+	int64_t now;
+	json_t *created;                 /* when not NULL, gets {id, target} per delivery */
+	struct dispatch_touched *touched;
+};
+
+/* Inserts one delivery of f->ev to s (its primary URL, or its mirror with
+ * primary_id naming the primary), notes its lane and reports it. */
+static int add_delivery(const struct fan *f, const struct sub *s, const char *id,
+			const char *target, const char *primary_id, const char *url,
+			const char *lane, int rate)
+{
+	const struct dispatch_event *ev = f->ev;
+	int rc = store_exec(
+		f->tx,
+		"INSERT INTO webhook_deliveries (id, portfolio_id, subscription_id, surface, target,"
+		" primary_id, event_id, event_type, event_created_at, url, lane, lane_hash,"
+		" rate_per_s, body, state, next_attempt_at, created_at) VALUES ($1, $2, $3, $4,"
+		" $5, $6, $7, $8, $9, $10, $11, $15, $12, $13, 'pending', $14, $14)",
+		(struct store_val[]){sv_text(id), sv_text(s->portfolio_id), sv_text(s->id),
+				     sv_text(s->surface), sv_text(target), sv_text(primary_id),
+				     sv_text(ev->id), sv_text(ev->type), sv_int(ev->created_at),
+				     sv_text(url), sv_text(lane), sv_int(rate),
+				     sv_blob(f->body->data, f->body->len), sv_int(f->now),
+				     sv_int(dispatch_lane_hash(lane))},
+		15);
+
+	if (rc < 0)
+		return rc;
+	dispatch_touch(f->touched, lane, rate);
+	if (f->created)
+		json_array_append_new(f->created,
+				      json_pack("{s:s, s:s}", "id", id, "target", target));
+	return 0;
+}
+
+/* Creates the deliveries of ev for the subscriptions in subs that want it
+ * (all of them when ping). */
+static int fan_out_event(struct store_tx *tx, const struct dispatch_event *ev,
+			 const struct sub *subs, size_t nsubs, int ping, json_t *created,
+			 struct dispatch_touched *touched)
+{
+	struct buf pre, suf, body, lane;
+	char id[ID_MAX], mid[ID_MAX];
+	struct fan f = {tx, ev, &body, clock_now_ms(), created, touched};
+	int rc = 0, count = 0, rate;
+	size_t i;
+
+	buf_init(&pre, 0);
+	buf_init(&suf, 0);
+	buf_init(&body, 0);
+	buf_init(&lane, 0);
+	if (envelope(ev, &pre, &suf) < 0) {
+		rc = STORE_ERR;
+		goto out;
+	}
+	for (i = 0; i < nsubs; i++) {
+		const struct sub *s = &subs[i];
+
+		if (strcmp(s->portfolio_id, ev->portfolio_id) || strcmp(s->surface, ev->surface))
+			continue;
+		if (!ping && (s->created_at > ev->created_at || !sub_wants(s, ev->type)))
+			continue;
+		buf_reset(&body);
+		buf_reset(&lane);
+		rate = strcmp(s->surface, "v1") ? plan_rate(s->plan) : 20;
+		if (id_new("dlv_", id, sizeof id) < 0 || buf_append(&body, pre.data, pre.len) < 0 ||
+		    buf_puts(&body, id) < 0 || buf_append(&body, suf.data, suf.len) < 0 ||
+		    (strcmp(s->surface, "v1") ? buf_printf(&lane, "v2 %s %s", s->portfolio_id, s->url)
+					      : buf_printf(&lane, "v1 %s", s->id)) < 0) {
+			rc = STORE_ERR;
+			goto out;
+		}
+		if ((rc = add_delivery(&f, s, id, "primary", NULL, s->url, lane.data, rate)) < 0)
+			goto out;
+		count++;
+		if (!s->mirror_url || strcmp(s->surface, "v2"))
+			continue;
+		/* The mirror copy: its own delivery, the primary's body byte for byte. */
+		buf_reset(&lane);
+		if (id_new("dlv_", mid, sizeof mid) < 0 ||
+		    buf_printf(&lane, "v2m %s %s", s->portfolio_id, s->mirror_url) < 0) {
+			rc = STORE_ERR;
+			goto out;
+		}
+		if ((rc = add_delivery(&f, s, mid, "mirror", id, s->mirror_url, lane.data, rate)) < 0)
+			goto out;
+		count++;
+	}
+	rc = count;
+out:
+	buf_free(&pre);
+	buf_free(&suf);
+	buf_free(&body);
+	buf_free(&lane);
+	return rc;
+}
+
+int dispatch_fan_out(struct store_tx *tx, const struct dispatch_event *ev, const char *only_sub,
+		     json_t *created, struct dispatch_touched *touched)
+{
+	struct sub *subs;
+	size_t n;
+	int rc;
+
+	rc = subs_load(tx, only_sub, &subs, &n);
+	if (rc < 0)
+		return rc;
+	rc = fan_out_event(tx, ev, subs, n, only_sub != NULL, created, touched);
+	subs_free(subs, n);
+	return rc;
+}
+
+/* One fan-out batch: the events after the cursor become deliveries and the
+ * cursor moves, in one transaction. Returns how many events were read (0:
+ * nothing new; FANOUT_BATCH: more may be waiting, also when the batch
+ * stopped at FANOUT_MAX_DELIVERIES) or a negative store status. */
+static int fan_out_batch(struct dispatch *d, struct dispatch_touched *touched)
+{
+	struct store_tx *tx = NULL;
+	struct store_rows *r = NULL;
+	struct sub *subs = NULL;
+	size_t nsubs = 0;
+	int64_t seq = 0, last = d->cursor;
+	int rc, n = 0, made = 0;
+
+	/* A cheap read first, so an idle outbox never takes the write lock. */
+	if ((rc = store_begin(d->st, 0, &tx)) != STORE_OK)
+		return rc;
+	rc = store_query_int(tx, "SELECT seq FROM events WHERE seq > $1 ORDER BY seq LIMIT 1",
+			     (struct store_val[]){sv_int(d->cursor)}, 1, &seq);
+	store_rollback(tx);
+	tx = NULL;
+	if (rc <= 0)
+		return rc;
+	if ((rc = store_begin(d->st, 1, &tx)) != STORE_OK)
+		return rc;
+	if ((rc = subs_load(tx, NULL, &subs, &nsubs)) < 0)
+		goto out;
+	rc = store_query(tx, "SELECT seq, id, surface, type, portfolio_id, property_ids, data,"
+			     " created_at FROM events WHERE seq > $1 ORDER BY seq LIMIT $2",
+			 (struct store_val[]){sv_int(d->cursor), sv_int(FANOUT_BATCH)}, 2, &r);
+	if (rc != STORE_OK)
+		goto out;
+	while ((rc = store_next(r)) == 1) {
+		struct dispatch_event ev = {store_text(r, 1), store_text(r, 2), store_text(r, 3),
+					    store_text(r, 4), store_text(r, 5), store_text(r, 6),
+					    store_int(r, 7)};
+
+		last = store_int(r, 0);
+		n++;
+		if (nsubs == 0)
+			continue;
+		rc = fan_out_event(tx, &ev, subs, nsubs, 0, NULL, touched);
+		if (rc < 0)
+			goto out;
+		made += rc;
+		if (made >= FANOUT_MAX_DELIVERIES) {
+			n = FANOUT_BATCH; /* more may follow: go again at once */
+			rc = 0;
+			break;
+		}
+	}
+	if (rc < 0)
+		goto out;
+	store_rows_close(r);
+	r = NULL;
+	rc = store_exec(tx, "UPDATE webhook_dispatch SET last_event_seq = $1 WHERE id = 1",
+			(struct store_val[]){sv_int(last)}, 1);
+	if (rc < 0)
+		goto out;
+	rc = store_commit(tx);
+	tx = NULL;
+	if (rc == STORE_OK) {
+		d->cursor = last;
+		rc = n;
+	}
+out:
+	store_rows_close(r);
+	store_rollback(tx);
+	subs_free(subs, nsubs);
+	return rc;
+}
+
+static void *fanout_main(void *arg)
+{
+	struct dispatch *d = arg;
+	struct dispatch_touched touched;
+	struct timespec ts;
+	int n;
+
+	while (!d->stop) {
+		memset(&touched, 0, sizeof touched);
+		n = fan_out_batch(d, &touched);
+		if (n < 0)
+			log_msg(LOG_ERROR, "webhook", "fan-out failed (store status %d); retrying", n);
+		dispatch_notify(d, &touched);
+		if (n == FANOUT_BATCH)
+			continue;
+		pthread_mutex_lock(&d->mu);
+		if (!d->stop) {
+			clock_gettime(CLOCK_REALTIME, &ts);
+			ts.tv_nsec += (long)(n < 0 ? 500 : FANOUT_IDLE_MS) * 1000000L;
+			ts.tv_sec += ts.tv_nsec / 1000000000L;
+			ts.tv_nsec %= 1000000000L;
+			pthread_cond_timedwait(&d->cond, &d->mu, &ts);
+		}
+		pthread_mutex_unlock(&d->mu);
+	}
+	return NULL;
+}
+
+/* --------------------------------------------------------------- sender */
+
+struct claim {
+	struct lane *lane;
+	int want;
+	unsigned gen;
+};
+
+static void flight_free(struct flight *f)
+{
+	if (!f)
+		return;
+	buf_free(&f->req.response);
+	free(f->url);
+	free(f->body);
+	free(f);
+}
+
+/* Frees a claimed flight whose outcome will not be recorded (stop, or no
+ * room to queue it): its claim row stays in the database, so the delivery
+ * is counted and sent again at the next start; the row's memory goes with
+ * its last flight. */
+static void flight_abandon(struct flight *f)
+{
+	if (f && f->claim && --f->claim->left == 0)
+		free(f->claim);
+	flight_free(f);
+}
+
+/* The error class of an attempt: NULL for a 2xx (a success). */
+static const char *error_class(const struct httpc_request *r)
+{
+	int answered = r->error == HTTPC_OK || (r->error == HTTPC_ETOOBIG && r->status > 0);
+
+	if (answered)
+		return r->status >= 200 && r->status < 300 ? NULL : "http_status";
+	switch (r->error) {
+	case HTTPC_ETIMEOUT:
+		return "timeout";
+	case HTTPC_ECONNECT:
+		return "connect";
+	case HTTPC_ETLS:
+		return "tls";
+	case HTTPC_ERESOLVE:
+		return "resolve";
+	case HTTPC_EREFUSED_TARGET:
+		return "refused_target";
+	default:
+		return "other";
+	}
+}
+
+/* Records one finished attempt f in tx: its attempt row, and its
+ * delivery moved on (delivered; retry scheduled at origin + offset; or
+ * dead-lettered: schedule exhausted, or a manual retry/replay failed).
+ * Sets *next_ms to the next due time or NO_DUE. One prepared statement
+ * each per attempt: a turn's outcomes as one UPDATE ... FROM json_each
+ * over a JSON array cost ~4 us more per row (SQLite materialises every
+ * updated row, body included, before writing it). */
+static int record_outcome(struct store_tx *tx, struct flight *f, int64_t now, int64_t *next_ms)
+{
+	const char *err = error_class(&f->req);
+	const int64_t *offs;
+	int noffs = dispatch_schedule(f->surface, &offs);
+	int64_t origin = f->origin ? f->origin : f->started_at, next = NO_DUE;
+	char snippet[SNIPPET_MAX + 1];
+	const char *state;
+	size_t n = f->req.response.len < SNIPPET_MAX ? f->req.response.len : SNIPPET_MAX;
+	int rc;
+
+	memcpy(snippet, f->req.response.data ? f->req.response.data : "", n);
+	snippet[n] = '\0';
+	if (!n && err && f->req.errmsg[0])
+		snprintf(snippet, sizeof snippet, "%s", f->req.errmsg);
+	jsonw_sanitize(snippet);
+	if (!err) {
+		state = "delivered";
+	} else if (f->manual || f->attempt > noffs) {
+		state = "dead_lettered";
+	} else {
+		state = "retry_scheduled";
+		next = origin + clock_business_ms(offs[f->attempt - 1]);
+	}
+	*next_ms = next;
+	rc = store_exec(tx,
+			"INSERT INTO webhook_attempts (delivery_id, n, started_at, duration_ms,"
+			" http_status, error, response_snippet) VALUES ($1, $2, $3, $4, $5, $6, $7)"
+			" ON CONFLICT (delivery_id, n) DO NOTHING",
+			(struct store_val[]){sv_text(f->id), sv_int(f->attempt), sv_int(f->started_at),
+					     sv_int((int64_t)llround(f->req.duration_ms)),
+					     f->req.status > 0 ? sv_int(f->req.status) : sv_null(),
+					     err ? sv_text(err) : sv_null(), sv_text(snippet)},
+			7);
+	if (rc < 0)
+		return rc;
+	rc = store_exec(tx,
+			"UPDATE webhook_deliveries SET state = $2, attempt_count = $3,"
+			" schedule_origin = $4, next_attempt_at = $5, manual = 0,"
+			" delivered_at = CASE WHEN $2 = 'delivered' THEN $6 ELSE delivered_at END,"
+			" dead_lettered_at = CASE WHEN $2 = 'dead_lettered' THEN $6"
+			" ELSE dead_lettered_at END WHERE seq = $1",
+			(struct store_val[]){sv_int(f->seq), sv_text(state), sv_int(f->attempt),
+					     sv_int(origin), next == NO_DUE ? sv_null() : sv_int(next),
+					     sv_int(now)},
+			6);
+	return rc < 0 ? rc : 0;
+}
+
+/* Records the n finished attempts f[]; next[i] gets f[i]'s next due time
+ * or NO_DUE. */
+static int record_outcomes(struct store_tx *tx, struct flight **f, size_t n, int64_t *next)
+{
+	int64_t now = clock_now_ms();
+	size_t i;
+	int rc;
+
+	for (i = 0; i < n; i++)
+		if ((rc = record_outcome(tx, f[i], now, &next[i])) < 0)
+			return rc;
+	for (i = 0; i < n; i++)
+		if (next[i] == NO_DUE && error_class(&f[i]->req))
+			log_msg(LOG_INFO, "webhook_dead_lettered", "delivery=%s attempts=%d",
+				f[i]->id, f[i]->attempt);
+	return 0;
+}
+
+/* Builds a flight from a claimed row (columns of CLAIM_SQL). NULL: no memory. */
+static struct flight *flight_new(struct lane *lane, struct store_rows *r)
+{
+	struct flight *f = calloc(1, sizeof *f);
+
+	if (!f)
+		return NULL;
+	f->lane = lane;
+	f->seq = store_int(r, 0);
+	snprintf(f->id, sizeof f->id, "%s", store_text(r, 1));
+	snprintf(f->surface, sizeof f->surface, "%s", store_text(r, 2));
+	f->attempt = (int)store_int(r, 8) + 1;
+	f->origin = store_is_null(r, 9) ? 0 : store_int(r, 9);
+	f->manual = (int)store_int(r, 10);
+	f->url = strdup(store_text(r, 6));
+	f->body_len = store_len(r, 7);
+	f->body = malloc(f->body_len + 1);
+	if (!f->url || !f->body) {
+		flight_free(f);
+		return NULL;
+	}
+	memcpy(f->body, store_text(r, 7), f->body_len);
+	f->body[f->body_len] = '\0';
+	snprintf(f->hdr[0], sizeof f->hdr[0], "X-Service-Event-Id: %s", store_text(r, 3));
+	snprintf(f->hdr[1], sizeof f->hdr[1], "X-Service-Event-Type: %s", store_text(r, 4));
+	snprintf(f->hdr[2], sizeof f->hdr[2], "X-Service-Delivery-Id: %s", f->id);
+	snprintf(f->hdr[3], sizeof f->hdr[3], "webhook-id: %s", f->id);
+	if (strcmp(f->surface, "v1"))
+		snprintf(f->hdr[4], sizeof f->hdr[4], "X-Service-Portfolio: %s", store_text(r, 5));
+	return f;
+}
+
+/* Signs f with key (fresh webhook-timestamp) and fills its header list.
+ * Returns 0, or -1 when signing failed. */
+static int flight_sign(struct flight *f, struct signing_key *key)
+{
+	char hex[SIGNING_HEX_LEN], sig[128];
+	int64_t ts = clock_now_ms() / 1000;
+	size_t i, n = 0;
+
+	if (signing_key_sign(key, f->id, ts, f->body, f->body_len, hex, sig, sizeof sig) < 0)
+		return -1;
+	snprintf(f->hdr[5], sizeof f->hdr[5], "X-Service-Signature: %s", hex);
+	snprintf(f->hdr[6], sizeof f->hdr[6], "webhook-timestamp: %" PRId64, ts);
+	snprintf(f->hdr[7], sizeof f->hdr[7], "webhook-signature: %s", sig);
+	for (i = 0; i < ARRAY_LEN(f->hdr); i++)
+		if (f->hdr[i][0])
+			f->hdrs[n++] = f->hdr[i];
+	f->hdrs[n] = NULL;
+	return 0;
+}
+
+/* The seqs of up to $3 due deliveries of the lane hashed $1 (due at $2),
+ * earliest first: from the due index alone, so the lane's deliveries in
+ * flight, which still look due, cost an index entry each to skip. Read
+ * outside the write lock: only the lane's own sender claims from it. */
+#define DUE_SEQS_SQL                                                                       \
+	"SELECT seq FROM webhook_deliveries WHERE lane_hash = $1 AND"                          \
+	" next_attempt_at IS NOT NULL AND next_attempt_at <= $2 ORDER BY next_attempt_at"    \
+	" LIMIT $3"
+#define DUE_COLS                                                                           \
+	"SELECT seq, id, surface, event_id, event_type, portfolio_id, url, body,"             \
+	" attempt_count, schedule_origin, manual, subscription_id FROM webhook_deliveries"
+/* One of them, if it is the lane's ($2; a hash collision is not). */
+#define DUE_ROW_SQL DUE_COLS " WHERE seq = $1 AND lane = $2 AND next_attempt_at IS NOT NULL"
+/* The lane's ($4) due deliveries by the text: used when the hash is shared
+ * with another lane, whose rows would otherwise fill DUE_SEQS_SQL's LIMIT
+ * (hash collisions are rare, but lane text comes partly from users). */
+#define DUE_LANE_SQL                                                                       \
+	DUE_COLS " WHERE lane_hash = $1 AND next_attempt_at IS NOT NULL AND"                  \
+		 " next_attempt_at <= $2 AND lane = $4 ORDER BY next_attempt_at LIMIT $3"
+
+static void lane_key_drop(struct lane *l)
+{
+	signing_key_free(l->skey);
+	l->skey = NULL;
+	free(l->sealed);
+	l->sealed = NULL;
+}
+
+/* The signing key of l's deliveries, or NULL when unusable: a v1
+ * subscription's own secret, or the v2 portfolio's (the mirror shares it).
+ * The sealed value is read at every claim, so a rotation applies to the
+ * next claim; it is opened only when it changed, and the lane keeps the
+ * prepared key (in memory only) between claims. */
+static struct signing_key *lane_key(struct dispatch *d, struct lane *l, struct store_tx *tx,
+				    const char *surface, const char *portfolio_id,
+				    const char *subscription_id)
+{
+	struct store_rows *r;
+	const char *sealed;
+	char *secret;
+	int v1 = !strcmp(surface, "v1");
+
+	if (store_query(tx,
+			v1 ? "SELECT secret_sealed FROM webhook_subscriptions WHERE id = $1"
+			   : "SELECT secret_sealed FROM webhook_portfolio_secrets WHERE portfolio_id = $1",
+			(struct store_val[]){sv_text(v1 ? subscription_id : portfolio_id)}, 1,
+			&r) != STORE_OK)
+		return NULL;
+	if (store_next(r) != 1 || store_is_null(r, 0)) {
+		lane_key_drop(l);
+		goto out;
+	}
+	sealed = store_text(r, 0);
+	if (l->sealed && !strcmp(l->sealed, sealed))
+		goto out;
+	lane_key_drop(l);
+	secret = crypto_open(d->seal_key, sealed, v1 ? subscription_id : portfolio_id);
+	if (!secret)
+		goto out;
+	l->skey = signing_key_new(secret);
+	crypto_wipe(secret, strlen(secret));
+	free(secret);
+	if (l->skey && !(l->sealed = strdup(sealed)))
+		lane_key_drop(l);
+out:
+	store_rows_close(r);
+	return l->skey;
+}
+
+/* 1 when seq is one of the lane's deliveries in flight. */
+static int lane_flying(const struct lane *l, int64_t seq)
+{
+	int i;
+
+	for (i = 0; i < l->nflying; i++)
+		if (l->flying[i] == seq)
+			return 1;
+	return 0;
+}
+
+static void lane_landed(struct lane *l, int64_t seq)
+{
+	int i;
+
+	for (i = 0; i < l->nflying; i++)
+		if (l->flying[i] == seq) {
+			l->flying[i] = l->flying[--l->nflying];
+			return;
+		}
+}
+
+/* Loads up to c->want due deliveries of c->lane that are not in flight, in
+ * the read transaction tx, and signs them (the claim is written later,
+ * under the write lock). Appends the flights to out (room for want more).
+ * Sets *min_due to the lane's next due time when fewer than want were
+ * due, else 0. Returns how many or a negative store status. */
+/* Takes the rows r yields as flights of l, skipping those in flight, until
+ * out holds want (*n so far); the first one fetches the lane's key. Returns
+ * the rows seen, or a negative store status. */
+static int take_rows(struct dispatch *d, struct store_tx *tx, struct lane *l,
+		     struct store_rows *r, int want, struct flight **out, int *n,
+		     struct signing_key **key)
+{
+	int rc, rows = 0;
+
+	while ((rc = store_next(r)) == 1) {
+		rows++;
+		if (*n == want || lane_flying(l, store_int(r, 0)))
+			continue;
+		if (!(out[*n] = flight_new(l, r)))
+			return STORE_ERR;
+		if (*n == 0)
+			*key = lane_key(d, l, tx, out[0]->surface, store_text(r, 5), store_text(r, 11));
+		(*n)++;
+	}
+	return rc < 0 ? rc : rows;
+}
+
+static int select_lane(struct dispatch *d, struct store_tx *tx, const struct claim *c,
+		       int64_t now, struct flight **out, int64_t *min_due)
+{
+	struct lane *l = c->lane;
+	struct store_rows *r;
+	struct signing_key *key = NULL;
+	int64_t seqs[LANE_CLAIMED];
+	int rc, n = 0, nseqs = 0, rows = 0, i;
+
+	*min_due = 0;
+	/* Deliveries in flight still look due: ask for that many more. */
+	rc = store_query(tx, DUE_SEQS_SQL,
+			 (struct store_val[]){sv_int(l->hash), sv_int(now),
+					      sv_int(c->want + l->nflying)},
+			 3, &r);
+	if (rc != STORE_OK)
+		return rc;
+	while ((rc = store_next(r)) == 1) {
+		rows++;
+		if (nseqs < c->want && nseqs < (int)ARRAY_LEN(seqs) && !lane_flying(l, store_int(r, 0)))
+			seqs[nseqs++] = store_int(r, 0);
+	}
+	store_rows_close(r);
+	for (i = 0; rc >= 0 && i < nseqs && n == i; i++) {
+		rc = store_query(tx, DUE_ROW_SQL, (struct store_val[]){sv_int(seqs[i]), sv_text(l->key)},
+				 2, &r);
+		if (rc != STORE_OK)
+			break;
+		rc = take_rows(d, tx, l, r, c->want, out, &n, &key);
+		store_rows_close(r);
+	}
+	if (rc >= 0 && n < nseqs) {
+		/* A seq of another lane with the same hash: select by the text. */
+		for (i = 0; i < n; i++)
+			flight_free(out[i]);
+		n = 0;
+		rc = store_query(tx, DUE_LANE_SQL,
+				 (struct store_val[]){sv_int(l->hash), sv_int(now),
+						      sv_int(c->want + l->nflying), sv_text(l->key)},
+				 4, &r);
+		if (rc == STORE_OK) {
+			rc = rows = take_rows(d, tx, l, r, c->want, out, &n, &key);
+			store_rows_close(r);
+		}
+	}
+	if (rc < 0)
+		goto fail;
+	for (i = 0; i < n; i++) {
+		if (key && flight_sign(out[i], key) == 0)
+			continue;
+		/* Sent nowhere; recorded as a failed attempt. */
+		out[i]->req.error = HTTPC_EOTHER;
+		snprintf(out[i]->req.errmsg, sizeof out[i]->req.errmsg, "signing secret unavailable");
+		out[i]->req.status = -1;
+	}
+	if (rows < c->want + l->nflying) {
+		/* Every due one is taken or in flight (those were due when
+		 * claimed, so none is later than now): the next is in the future. */
+		rc = store_query_int(tx,
+				     "SELECT next_attempt_at FROM webhook_deliveries WHERE"
+				     " lane_hash = $1 AND next_attempt_at > $2 AND lane = $3"
+				     " ORDER BY next_attempt_at LIMIT 1",
+				     (struct store_val[]){sv_int(l->hash), sv_int(now), sv_text(l->key)},
+				     3, min_due);
+		if (rc < 0)
+			goto fail;
+		if (rc == 0 || *min_due == 0)
+			*min_due = NO_DUE;
+	}
+	rc = n;
+	goto out;
+fail:
+	for (i = 0; i < n; i++)
+		flight_free(out[i]);
+out:
+	return rc;
+}
+
+/* Deletes the n claim rows whose deliveries are all recorded. */
+static int claims_delete(struct store_tx *tx, struct claim_row **rows, size_t n)
+{
+	struct buf ids;
+	size_t i;
+	int rc = STORE_ERR;
+
+	buf_init(&ids, 0);
+	for (i = 0; i < n; i++)
+		if (buf_printf(&ids, "%c%" PRId64, i ? ',' : '[', rows[i]->id) < 0)
+			goto out;
+	if (buf_putc(&ids, ']') < 0)
+		goto out;
+	rc = store_exec(tx, "DELETE FROM webhook_claims WHERE id IN (SELECT value FROM json_each($1))",
+			(struct store_val[]){sv_text(ids.data)}, 1);
+out:
+	buf_free(&ids);
+	return rc < 0 ? rc : 0;
+}
+
+/* Writes the claim row of the n flights f inside the write transaction
+ * and points them at it. Returns the row (malloc'ed) or NULL with *rc set
+ * to a negative store status. */
+static struct claim_row *claim_write(struct store_tx *tx, struct flight **f, size_t n,
+				     int64_t now, int *rc)
+{
+	struct claim_row *c = calloc(1, sizeof *c);
+	struct buf seqs;
+	size_t i;
+
+	buf_init(&seqs, 0);
+	*rc = STORE_ERR;
+	if (!c)
+		goto out;
+	for (i = 0; i < n; i++)
+		if (buf_printf(&seqs, i ? ",%" PRId64 : "%" PRId64, f[i]->seq) < 0)
+			goto out;
+	*rc = store_query_int(tx,
+			      "INSERT INTO webhook_claims (seqs, created_at) VALUES ($1, $2)"
+			      " RETURNING id",
+			      (struct store_val[]){sv_text(seqs.data), sv_int(now)}, 2, &c->id);
+	if (*rc != 1) {
+		*rc = *rc < 0 ? *rc : STORE_ERR;
+		goto out;
+	}
+	*rc = 0;
+	c->left = (int)n;
+	for (i = 0; i < n; i++)
+		f[i]->claim = c;
+out:
+	buf_free(&seqs);
+	if (*rc < 0) {
+		free(c);
+		c = NULL;
+	}
+	return c;
+}
+
+/* How many sends the lane's cap allows now. Sends are spaced 1/rate apart
+ * with no burst (a GCRA with zero tolerance): never more than rate in any
+ * second, and a late wake-up is not made up for, so jitter only lowers the
+ * rate a little. */
+static int lane_tokens(const struct dispatch *d, const struct lane *l, double mono)
+{
+	if (d->o.uncapped || l->rate <= 0)
+		return DISPATCH_LANE_CONCURRENCY;
+	return l->tat <= mono ? 1 : 0;
+}
+
+/* Milliseconds until the lane's cap allows a send. */
+static int lane_token_wait(const struct lane *l, double mono)
+{
+	double wait = l->tat - mono;
+
+	return wait <= 0 ? 0 : (int)ceil(wait);
+}
+
+static void lane_consume(const struct dispatch *d, struct lane *l, int n, double mono)
+{
+	if (d->o.uncapped || l->rate <= 0 || n <= 0)
+		return;
+	if (l->tat < mono)
+		l->tat = mono;
+	l->tat += n * (1000.0 / l->rate);
+}
+
+/* Starts a claimed flight: the URL check, then the transfer. Returns 1
+ * when it finished at once (refused or failed to start: record it), 0 when
+ * running.
+ *
+ * The SSRF check of a send happens on the address itself: a host name is
+ * resolved by libcurl's asynchronous resolver (so a slow or dead DNS server
+ * holds only its own transfers, never this thread), and httpc's socket-open
+ * guard refuses every forbidden address before a socket exists. The check
+ * and the connection therefore use the same answer: a rebinding DNS server
+ * gets no second say. A literal address is checked here. */
+static int flight_start(struct sender *sd, struct flight *f)
+{
+	struct dispatch *d = sd->d;
+	struct egress_target t;
+	int rc;
+
+	f->started_at = clock_now_ms();
+	if (f->req.status == -1) {
+		f->req.status = 0;
+		return 1;
+	}
+	rc = egress_check_url(f->url, 0, d->o.allow_private, &t);
+	if (rc != EGRESS_OK) {
+		f->req.status = 0;
+		f->req.error = HTTPC_EREFUSED_TARGET;
+		snprintf(f->req.errmsg, sizeof f->req.errmsg, "%s", t.why);
+		return 1;
+	}
+	f->req.method = "POST";
+	f->req.url = f->url;
+	f->req.body = f->body;
+	f->req.body_len = f->body_len;
+	f->req.headers = f->hdrs;
+	f->req.timeout_ms = HTTPC_DEFAULT_TIMEOUT_MS;
+	f->req.max_response = SNIPPET_MAX;
+	f->req.egress_guard = 1;
+	f->req.user = f;
+	rc = httpc_async_start(sd->http, &f->req);
+	if (rc == 0)
+		return 0;
+	if (rc < 0) {
+		f->req.error = HTTPC_EOTHER;
+		snprintf(f->req.errmsg, sizeof f->req.errmsg, "out of memory");
+	}
+	return 1;
+}
+
+struct turn {
+	struct flight_queue fin; /* finished, to record */
+	struct claim *claims;
+	size_t nclaims;
+	int blocked_wait;    /* ms until a capped lane may send again, or -1 */
+};
+
+/* Decides which lanes to claim from now: due, under their concurrency and
+ * cap, round robin from d->rr, within MAX_IN_FLIGHT overall. Returns the
+ * wait (ms) until the next known due time when nothing is claimable. */
+static int plan_claims(struct sender *sd, struct turn *t, int64_t now, double mono,
+		       size_t in_flight)
+{
+	struct dispatch *d = sd->d;
+	size_t i, n, budget = in_flight < MAX_IN_FLIGHT ? MAX_IN_FLIGHT - in_flight : 0;
+	int64_t wait = POLL_IDLE_MS;
+	struct lane *l;
+	int want, tokens;
+
+	t->nclaims = 0;
+	pthread_mutex_lock(&d->mu);
+	n = d->nlanes;
+	if (!t->claims || n > 0) {
+		struct claim *c = realloc(t->claims, (n ? n : 1) * sizeof *c);
+
+		if (!c) {
+			pthread_mutex_unlock(&d->mu);
+			return POLL_IDLE_MS;
+		}
+		t->claims = c;
+	}
+	for (i = 0; i < n && budget > 0; i++) {
+		l = d->lanes[(sd->rr + i) % n];
+		if (l->owner != sd->index)
+			continue;
+		if (l->due_ms > now) {
+			if (l->due_ms != NO_DUE && l->due_ms - now < wait)
+				wait = l->due_ms - now;
+			continue;
+		}
+		/* Attempts that finished count as free already: their outcome
+		 * is recorded in the same transaction that claims the next. */
+		want = (d->o.uncapped || l->rate <= 0 ? LANE_CLAIMED : DISPATCH_LANE_CONCURRENCY) -
+		       (l->in_flight - l->finished);
+		if (want <= 0)
+			continue;
+		tokens = lane_tokens(d, l, mono);
+		if (tokens <= 0) {
+			if (lane_token_wait(l, mono) < wait)
+				wait = lane_token_wait(l, mono);
+			continue;
+		}
+		if (want > tokens)
+			want = tokens;
+		if ((size_t)want > budget)
+			want = (int)budget;
+		budget -= (size_t)want;
+		t->claims[t->nclaims++] = (struct claim){l, want, l->gen};
+	}
+	if (n)
+		sd->rr = (sd->rr + 1) % n;
+	pthread_mutex_unlock(&d->mu);
+	return (int)wait;
+}
+
+/* One write transaction: record t->fin, then claim for t->claims. Started
+ * flights go to the async client; ones that end at once join t->fin for
+ * the next turn. Returns 0, or a negative store status (then the finished
+ * ones stay in t->fin and nothing was claimed). */
+static int run_turn(struct sender *sd, struct turn *t, int64_t now, double mono)
+{
+	struct dispatch *d = sd->d;
+	struct store_tx *tx = NULL;
+	struct flight **claimed = NULL;
+	struct claim_row *row = NULL, **done_rows = NULL;
+	int64_t *next = NULL, *min_due = NULL;
+	size_t i, total = 0, nclaimed = 0, recorded = 0, ndone_rows = 0;
+	int rc, got;
+
+	for (i = 0; i < t->nclaims; i++)
+		total += (size_t)t->claims[i].want;
+	claimed = calloc(total ? total : 1, sizeof *claimed);
+	next = calloc(t->fin.n ? t->fin.n : 1, sizeof *next);
+	done_rows = calloc(t->fin.n ? t->fin.n : 1, sizeof *done_rows);
+	min_due = calloc(t->nclaims ? t->nclaims : 1, sizeof *min_due);
+	if (!claimed || !next || !done_rows || !min_due) {
+		rc = STORE_ERR;
+		goto out;
+	}
+	/* Selecting and signing happen in a read snapshot, outside the write
+	 * lock, which the senders and fan-out share. */
+	if (t->nclaims && store_begin(d->st, 0, &tx) == STORE_OK) {
+		for (i = 0; i < t->nclaims; i++) {
+			got = select_lane(d, tx, &t->claims[i], now, claimed + nclaimed, &min_due[i]);
+			t->claims[i].want = got < 0 ? 0 : got;
+			if (got > 0)
+				nclaimed += (size_t)got;
+		}
+		store_rollback(tx);
+	} else {
+		for (i = 0; i < t->nclaims; i++)
+			t->claims[i].want = 0;
+	}
+	tx = NULL;
+	if ((rc = store_begin(d->st, 1, &tx)) != STORE_OK) {
+		tx = NULL;
+		goto out;
+	}
+	if (t->fin.n && (rc = record_outcomes(tx, t->fin.f, t->fin.n, next)) < 0)
+		goto out;
+	for (recorded = 0; recorded < t->fin.n; recorded++) {
+		struct flight *f = t->fin.f[recorded];
+
+		if (f->claim && --f->claim->left == 0)
+			done_rows[ndone_rows++] = f->claim;
+	}
+	if (ndone_rows && (rc = claims_delete(tx, done_rows, ndone_rows)) < 0)
+		goto out;
+	if (nclaimed && !(row = claim_write(tx, claimed, nclaimed, now, &rc)))
+		goto out;
+	rc = store_commit(tx);
+	tx = NULL;
+	if (rc != STORE_OK)
+		goto out;
+
+	/* Committed: lanes learn their next due times and in-flight counts. */
+	row = NULL;
+	for (i = 0; i < ndone_rows; i++)
+		free(done_rows[i]);
+	ndone_rows = 0;
+	for (i = 0; i < t->fin.n; i++)
+		lane_landed(t->fin.f[i]->lane, t->fin.f[i]->seq);
+	for (i = 0; i < nclaimed; i++) {
+		struct lane *l = claimed[i]->lane;
+
+		if (l->nflying < (int)ARRAY_LEN(l->flying))
+			l->flying[l->nflying++] = claimed[i]->seq;
+	}
+	pthread_mutex_lock(&d->mu);
+	for (i = 0; i < t->fin.n; i++) {
+		struct lane *l = t->fin.f[i]->lane;
+
+		l->in_flight--;
+		l->finished = 0;
+		if (next[i] < l->due_ms)
+			l->due_ms = next[i];
+	}
+	for (i = 0; i < t->nclaims; i++) {
+		struct claim *c = &t->claims[i];
+
+		c->lane->in_flight += c->want;
+		if (min_due[i] && c->lane->gen == c->gen)
+			c->lane->due_ms = min_due[i];
+	}
+	pthread_mutex_unlock(&d->mu);
+	for (i = 0; i < t->nclaims; i++)
+		lane_consume(d, t->claims[i].lane, t->claims[i].want, mono);
+	for (i = 0; i < t->fin.n; i++)
+		flight_free(t->fin.f[i]);
+	sd->in_flight -= t->fin.n;
+	t->fin.n = 0;
+	/* Hand the claimed ones to the HTTP thread. */
+	pthread_mutex_lock(&sd->qmu);
+	for (i = 0; i < nclaimed; i++) {
+		if (queue_push(&sd->ready, claimed[i]) == 0) {
+			sd->in_flight++;
+			continue;
+		}
+		/* Cannot happen (room is reserved at start). It is selected
+		 * again; its claim row stays until the next start. */
+		log_msg(LOG_ERROR, "webhook", "no room to queue delivery %s; it waits",
+			claimed[i]->id);
+		lane_landed(claimed[i]->lane, claimed[i]->seq);
+		claimed[i]->lane->in_flight--;
+		flight_abandon(claimed[i]);
+	}
+	pthread_mutex_unlock(&sd->qmu);
+	if (nclaimed)
+		httpc_async_wakeup(sd->http);
+	nclaimed = 0;
+	rc = 0;
+out:
+	if (rc < 0) {
+		for (i = 0; i < t->fin.n; i++)
+			t->fin.f[i]->lane->finished = 0;
+		/* Nothing was recorded: the claims keep their counts. */
+		for (i = 0; i < recorded; i++)
+			if (t->fin.f[i]->claim)
+				t->fin.f[i]->claim->left++;
+	}
+	store_rollback(tx);
+	free(row);
+	for (i = 0; i < nclaimed; i++)
+		flight_free(claimed[i]);
+	free(claimed);
+	free(next);
+	free(done_rows);
+	free(min_due);
+	return rc;
+}
+
+/* The recorder: waits for finished flights or a reason to plan, then runs
+ * a turn. At stop it claims nothing more and records until every flight
+ * came back or the drain time passed. */
+static void *recorder_main(void *arg)
+{
+	struct sender *sd = arg;
+	struct dispatch *d = sd->d;
+	struct turn t = {0};
+
+	if (queue_reserve(&t.fin, MAX_IN_FLIGHT) < 0)
+		log_msg(LOG_ERROR, "webhook", "out of memory reserving the recorder's list");
+	struct timespec ts;
+	int64_t drain_until = 0, now;
+	int wait = 0, stopping, rc;
+	size_t i;
+	double mono;
+
+	for (;;) {
+		stopping = d->stop;
+		if (stopping && !drain_until)
+			drain_until = clock_mono_ms() + d->drain_ms;
+		if (stopping && t.fin.n == 0 &&
+		    (sd->in_flight == 0 || clock_mono_ms() >= drain_until))
+			break;
+		pthread_mutex_lock(&sd->qmu);
+		if (sd->done.n == 0 && !sd->wake && wait > 0 && !d->stop) {
+			clock_gettime(CLOCK_REALTIME, &ts);
+			ts.tv_nsec += (long)wait * 1000000L;
+			ts.tv_sec += ts.tv_nsec / 1000000000L;
+			ts.tv_nsec %= 1000000000L;
+			pthread_cond_timedwait(&sd->qcond, &sd->qmu, &ts);
+		}
+		sd->wake = 0;
+		for (i = 0; i < sd->done.n; i++)
+			if (queue_push(&t.fin, sd->done.f[i]) < 0) {
+				/* Cannot happen (room reserved). It is
+				 * selected again; its claim row stays. */
+				lane_landed(sd->done.f[i]->lane, sd->done.f[i]->seq);
+				sd->done.f[i]->lane->in_flight--;
+				sd->in_flight--;
+				flight_abandon(sd->done.f[i]);
+			}
+		sd->done.n = 0;
+		pthread_mutex_unlock(&sd->qmu);
+
+		now = clock_now_ms();
+		mono = (double)clock_mono_us() / 1000.0;
+		t.nclaims = 0;
+		for (i = 0; i < t.fin.n; i++)
+			t.fin.f[i]->lane->finished++;
+		wait = stopping ? 20 : plan_claims(sd, &t, now, mono, sd->in_flight);
+		if (t.fin.n == 0 && t.nclaims == 0)
+			continue;
+		rc = run_turn(sd, &t, now, mono);
+		if (rc < 0) {
+			log_msg(LOG_ERROR, "webhook", "delivery bookkeeping failed; retrying");
+			wait = 200;
+		} else {
+			/* Plan again at once: claimed lanes may have more due, and
+			 * recorded outcomes set new due times. */
+			wait = 0;
+		}
+	}
+	/* Flights not back keep their claim: sent again at the next start. */
+	for (i = 0; i < t.fin.n; i++)
+		flight_abandon(t.fin.f[i]);
+	free(t.fin.f);
+	free(t.claims);
+	sd->rec_exited = 1;
+	httpc_async_wakeup(sd->http);
+	return NULL;
+}
+
+/* Puts f at the end of its lane's wait list. */
+static void lane_enqueue(struct flight *f)
+{
+	struct lane *l = f->lane;
+
+	if (l->wait_tail)
+		l->wait_tail->next_wait = f;
+	else
+		l->wait_head = f;
+	l->wait_tail = f;
+}
+
+/* Starts the waiting flights of l while it has a free slot; those that
+ * end at once (refused, unsigned) go to failed, to be recorded as they
+ * are. */
+static void lane_fill(struct sender *sd, struct lane *l, struct flight_queue *failed)
+{
+	struct flight *f;
+
+	while (l->running < DISPATCH_LANE_CONCURRENCY && (f = l->wait_head)) {
+		l->wait_head = f->next_wait;
+		if (!l->wait_head)
+			l->wait_tail = NULL;
+		f->next_wait = NULL;
+		if (flight_start(sd, f) == 0)
+			l->running++;
+		else if (queue_push(failed, f) < 0)
+			flight_abandon(f); /* cannot happen: room reserved */
+	}
+}
+
+/* The HTTP thread: queues the flights the recorder claimed behind their
+ * lanes and starts them as slots free (at most DISPATCH_LANE_CONCURRENCY
+ * transfers per lane), hands back the finished ones, until the recorder
+ * has exited. */
+static void *sender_main(void *arg)
+{
+	struct sender *sd = arg;
+	struct httpc_request *done[256];
+	struct flight_queue swap;
+	struct lane *l;
+	size_t i, nd;
+	int n;
+
+	while (!sd->rec_exited) {
+		n = httpc_async_poll(sd->http, 1000, done, ARRAY_LEN(done));
+		nd = n > 0 ? (size_t)n : 0;
+		/* A finished transfer frees its slot for the lane's next. */
+		for (i = 0; i < nd; i++) {
+			l = ((struct flight *)done[i]->user)->lane;
+			l->running--;
+			lane_fill(sd, l, &sd->failed);
+		}
+		pthread_mutex_lock(&sd->qmu);
+		for (i = 0; i < nd; i++)
+			if (queue_push(&sd->done, done[i]->user) < 0)
+				flight_abandon(done[i]->user); /* cannot happen: room reserved */
+		swap = sd->ready;
+		sd->ready = sd->spare;
+		sd->spare = swap;
+		if (n > 0)
+			pthread_cond_signal(&sd->qcond);
+		pthread_mutex_unlock(&sd->qmu);
+		for (i = 0; i < sd->spare.n; i++) {
+			lane_enqueue(sd->spare.f[i]);
+			lane_fill(sd, sd->spare.f[i]->lane, &sd->failed);
+		}
+		sd->spare.n = 0;
+		if (sd->failed.n) {
+			pthread_mutex_lock(&sd->qmu);
+			for (i = 0; i < sd->failed.n; i++)
+				if (queue_push(&sd->done, sd->failed.f[i]) < 0)
+					flight_abandon(sd->failed.f[i]);
+			pthread_cond_signal(&sd->qcond);
+			pthread_mutex_unlock(&sd->qmu);
+			sd->failed.n = 0;
+		}
+	}
+	return NULL;
+}
+
+/* ---------------------------------------------------------------- start */
+
+/* httpc_async_free's callback: a request is the first member of its flight. */
+static void abandon_flight(struct httpc_request *r)
+{
+	flight_abandon(r->user);
+}
+
+/* Start-up: counts the outstanding deliveries named by claim rows a
+ * previous process left (in flight when it stopped: they may reach their
+ * receiver twice) and deletes the rows; those deliveries are still due.
+ * Also gives rows made before lane_hash existed their hash. */
+static int recover_claims(struct store *st)
+{
+	struct store_tx *tx;
+	struct store_rows *r;
+	int64_t n = 0;
+	int rc;
+
+	if ((rc = store_begin(st, 1, &tx)) != STORE_OK)
+		return rc;
+	rc = store_query_int(tx,
+			     "SELECT COUNT(*) FROM webhook_deliveries WHERE next_attempt_at IS NOT NULL"
+			     " AND seq IN (SELECT j.value FROM webhook_claims,"
+			     " json_each('[' || webhook_claims.seqs || ']') AS j)",
+			     NULL, 0, &n);
+	if (rc >= 0)
+		rc = store_exec(tx, "DELETE FROM webhook_claims", NULL, 0);
+	if (rc >= 0)
+		rc = store_query(tx,
+				 "SELECT DISTINCT lane FROM webhook_deliveries WHERE lane_hash = 0"
+				 " AND next_attempt_at IS NOT NULL",
+				 NULL, 0, &r);
+	if (rc >= 0) {
+		struct buf lanes;
+
+		/* Collected first: a statement cannot run while r is open. */
+		buf_init(&lanes, 0);
+		while ((rc = store_next(r)) == 1)
+			if (buf_append(&lanes, store_text(r, 0), strlen(store_text(r, 0)) + 1) < 0)
+				rc = STORE_ERR;
+		store_rows_close(r);
+		for (size_t off = 0; rc >= 0 && off < lanes.len; off += strlen(lanes.data + off) + 1)
+			rc = store_exec(tx,
+					"UPDATE webhook_deliveries SET lane_hash = $1 WHERE lane = $2"
+					" AND lane_hash = 0",
+					(struct store_val[]){sv_int(dispatch_lane_hash(lanes.data + off)),
+							     sv_text(lanes.data + off)},
+					2);
+		buf_free(&lanes);
+	}
+	if ((rc = store_finish(tx, rc)) != STORE_OK)
+		return rc;
+	if (n > 0)
+		log_msg(LOG_WARN, "webhook_recovered",
+			"%" PRId64 " deliveries were in flight when the last process stopped; sending"
+			" them again (receivers may see them twice)", n);
+	return 0;
+}
+
+static void lanes_free(struct dispatch *d)
+{
+	struct flight *f;
+	size_t i;
+
+	for (i = 0; i < d->nlanes; i++) {
+		/* Claimed, never started (stop): their claim stays. */
+		while ((f = d->lanes[i]->wait_head)) {
+			d->lanes[i]->wait_head = f->next_wait;
+			flight_abandon(f);
+		}
+		lane_key_drop(d->lanes[i]);
+		free(d->lanes[i]->key);
+		free(d->lanes[i]);
+	}
+	free(d->lanes);
+}
+
+int dispatch_start(struct store *st, const struct dispatch_opts *o, struct dispatch **out)
+{
+	struct dispatch *d = calloc(1, sizeof *d);
+	struct store_tx *tx;
+	int rc, i;
+
+	*out = NULL;
+	if (!d)
+		return -1;
+	d->st = st;
+	d->o = *o;
+	d->nsenders = o->senders < 1 ? 1
+		      : o->senders > DISPATCH_MAX_SENDERS ? DISPATCH_MAX_SENDERS : o->senders;
+	memcpy(d->seal_key, o->seal_key, sizeof d->seal_key);
+	d->o.seal_key = d->seal_key;
+	pthread_mutex_init(&d->mu, NULL);
+	pthread_cond_init(&d->cond, NULL);
+	if (recover_claims(st) < 0 || lanes_rescan(d) < 0)
+		goto fail;
+	if ((rc = store_begin(st, 0, &tx)) != STORE_OK)
+		goto fail;
+	rc = store_query_int(tx, "SELECT last_event_seq FROM webhook_dispatch WHERE id = 1", NULL, 0,
+			     &d->cursor);
+	store_rollback(tx);
+	if (rc != 1)
+		goto fail;
+	for (i = 0; i < d->nsenders; i++) {
+		struct sender *sd = &d->senders[i];
+
+		sd->d = d;
+		sd->index = i;
+		pthread_mutex_init(&sd->qmu, NULL);
+		pthread_cond_init(&sd->qcond, NULL);
+		sd->http = httpc_async_new();
+		if (!sd->http || queue_reserve(&sd->ready, MAX_IN_FLIGHT) < 0 ||
+		    queue_reserve(&sd->done, MAX_IN_FLIGHT) < 0 ||
+		    queue_reserve(&sd->spare, MAX_IN_FLIGHT) < 0 ||
+		    queue_reserve(&sd->failed, MAX_IN_FLIGHT) < 0)
+			goto fail;
+	}
+	for (i = 0; i < d->nsenders; i++) {
+		struct sender *sd = &d->senders[i];
+
+		char name[16];
+
+		if (pthread_create(&sd->rec_thr, NULL, recorder_main, sd) != 0)
+			goto fail;
+		sd->rec_started = 1;
+		snprintf(name, sizeof name, "wh-record-%d", i % 100);
+		pthread_setname_np(sd->rec_thr, name);
+		if (pthread_create(&sd->http_thr, NULL, sender_main, sd) != 0)
+			goto fail;
+		sd->http_started = 1;
+		snprintf(name, sizeof name, "wh-send-%d", i % 100);
+		pthread_setname_np(sd->http_thr, name);
+	}
+	if (pthread_create(&d->fanout_thr, NULL, fanout_main, d) != 0)
+		goto fail;
+	d->fanout_started = 1;
+	pthread_setname_np(d->fanout_thr, "wh-fanout");
+	*out = d;
+	return 0;
+fail:
+	log_msg(LOG_ERROR, "webhook", "cannot start the delivery engine");
+	dispatch_stop(d, 0);
+	return -1;
+}
+
+void dispatch_stop(struct dispatch *d, int drain_ms)
+{
+	int i;
+
+	if (!d)
+		return;
+	pthread_mutex_lock(&d->mu);
+	d->drain_ms = drain_ms;
+	d->stop = 1;
+	pthread_cond_broadcast(&d->cond);
+	pthread_mutex_unlock(&d->mu);
+	wake_senders(d);
+	if (d->fanout_started)
+		pthread_join(d->fanout_thr, NULL);
+	for (i = 0; i < d->nsenders; i++) {
+		struct sender *sd = &d->senders[i];
+		size_t k;
+
+		if (sd->rec_started)
+			pthread_join(sd->rec_thr, NULL);
+		else
+			sd->rec_exited = 1;
+		if (sd->http_started)
+			pthread_join(sd->http_thr, NULL);
+		/* Attempts still running are abandoned with their claim. */
+		httpc_async_free(sd->http, abandon_flight);
+		for (k = 0; k < sd->ready.n; k++)
+			flight_abandon(sd->ready.f[k]);
+		for (k = 0; k < sd->done.n; k++)
+			flight_abandon(sd->done.f[k]);
+		free(sd->ready.f);
+		free(sd->done.f);
+		free(sd->spare.f);
+		free(sd->failed.f);
+		if (sd->d) {
+			pthread_cond_destroy(&sd->qcond);
+			pthread_mutex_destroy(&sd->qmu);
+		}
+	}
+	lanes_free(d);
+	pthread_cond_destroy(&d->cond);
+	pthread_mutex_destroy(&d->mu);
+	crypto_wipe(d->seal_key, sizeof d->seal_key);
+	free(d);
+}
