@@ -12,22 +12,22 @@
 #include <string.h>
 #include <time.h>
 
-#include "ops/admin.h"
 #include "api/app.h"
+#include "api/deprecation.h"
+#include "api/idempotency.h"
+#include "api/identity/oauth.h"
+#include "api/rates/rate_decision.h"
 #include "core/clock.h"
 #include "core/config.h"
-#include "api/deprecation.h"
-#include "webhooks/dispatch.h"
-#include "http/http_server.h"
-#include "api/idempotency.h"
 #include "core/log.h"
-#include "net/httpc.h"
-#include "api/identity/oauth.h"
-#include "pms/pms.h"
-#include "api/rates/rate_decision.h"
-#include "identity/saml.h"
 #include "core/signals.h"
+#include "http/http_server.h"
+#include "identity/saml.h"
+#include "net/httpc.h"
+#include "ops/admin.h"
+#include "pms/pms.h"
 #include "store/store.h"
+#include "webhooks/dispatch.h"
 
 #define DRAIN_MS 10000
 /* Attempts in flight at shutdown get this long; later ones keep their claim

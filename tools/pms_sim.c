@@ -27,12 +27,12 @@
 
 #include "core/buf.h"
 #include "core/clock.h"
-#include "http/http_server.h"
 #include "core/log.h"
 #include "core/signals.h"
-#include "pms/pms_sim_core.h"
-#include "http/router.h"
 #include "core/validate.h"
+#include "http/http_server.h"
+#include "http/router.h"
+#include "pms/pms_sim_core.h"
 
 #define DRAIN_MS 10000
 #define DEFAULT_THREADS 64

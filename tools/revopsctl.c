@@ -6,11 +6,11 @@
 #include <string.h>
 #include <time.h>
 
-#include "ops/admin.h"
 #include "core/config.h"
 #include "core/log.h"
-#include "webhooks/signing.h"
+#include "ops/admin.h"
 #include "store/store.h"
+#include "webhooks/signing.h"
 
 struct args {
 	int n;

@@ -30,10 +30,10 @@
 #include <jansson.h>
 
 #include "api/identity/scim.h"
+#include "core/validate.h"
 #include "identity/scim_filter.h"
 #include "identity/scim_patch.h"
 #include "identity/scim_schema.h"
-#include "core/validate.h"
 
 int LLVMFuzzerInitialize(int *argc, char ***argv);
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);

@@ -21,9 +21,9 @@
 
 #include <jansson.h>
 
-#include "identity/auth.h"
-#include "core/form.h"
 #include "api/identity/oauth.h"
+#include "core/form.h"
+#include "identity/auth.h"
 #include "identity/saml.h"
 
 int LLVMFuzzerInitialize(int *argc, char ***argv);

@@ -19,8 +19,8 @@
 
 #include "api/app.h"
 #include "api/rates/rate_decision.h"
-#include "core/validate.h"
 #include "api/webhooks/webhook.h"
+#include "core/validate.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 

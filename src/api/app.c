@@ -11,24 +11,24 @@
 #include <string.h>
 #include <strings.h>
 
+#include "api/deprecation.h"
+#include "api/idempotency.h"
+#include "api/identity/oauth.h"
+#include "api/identity/scim.h"
+#include "api/metrics.h"
+#include "api/portfolio/portfolio.h"
+#include "api/ratelimit.h"
+#include "api/rates/rate_decision.h"
+#include "api/respond.h"
+#include "api/webhooks/delivery.h"
+#include "api/webhooks/webhook.h"
 #include "core/clock.h"
 #include "core/crypto.h"
-#include "api/deprecation.h"
 #include "core/embedded.h"
-#include "api/idempotency.h"
 #include "core/keyfile.h"
 #include "core/log.h"
-#include "api/metrics.h"
-#include "api/identity/oauth.h"
-#include "api/portfolio/portfolio.h"
-#include "api/rates/rate_decision.h"
-#include "api/ratelimit.h"
-#include "api/respond.h"
-#include "api/identity/scim.h"
-#include "store/store.h"
 #include "core/validate.h"
-#include "api/webhooks/webhook.h"
-#include "api/webhooks/delivery.h"
+#include "store/store.h"
 
 static void h_healthz(struct ctx *c)
 {

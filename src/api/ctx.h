@@ -4,11 +4,11 @@
 #ifndef REVOPS_CTX_H
 #define REVOPS_CTX_H
 #include <jansson.h>
-#include "identity/auth.h"
+#include "api/respond.h"
 #include "core/config.h"
 #include "http/http.h"
-#include "api/respond.h"
 #include "http/router.h"
+#include "identity/auth.h"
 
 struct store;
 struct ratelimit;

@@ -5,9 +5,9 @@
 #include <string.h>
 
 #include "api/ctx.h"
+#include "api/pagination.h"
 #include "core/jsonw.h"
 #include "core/log.h"
-#include "api/pagination.h"
 #include "store/store.h"
 
 static const struct {

@@ -36,9 +36,9 @@
 #include <unistd.h>
 
 #include "core/clock.h"
+#include "core/log.h"
 #include "http/http_check.h"
 #include "http/http_parse.h"
-#include "core/log.h"
 
 #define IN_CHUNK 16384              /* bytes read at a time */
 #define IN_INITIAL 4096

@@ -12,8 +12,8 @@
  *  4. only then read claims, and only from the verified root element.
  * Everything that does not fit is refused with a short reason that never
  * quotes the document. */
-#include "identity/saml.h"
 #include "core/clock.h"
+#include "identity/saml.h"
 
 #include <limits.h>
 #include <stdio.h>

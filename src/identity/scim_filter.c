@@ -1,6 +1,6 @@
-#include "identity/scim_filter.h"
 #include "core/clock.h"
 #include "core/validate.h"
+#include "identity/scim_filter.h"
 
 #include <errno.h>
 #include <stdarg.h>

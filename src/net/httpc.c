@@ -34,8 +34,8 @@
 #include <unistd.h>
 
 #include "core/clock.h"
-#include "net/egress.h"
 #include "core/log.h"
+#include "net/egress.h"
 
 /* How long past its deadline a transfer may run before we end it ourselves. */
 #define DEADLINE_GRACE_US 100000

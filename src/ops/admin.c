@@ -7,16 +7,16 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "rates/audit_trail.h"
-#include "identity/auth.h"
+#include "api/portfolio/portfolio.h"
+#include "api/webhooks/webhook.h"
 #include "core/clock.h"
 #include "core/crypto.h"
 #include "core/id.h"
-#include "events/outbox.h"
-#include "api/webhooks/webhook.h"
-#include "api/portfolio/portfolio.h"
-#include "store/store.h"
 #include "core/validate.h"
+#include "events/outbox.h"
+#include "identity/auth.h"
+#include "rates/audit_trail.h"
+#include "store/store.h"
 
 static int fail(struct buf *err, const char *msg)
 {

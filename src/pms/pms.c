@@ -5,8 +5,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "net/httpc.h"
 #include "core/log.h"
+#include "net/httpc.h"
 #include "pms/pms_sim_core.h"
 
 struct pms {

@@ -10,13 +10,13 @@
 #include "core/buf.h"
 #include "core/clock.h"
 #include "core/crypto.h"
-#include "net/egress.h"
-#include "net/httpc.h"
 #include "core/id.h"
 #include "core/jsonw.h"
 #include "core/log.h"
-#include "webhooks/signing.h"
+#include "net/egress.h"
+#include "net/httpc.h"
 #include "store/store.h"
+#include "webhooks/signing.h"
 
 #define MIN_MS 60000LL
 #define HOUR_MS (60 * MIN_MS)

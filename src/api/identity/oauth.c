@@ -7,15 +7,15 @@
 #include <string.h>
 #include <strings.h>
 
+#include "api/ctx.h"
+#include "api/identity/scim.h"
+#include "api/respond.h"
 #include "core/clock.h"
 #include "core/crypto.h"
-#include "api/ctx.h"
 #include "core/form.h"
-#include "api/respond.h"
-#include "identity/saml.h"
-#include "api/identity/scim.h"
-#include "store/store.h"
 #include "core/validate.h"
+#include "identity/saml.h"
+#include "store/store.h"
 
 #define SECRET_MAX 256
 

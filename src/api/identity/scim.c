@@ -7,14 +7,14 @@
 #include <string.h>
 #include <strings.h>
 
-#include "core/clock.h"
 #include "api/ctx.h"
+#include "api/respond.h"
+#include "core/clock.h"
 #include "core/embedded.h"
 #include "core/id.h"
 #include "core/jsonw.h"
 #include "core/log.h"
 #include "events/outbox.h"
-#include "api/respond.h"
 #include "identity/scim_filter.h"
 #include "identity/scim_patch.h"
 #include "identity/scim_schema.h"

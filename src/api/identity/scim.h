@@ -11,8 +11,8 @@
 #ifndef REVOPS_SCIM_H
 #define REVOPS_SCIM_H
 #include <jansson.h>
-#include "core/common.h"
 #include "api/respond.h"
+#include "core/common.h"
 
 struct ctx;
 struct store_tx;

@@ -3,11 +3,11 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "core/clock.h"
 #include "api/ctx.h"
-#include "core/jsonw.h"
 #include "api/pagination.h"
 #include "api/respond.h"
+#include "core/clock.h"
+#include "core/jsonw.h"
 #include "store/store.h"
 
 #define PROPERTY_COLS                                                                   \

@@ -6,19 +6,19 @@
 #include <string.h>
 #include <strings.h>
 
-#include "rates/audit_trail.h"
-#include "core/clock.h"
 #include "api/ctx.h"
+#include "api/identity/scim.h"
+#include "api/respond.h"
+#include "core/clock.h"
 #include "core/currency.h"
 #include "core/id.h"
 #include "core/jsonw.h"
 #include "core/log.h"
+#include "core/validate.h"
 #include "events/outbox.h"
 #include "pms/pms.h"
-#include "api/respond.h"
-#include "api/identity/scim.h"
+#include "rates/audit_trail.h"
 #include "store/store.h"
-#include "core/validate.h"
 
 #define MAX_PROPERTIES 64
 #define MAX_RANGE_DAYS 366

@@ -5,13 +5,13 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "core/clock.h"
 #include "api/ctx.h"
-#include "webhooks/dispatch.h"
-#include "http/http.h"
-#include "events/outbox.h"
 #include "api/respond.h"
+#include "core/clock.h"
+#include "events/outbox.h"
+#include "http/http.h"
 #include "store/store.h"
+#include "webhooks/dispatch.h"
 
 #define DAY_MS (24LL * 3600 * 1000)
 #define RETRY_WINDOW_MS (30 * DAY_MS)  /* v1: after the original event */

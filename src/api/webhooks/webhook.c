@@ -4,15 +4,15 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "api/ctx.h"
+#include "api/respond.h"
 #include "core/clock.h"
 #include "core/crypto.h"
-#include "api/ctx.h"
-#include "net/egress.h"
 #include "core/id.h"
 #include "core/jsonw.h"
-#include "api/respond.h"
-#include "webhooks/signing.h"
+#include "net/egress.h"
 #include "store/store.h"
+#include "webhooks/signing.h"
 
 #define MAX_EVENTS 20
 #define MAX_SUBSCRIPTIONS 50

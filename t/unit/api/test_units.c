@@ -12,16 +12,16 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "identity/auth.h"
+#include "api/idempotency.h"
+#include "api/pagination.h"
+#include "api/respond.h"
 #include "core/buf.h"
 #include "core/clock.h"
 #include "core/crypto.h"
 #include "core/form.h"
 #include "core/id.h"
-#include "api/idempotency.h"
-#include "api/pagination.h"
-#include "api/respond.h"
 #include "http/router.h"
+#include "identity/auth.h"
 
 /* A deterministic generator so a failure reproduces. */
 static uint64_t rng_state = 0x9e3779b97f4a7c15ull;

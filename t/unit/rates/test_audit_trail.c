@@ -12,8 +12,8 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "rates/audit_trail.h"
 #include "core/clock.h"
+#include "rates/audit_trail.h"
 #include "store/store.h"
 
 static char dir[64];
