@@ -9,6 +9,7 @@
 #include <malloc.h>
 #include <signal.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <time.h>
 
@@ -16,7 +17,9 @@
 #include "api/deprecation.h"
 #include "api/idempotency.h"
 #include "api/identity/oauth.h"
+#include "api/identity/scim.h"
 #include "api/rates/rate_decision.h"
+#include "api/routes.h"
 #include "core/clock.h"
 #include "core/config.h"
 #include "core/log.h"
@@ -70,6 +73,8 @@ int main(int argc, char **argv)
 	sigset_t sigs;
 	int rc, sig, app_ok = 0, exit_code = 1;
 	struct chores_state cs = {NULL, 0};
+	struct route *routes = NULL;
+	size_t nroutes = 0;
 
 	/* Keep up to 16 MiB of freed heap per malloc arena rather than
 	 * glibc's 128 KiB: SQLite's page caches and libcurl's buffers grow and
@@ -102,11 +107,15 @@ int main(int argc, char **argv)
 	if (store_open(cfg.database, cfg.threads + cfg.workers + 3 + cfg.webhook_senders, &st) < 0)
 		goto out;
 	store_background_checkpoints(st);
-	if (app_init(&app, &cfg, st) < 0) {
+	routes = api_routes_build(&nroutes);
+	if (!routes || app_init(&app, &cfg, st, routes, nroutes) < 0) {
 		log_msg(LOG_ERROR, "start", "cannot initialise");
 		goto out;
 	}
 	app_ok = 1;
+	/* SCIM clients read RFC 7644 error bodies for every answer under /scim/. */
+	app.error_shape_prefix = "/scim/";
+	app.error_shape = scim_error_shape;
 	if (pms_open(cfg.pms_url, &app.pms) < 0)
 		goto out;
 	rc = rate_decision_recover(st);
@@ -158,6 +167,7 @@ out:
 		app_free(&app);
 	}
 	store_close(st);
+	free(routes);
 	saml_global_cleanup();
 	httpc_global_cleanup();
 	if (exit_code == 0)

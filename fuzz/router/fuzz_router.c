@@ -1,5 +1,5 @@
 /* libFuzzer driver for route matching (router.h) over the real route table
- * (app_routes): the input is "METHOD path", the path as http_server.c hands
+ * (api_routes_build, as main.c builds it): the input is "METHOD path", the path as http_server.c hands
  * it over (percent-decoded, no query). router_match gets the whole table,
  * as app.c calls it.
  *
@@ -19,17 +19,33 @@
 #include <strings.h>
 
 #include "api/app.h"
+#include "api/routes.h"
 #include "core/buf.h"
 #include "http/router.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
+int LLVMFuzzerInitialize(int *argc, char ***argv);
+
+/* The real route table, built once as main.c builds it. */
+static struct route *routes;
+static size_t nroutes;
+
+int LLVMFuzzerInitialize(int *argc, char ***argv)
+{
+	(void)argc;
+	(void)argv;
+	routes = api_routes_build(&nroutes);
+	if (!routes)
+		abort();
+	return 0;
+}
 
 static int method_in_table(const char *m, size_t n)
 {
 	size_t i;
 
-	for (i = 0; i < app_nroutes; i++)
-		if (strlen(app_routes[i].method) == n && !strncmp(app_routes[i].method, m, n))
+	for (i = 0; i < nroutes; i++)
+		if (strlen(routes[i].method) == n && !strncmp(routes[i].method, m, n))
 			return 1;
 	return 0;
 }
@@ -106,14 +122,14 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		path = text + size;
 	method = text;
 	buf_init(&allow, 256);
-	rc = router_match(app_routes, app_nroutes, method, path, &m, &allow);
+	rc = router_match(routes, nroutes, method, path, &m, &allow);
 	switch (rc) {
 	case 200:
-		if (m.route < app_routes || m.route >= app_routes + app_nroutes ||
+		if (m.route < routes || m.route >= routes + nroutes ||
 		    strcmp(m.route->method, method))
 			abort();
 		check_rebuilt(&m, path);
-		if (router_match(app_routes, (size_t)(m.route - app_routes), method, path, &earlier,
+		if (router_match(routes, (size_t)(m.route - routes), method, path, &earlier,
 				 NULL) == 200)
 			abort();
 		break;

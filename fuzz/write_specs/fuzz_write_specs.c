@@ -1,5 +1,5 @@
 /* libFuzzer driver for the body checks of every JSON write route, taken
- * from the real route table (app_routes): the input is a request body,
+ * from the real route table (api_routes_build, as main.c builds it): the input is a request body,
  * parsed by validate_parse_body as app.c's check_json_body parses it and,
  * for each route whose body is BODY_JSON, checked with validate_object
  * against that route's own spec; a body that passes goes on to the checks
@@ -19,10 +19,26 @@
 
 #include "api/app.h"
 #include "api/rates/rate_decision.h"
+#include "api/routes.h"
 #include "api/webhooks/webhook.h"
 #include "core/validate.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
+int LLVMFuzzerInitialize(int *argc, char ***argv);
+
+/* The real route table, built once as main.c builds it. */
+static struct route *routes;
+static size_t nroutes;
+
+int LLVMFuzzerInitialize(int *argc, char ***argv)
+{
+	(void)argc;
+	(void)argv;
+	routes = api_routes_build(&nroutes);
+	if (!routes)
+		abort();
+	return 0;
+}
 
 static void check_details(const json_t *details, int problems)
 {
@@ -66,16 +82,16 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	details = json_array();
 	if (!details)
 		goto out;
-	for (i = 0; i < app_nroutes; i++) {
-		if (app_routes[i].body != BODY_JSON)
+	for (i = 0; i < nroutes; i++) {
+		if (routes[i].body != BODY_JSON)
 			continue;
-		if (!app_routes[i].spec)
+		if (!routes[i].spec)
 			abort();
 		json_array_clear(details);
-		n = validate_object(body, app_routes[i].spec, "", details);
+		n = validate_object(body, routes[i].spec, "", details);
 		check_details(details, n);
 		if (n == 0)
-			handler_checks(&app_routes[i], body);
+			handler_checks(&routes[i], body);
 	}
 out:
 	json_decref(details);

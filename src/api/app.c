@@ -13,15 +13,10 @@
 
 #include "api/deprecation.h"
 #include "api/idempotency.h"
-#include "api/identity/oauth.h"
-#include "api/identity/scim.h"
 #include "api/metrics.h"
 #include "api/portfolio/portfolio.h"
 #include "api/ratelimit.h"
-#include "api/rates/rate_decision.h"
 #include "api/respond.h"
-#include "api/webhooks/delivery.h"
-#include "api/webhooks/webhook.h"
 #include "core/clock.h"
 #include "core/crypto.h"
 #include "core/embedded.h"
@@ -69,72 +64,13 @@ static void h_openapi(struct ctx *c)
 	c->res->content_type = "application/json";
 }
 
-#define PUB(m, p, f) {m, p, f, ROUTE_PUBLIC, 0, 0, BODY_NONE, NULL, 0}
-#define V2(m, p, f, s) {m, p, f, ROUTE_BEARER, s, 1, BODY_NONE, NULL, 0}
-const struct route app_routes[] = {
-	PUB("GET", "/healthz", h_healthz),
-	PUB("GET", "/readyz", h_readyz),
-	PUB("GET", "/metrics", h_metrics),
-	PUB("GET", "/v2/openapi.json", h_openapi),
-	{"POST", "/oauth/token", oauth_h_token, ROUTE_PUBLIC, 0, 0, BODY_FORM, NULL, 0},
-	V2("GET", "/v2/portfolios", portfolio_h_list, AUTH_SCOPE_PORTFOLIOS_READ),
-	V2("GET", "/v2/portfolios/{id}", portfolio_h_get, AUTH_SCOPE_PORTFOLIOS_READ),
-	V2("GET", "/v2/portfolios/{id}/properties", portfolio_h_properties,
-	   AUTH_SCOPE_PORTFOLIOS_READ),
-#define V2W(m, p, f, s, spec) {m, p, f, ROUTE_BEARER, s, 1, BODY_JSON, spec, 0}
-	V2W("POST", "/v2/rate-decisions", rate_decision_h_create, AUTH_SCOPE_RATES_WRITE,
-	    rate_decision_spec),
-	V2("GET", "/v2/rate-decisions", rate_decision_h_list, AUTH_SCOPE_RATES_READ),
-	V2("GET", "/v2/rate-decisions/{id}", rate_decision_h_get, AUTH_SCOPE_RATES_READ),
-	V2("GET", "/v2/rate-decisions/{id}/audit-trail", rate_decision_h_audit,
-	   AUTH_SCOPE_RATES_READ),
-	V2W("POST", "/v2/rate-decisions/{id}/revert", rate_decision_h_revert,
-	    AUTH_SCOPE_RATES_WRITE, rate_revert_spec),
-	{"POST", "/v1/webhooks", webhook_h_create_v1, ROUTE_BEARER, AUTH_SCOPE_WEBHOOKS_MANAGE, 0,
-	 BODY_JSON, webhook_v1_spec, 0},
-	V2W("POST", "/v2/webhooks", webhook_h_create_v2, AUTH_SCOPE_WEBHOOKS_MANAGE, webhook_v2_spec),
-	V2("GET", "/v2/webhooks", webhook_h_list, AUTH_SCOPE_WEBHOOKS_MANAGE),
-	{"POST", "/v1/webhooks/{id}/ping", delivery_h_ping_v1, ROUTE_BEARER,
-	 AUTH_SCOPE_WEBHOOKS_MANAGE, 0, BODY_NONE, NULL, 0},
-	{"POST", "/v1/webhooks/deliveries/{id}/retry", delivery_h_retry, ROUTE_BEARER,
-	 AUTH_SCOPE_WEBHOOKS_MANAGE, 0, BODY_NONE, NULL, 0},
-	/* Literal segments before /v2/webhooks/{id}: the first match wins. */
-	V2("GET", "/v2/webhooks/dead-letters", delivery_h_dead_letters, AUTH_SCOPE_WEBHOOKS_MANAGE),
-	V2("GET", "/v2/webhooks/sla", delivery_h_sla, AUTH_SCOPE_WEBHOOKS_MANAGE),
-	V2("GET", "/v2/webhooks/deliveries/{id}", delivery_h_get, AUTH_SCOPE_WEBHOOKS_MANAGE),
-	V2("POST", "/v2/webhooks/deliveries/{id}/replay", delivery_h_replay,
-	   AUTH_SCOPE_WEBHOOKS_MANAGE),
-	V2("GET", "/v2/webhooks/{id}/deliveries", delivery_h_list, AUTH_SCOPE_WEBHOOKS_MANAGE),
-	V2("POST", "/v2/webhooks/{id}/ping", delivery_h_ping_v2, AUTH_SCOPE_WEBHOOKS_MANAGE),
-	V2("GET", "/v2/webhooks/{id}", webhook_h_get, AUTH_SCOPE_WEBHOOKS_MANAGE),
-	V2("DELETE", "/v2/webhooks/{id}", webhook_h_delete, AUTH_SCOPE_WEBHOOKS_MANAGE),
-	V2("POST", "/v2/webhooks/signing-secret/rotate", webhook_h_rotate,
-	   AUTH_SCOPE_WEBHOOKS_MANAGE),
-#define SCIM(m, p, f, b) {m, p, f, ROUTE_SCIM, 0, 0, b, NULL, 1}
-	SCIM("GET", "/scim/v2/ServiceProviderConfig", scim_h_service_provider_config, BODY_NONE),
-	SCIM("GET", "/scim/v2/serviceConfiguration", scim_h_service_provider_config, BODY_NONE),
-	SCIM("GET", "/scim/v2/ResourceTypes", scim_h_resource_types, BODY_NONE),
-	SCIM("GET", "/scim/v2/ResourceTypes/{id}", scim_h_resource_type, BODY_NONE),
-	SCIM("GET", "/scim/v2/Schemas", scim_h_schemas, BODY_NONE),
-	SCIM("GET", "/scim/v2/Schemas/{id}", scim_h_schema, BODY_NONE),
-	SCIM("GET", "/scim/v2/Users", scim_h_users_list, BODY_NONE),
-	SCIM("POST", "/scim/v2/Users", scim_h_users_create, BODY_SCIM),
-	SCIM("GET", "/scim/v2/Users/{id}", scim_h_user_get, BODY_NONE),
-	SCIM("PUT", "/scim/v2/Users/{id}", scim_h_user_put, BODY_SCIM),
-	SCIM("PATCH", "/scim/v2/Users/{id}", scim_h_user_patch, BODY_SCIM),
-	SCIM("DELETE", "/scim/v2/Users/{id}", scim_h_user_delete, BODY_NONE),
-	SCIM("GET", "/scim/v2/Groups", scim_h_groups_list, BODY_NONE),
-	SCIM("POST", "/scim/v2/Groups", scim_h_groups_create, BODY_SCIM),
-	SCIM("GET", "/scim/v2/Groups/{id}", scim_h_group_get, BODY_NONE),
-	SCIM("PUT", "/scim/v2/Groups/{id}", scim_h_group_put, BODY_SCIM),
-	SCIM("PATCH", "/scim/v2/Groups/{id}", scim_h_group_patch, BODY_SCIM),
-	SCIM("DELETE", "/scim/v2/Groups/{id}", scim_h_group_delete, BODY_NONE),
+static const struct route platform[] = {
+	ROUTE_PUB("GET", "/healthz", h_healthz),
+	ROUTE_PUB("GET", "/readyz", h_readyz),
+	ROUTE_PUB("GET", "/metrics", h_metrics),
+	ROUTE_PUB("GET", "/v2/openapi.json", h_openapi),
 };
-const size_t app_nroutes = ARRAY_LEN(app_routes);
-#undef PUB
-#undef V2
-#undef V2W
-#undef SCIM
+const struct route_table app_platform_routes = ROUTE_TABLE(platform);
 
 /* Loads (or creates, once) the server's cursor-signing key. */
 static int load_cursor_key(struct app *a)
@@ -167,11 +103,14 @@ out:
 	return -1;
 }
 
-int app_init(struct app *a, const struct config *cfg, struct store *st)
+int app_init(struct app *a, const struct config *cfg, struct store *st,
+	     const struct route *routes, size_t nroutes)
 {
 	memset(a, 0, sizeof *a);
 	a->cfg = cfg;
 	a->store = st;
+	a->routes = routes;
+	a->nroutes = nroutes;
 	a->rl_portfolio = ratelimit_new(4096);
 	a->rl_anon = ratelimit_new(65536);
 	a->metrics = metrics_new();
@@ -312,14 +251,17 @@ static int check_scim_body(struct ctx *c)
 		      (!ct[21] || ct[21] == ';' || ct[21] == ' ')) ||
 		     (!strncasecmp(ct, "application/json", 16) &&
 		      (!ct[16] || ct[16] == ';' || ct[16] == ' ')))) {
-		scim_error(c, 415, NULL, "Content-Type must be application/scim+json");
+		respond_error(c, ERR_UNSUPPORTED_MEDIA_TYPE, NULL,
+			      "Content-Type must be application/scim+json");
 		return -1;
 	}
 	buf_init(&err, 512);
 	rc = validate_parse_body(c->req->body.data, c->req->body.len, &c->body, &err);
-	if (rc < 0)
-		scim_error(c, rc == -1 ? 400 : 500, rc == -1 ? "invalidSyntax" : NULL, "%s",
-			   rc == -1 && err.data ? err.data : "internal error");
+	/* A SCIM route: respond_error writes SCIM's error body (error_shape). */
+	if (rc == -1)
+		respond_error(c, ERR_REQUEST_MALFORMED, NULL, "%s", err.data ? err.data : "malformed");
+	else if (rc < 0)
+		respond_error(c, ERR_INTERNAL, NULL, "internal error");
 	buf_free(&err);
 	return rc < 0 ? -1 : 0;
 }
@@ -442,12 +384,14 @@ void app_handle(void *arg, struct request *req, struct response *res)
 	c->res = res;
 	if (id_new("req_", c->request_id, sizeof c->request_id) < 0)
 		snprintf(c->request_id, sizeof c->request_id, "req_unavailable");
-	m = router_match(app_routes, app_nroutes, req->method, req->path, &c->match, &allow);
+	m = router_match(a->routes, a->nroutes, req->method, req->path, &c->match, &allow);
 	rt = m == 200 ? c->match.route : NULL;
 	/* SCIM routes answer every refusal in SCIM's error shape, and so do
-	 * unmatched paths under /scim/ (a SCIM client reads those too). */
-	if ((rt && rt->auth == ROUTE_SCIM) || !strncmp(req->path, "/scim/", 6))
-		c->error_shape = scim_error_shape;
+	 * unmatched paths under its prefix (a SCIM client reads those too). */
+	if ((rt && rt->auth == ROUTE_SCIM) ||
+	    (a->error_shape_prefix &&
+	     !strncmp(req->path, a->error_shape_prefix, strlen(a->error_shape_prefix))))
+		c->error_shape = a->error_shape;
 	if (!rt || rt->auth != ROUTE_PUBLIC) {
 		tok = auth_bearer(http_header(req, "Authorization"), token, sizeof token);
 		if (tok == AUTH_OK) {
@@ -506,7 +450,7 @@ void app_handle(void *arg, struct request *req, struct response *res)
 	}
 	if (rt->auth == ROUTE_SCIM && !c->authenticated) {
 		(void)response_header(res, "WWW-Authenticate", "Bearer realm=\"revops-scim\"");
-		scim_error(c, 401, NULL, "a valid SCIM bearer token is required");
+		respond_error(c, ERR_UNAUTHENTICATED, NULL, "a valid SCIM bearer token is required");
 		goto finish;
 	}
 	if (rt->auth == ROUTE_BEARER) {

@@ -5,12 +5,14 @@
 #define REVOPS_APP_H
 #include "api/ctx.h"
 
-/* The route table (app.c). */
-extern const struct route app_routes[];
-extern const size_t app_nroutes;
+/* The pipeline's own routes: /healthz, /readyz, /metrics, /v2/openapi.json. */
+extern const struct route_table app_platform_routes;
 
-/* Prepares shared state after the store is open. Returns 0 or -1. */
-int app_init(struct app *a, const struct config *cfg, struct store *st) WUR;
+/* Prepares shared state after the store is open; routes (nroutes of them,
+ * in match order, kept by the caller) are what the pipeline serves.
+ * Returns 0 or -1. */
+int app_init(struct app *a, const struct config *cfg, struct store *st,
+	     const struct route *routes, size_t nroutes) WUR;
 void app_free(struct app *a);
 /* The http_server handler. */
 void app_handle(void *arg, struct request *req, struct response *res);

@@ -30,6 +30,12 @@ struct app {
 	unsigned char seal_key[32];    /* seals stored secrets (<data-dir>/revops.key) */
 	volatile int shutting_down;
 	volatile int ready;           /* start-up (demo seeding) finished */
+	const struct route *routes;   /* every area's, in match order (api/routes.c) */
+	size_t nroutes;
+	/* Paths under error_shape_prefix, and routes of ROUTE_SCIM, answer
+	 * refusals with error_shape (SCIM's error body); main.c sets both. */
+	const char *error_shape_prefix;
+	void (*error_shape)(struct ctx *c, enum err e, const char *msg);
 };
 
 struct ctx {
@@ -50,6 +56,22 @@ struct ctx {
 	 * it. NULL: the envelope. */
 	void (*error_shape)(struct ctx *c, enum err e, const char *msg);
 };
+
+/* One area's routes, in match order (the first match wins, so literal
+ * segments come before a {param} at the same place). Each area declares
+ * its table next to its handlers; api/routes.c lists the areas. */
+struct route_table {
+	const struct route *routes;
+	size_t n;
+};
+#define ROUTE_TABLE(a) {a, ARRAY_LEN(a)}
+/* Entries: public; bearer with X-Service-Portfolio (v2); the same taking a
+ * JSON body checked against spec; SCIM (its own token, case-insensitive
+ * static segments). */
+#define ROUTE_PUB(m, p, f) {m, p, f, ROUTE_PUBLIC, 0, 0, BODY_NONE, NULL, 0}
+#define ROUTE_V2(m, p, f, s) {m, p, f, ROUTE_BEARER, s, 1, BODY_NONE, NULL, 0}
+#define ROUTE_V2_JSON(m, p, f, s, spec) {m, p, f, ROUTE_BEARER, s, 1, BODY_JSON, spec, 0}
+#define ROUTE_SCIM_ENTRY(m, p, f, b) {m, p, f, ROUTE_SCIM, 0, 0, b, NULL, 1}
 
 /* The path parameter i of the matched route. */
 static inline const char *ctx_param(const struct ctx *c, int i)

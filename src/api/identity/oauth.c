@@ -570,3 +570,8 @@ int oauth_purge(struct store *st, int64_t now_ms)
 	}
 	return store_commit(tx) == STORE_OK ? a + b : -1;
 }
+
+static const struct route routes[] = {
+	{"POST", "/oauth/token", oauth_h_token, ROUTE_PUBLIC, 0, 0, BODY_FORM, NULL, 0},
+};
+const struct route_table oauth_routes = ROUTE_TABLE(routes);

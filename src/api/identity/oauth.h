@@ -8,6 +8,8 @@
 #include <stdint.h>
 #include "core/common.h"
 
+struct route_table;
+
 struct ctx;
 struct store;
 
@@ -47,5 +49,8 @@ int oauth_assertion_decode(const char *assertion, unsigned char **xml, size_t *l
 /* Deletes expired access tokens and used-assertion records. Returns the
  * number of rows removed, or -1. */
 int oauth_purge(struct store *st, int64_t now_ms);
+
+/* This area's routes, in match order (api/routes.c lists the areas). */
+extern const struct route_table oauth_routes;
 
 #endif

@@ -2084,3 +2084,27 @@ int scim_user_set_roles(struct store_tx *tx, const char *portfolio_id, const cha
 	row_free(&row);
 	return rc < 0 ? rc : 0;
 }
+
+static const struct route routes[] = {
+	ROUTE_SCIM_ENTRY("GET", "/scim/v2/ServiceProviderConfig", scim_h_service_provider_config,
+			 BODY_NONE),
+	ROUTE_SCIM_ENTRY("GET", "/scim/v2/serviceConfiguration", scim_h_service_provider_config,
+			 BODY_NONE),
+	ROUTE_SCIM_ENTRY("GET", "/scim/v2/ResourceTypes", scim_h_resource_types, BODY_NONE),
+	ROUTE_SCIM_ENTRY("GET", "/scim/v2/ResourceTypes/{id}", scim_h_resource_type, BODY_NONE),
+	ROUTE_SCIM_ENTRY("GET", "/scim/v2/Schemas", scim_h_schemas, BODY_NONE),
+	ROUTE_SCIM_ENTRY("GET", "/scim/v2/Schemas/{id}", scim_h_schema, BODY_NONE),
+	ROUTE_SCIM_ENTRY("GET", "/scim/v2/Users", scim_h_users_list, BODY_NONE),
+	ROUTE_SCIM_ENTRY("POST", "/scim/v2/Users", scim_h_users_create, BODY_SCIM),
+	ROUTE_SCIM_ENTRY("GET", "/scim/v2/Users/{id}", scim_h_user_get, BODY_NONE),
+	ROUTE_SCIM_ENTRY("PUT", "/scim/v2/Users/{id}", scim_h_user_put, BODY_SCIM),
+	ROUTE_SCIM_ENTRY("PATCH", "/scim/v2/Users/{id}", scim_h_user_patch, BODY_SCIM),
+	ROUTE_SCIM_ENTRY("DELETE", "/scim/v2/Users/{id}", scim_h_user_delete, BODY_NONE),
+	ROUTE_SCIM_ENTRY("GET", "/scim/v2/Groups", scim_h_groups_list, BODY_NONE),
+	ROUTE_SCIM_ENTRY("POST", "/scim/v2/Groups", scim_h_groups_create, BODY_SCIM),
+	ROUTE_SCIM_ENTRY("GET", "/scim/v2/Groups/{id}", scim_h_group_get, BODY_NONE),
+	ROUTE_SCIM_ENTRY("PUT", "/scim/v2/Groups/{id}", scim_h_group_put, BODY_SCIM),
+	ROUTE_SCIM_ENTRY("PATCH", "/scim/v2/Groups/{id}", scim_h_group_patch, BODY_SCIM),
+	ROUTE_SCIM_ENTRY("DELETE", "/scim/v2/Groups/{id}", scim_h_group_delete, BODY_NONE),
+};
+const struct route_table scim_routes = ROUTE_TABLE(routes);

@@ -14,6 +14,8 @@
 #include "api/respond.h"
 #include "core/common.h"
 
+struct route_table;
+
 struct ctx;
 struct store_tx;
 
@@ -74,5 +76,8 @@ void scim_h_group_get(struct ctx *c);
 void scim_h_group_put(struct ctx *c);
 void scim_h_group_patch(struct ctx *c);
 void scim_h_group_delete(struct ctx *c);
+
+/* This area's routes, in match order (api/routes.c lists the areas). */
+extern const struct route_table scim_routes;
 
 #endif

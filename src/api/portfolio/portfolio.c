@@ -266,3 +266,11 @@ fail:
 	store_rollback(tx);
 	respond_error(c, ERR_INTERNAL, NULL, "internal error");
 }
+
+static const struct route routes[] = {
+	ROUTE_V2("GET", "/v2/portfolios", portfolio_h_list, AUTH_SCOPE_PORTFOLIOS_READ),
+	ROUTE_V2("GET", "/v2/portfolios/{id}", portfolio_h_get, AUTH_SCOPE_PORTFOLIOS_READ),
+	ROUTE_V2("GET", "/v2/portfolios/{id}/properties", portfolio_h_properties,
+		 AUTH_SCOPE_PORTFOLIOS_READ),
+};
+const struct route_table portfolio_routes = ROUTE_TABLE(routes);

@@ -5,6 +5,8 @@
 #include <jansson.h>
 #include "core/common.h"
 
+struct route_table;
+
 struct ctx;
 struct store_tx;
 
@@ -21,5 +23,8 @@ int portfolio_has_property(struct store_tx *tx, const char *portfolio_id,
 void portfolio_h_list(struct ctx *c);
 void portfolio_h_get(struct ctx *c);
 void portfolio_h_properties(struct ctx *c);
+
+/* This area's routes, in match order (api/routes.c lists the areas). */
+extern const struct route_table portfolio_routes;
 
 #endif

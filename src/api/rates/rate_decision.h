@@ -9,6 +9,8 @@
 
 #include "core/validate.h"
 
+struct route_table;
+
 struct ctx;
 
 extern const struct vfield rate_decision_spec[];
@@ -35,5 +37,8 @@ void rate_decision_h_list(struct ctx *c);
 void rate_decision_h_get(struct ctx *c);
 void rate_decision_h_audit(struct ctx *c);
 void rate_decision_h_revert(struct ctx *c);
+
+/* This area's routes, in match order (api/routes.c lists the areas). */
+extern const struct route_table rate_decision_routes;
 
 #endif

@@ -4,6 +4,8 @@
 #ifndef REVOPS_DELIVERY_H
 #define REVOPS_DELIVERY_H
 
+struct route_table;
+
 struct ctx;
 
 void delivery_h_list(struct ctx *c);         /* GET /v2/webhooks/{id}/deliveries */
@@ -14,5 +16,8 @@ void delivery_h_retry(struct ctx *c);        /* POST /v1/webhooks/deliveries/{id
 void delivery_h_ping_v1(struct ctx *c);      /* POST /v1/webhooks/{id}/ping */
 void delivery_h_ping_v2(struct ctx *c);      /* POST /v2/webhooks/{id}/ping */
 void delivery_h_sla(struct ctx *c);          /* GET /v2/webhooks/sla?month=YYYY-MM */
+
+/* This area's routes, in match order (api/routes.c lists the areas). */
+extern const struct route_table delivery_routes;
 
 #endif

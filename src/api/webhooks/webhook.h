@@ -7,6 +7,8 @@
 #define REVOPS_WEBHOOK_H
 #include "core/validate.h"
 
+struct route_table;
+
 struct ctx;
 
 extern const struct vfield webhook_v1_spec[];
@@ -26,5 +28,8 @@ int webhook_event_known(const char *surface, const char *type);
  * array of strings): at least one, each an event type of surface ("v1" or
  * "v2") named once. Appends one details entry per problem. */
 void webhook_check_events(const char *surface, const json_t *events, json_t *details);
+
+/* This area's routes, in match order (api/routes.c lists the areas). */
+extern const struct route_table webhook_routes;
 
 #endif

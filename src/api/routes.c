@@ -1,0 +1,39 @@
+/* routes: every area's table, in the order the router tries them. An
+ * area's literal paths that another area's {param} could shadow come
+ * first (delivery's /v2/webhooks/dead-letters before webhook's
+ * /v2/webhooks/{id}). */
+#include "api/routes.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#include "api/app.h"
+#include "api/identity/oauth.h"
+#include "api/identity/scim.h"
+#include "api/portfolio/portfolio.h"
+#include "api/rates/rate_decision.h"
+#include "api/webhooks/delivery.h"
+#include "api/webhooks/webhook.h"
+
+static const struct route_table *const areas[] = {
+	&app_platform_routes, &oauth_routes,    &portfolio_routes, &rate_decision_routes,
+	&delivery_routes,     &webhook_routes,  &scim_routes,
+};
+
+struct route *api_routes_build(size_t *n)
+{
+	struct route *all;
+	size_t i, total = 0;
+
+	for (i = 0; i < ARRAY_LEN(areas); i++)
+		total += areas[i]->n;
+	all = calloc(total, sizeof *all);
+	if (!all)
+		return NULL;
+	*n = 0;
+	for (i = 0; i < ARRAY_LEN(areas); i++) {
+		memcpy(all + *n, areas[i]->routes, areas[i]->n * sizeof *all);
+		*n += areas[i]->n;
+	}
+	return all;
+}
