@@ -4,7 +4,7 @@
 #ifndef REVOPS_CTX_H
 #define REVOPS_CTX_H
 #include <jansson.h>
-#include "api/respond.h"
+#include "api/errors.h"
 #include "core/config.h"
 #include "http/http.h"
 #include "http/router.h"

@@ -10,42 +10,6 @@
 #include "core/log.h"
 #include "store/store.h"
 
-static const struct {
-	const char *code;
-	int status;
-} errs[ERR__COUNT] = {
-	[ERR_REQUEST_MALFORMED] = {"SVC-REQUEST-MALFORMED", 400},
-	[ERR_VALIDATION_FAILED] = {"SVC-VALIDATION-FAILED", 400},
-	[ERR_PORTFOLIO_REQUIRED] = {"SVC-PORTFOLIO-REQUIRED", 400},
-	[ERR_UNAUTHENTICATED] = {"SVC-AUTH-UNAUTHENTICATED", 401},
-	[ERR_INSUFFICIENT_ROLE] = {"SVC-AUTH-INSUFFICIENT-ROLE", 403},
-	[ERR_PLAN_FEATURE_UNAVAILABLE] = {"SVC-PLAN-FEATURE-UNAVAILABLE", 403},
-	[ERR_NOT_FOUND] = {"SVC-NOT-FOUND", 404},
-	[ERR_METHOD_NOT_ALLOWED] = {"SVC-METHOD-NOT-ALLOWED", 405},
-	[ERR_CONFLICT] = {"SVC-CONFLICT", 409},
-	[ERR_IDEMPOTENCY_IN_PROGRESS] = {"SVC-IDEMPOTENCY-IN-PROGRESS", 409},
-	[ERR_WINDOW_EXPIRED] = {"SVC-WINDOW-EXPIRED", 410},
-	[ERR_PAYLOAD_TOO_LARGE] = {"SVC-PAYLOAD-TOO-LARGE", 413},
-	[ERR_UNSUPPORTED_MEDIA_TYPE] = {"SVC-UNSUPPORTED-MEDIA-TYPE", 415},
-	[ERR_IDEMPOTENCY_KEY_REUSED] = {"SVC-IDEMPOTENCY-KEY-REUSED", 422},
-	[ERR_RATE_CEILING_EXCEEDED] = {"SVC-RATE-CEILING-EXCEEDED", 422},
-	[ERR_GOVERNANCE_REJECTED] = {"SVC-GOVERNANCE-REJECTED", 422},
-	[ERR_RATE_LIMITED] = {"SVC-RATE-LIMITED", 429},
-	[ERR_PMS_WRITE_FAILED] = {"SVC-PMS-WRITE-FAILED", 502},
-	[ERR_UNAVAILABLE] = {"SVC-UNAVAILABLE", 503},
-	[ERR_INTERNAL] = {"SVC-INTERNAL", 500},
-};
-
-const char *err_code(enum err e)
-{
-	return errs[e].code;
-}
-
-int err_status(enum err e)
-{
-	return errs[e].status;
-}
-
 /* Serialises body into the response; on failure falls back to a fixed 500
  * so a client always gets a parseable answer. Steals body. */
 static void put_json(struct ctx *c, int status, json_t *body)
