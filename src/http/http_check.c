@@ -7,39 +7,6 @@
 
 #include "core/form.h"
 
-/* Byte classes of RFC 9110: T_TOKEN may appear in a field name, T_CTL may
- * not appear in a field value (controls but HTAB, and DEL). */
-enum { T_TOKEN = 1, T_CTL = 2 };
-static const unsigned char cls[256] = {
-	[0 ... 8] = T_CTL, [10 ... 31] = T_CTL, [127] = T_CTL,
-	['0' ... '9'] = T_TOKEN, ['a' ... 'z'] = T_TOKEN, ['A' ... 'Z'] = T_TOKEN,
-	['!'] = T_TOKEN, ['#'] = T_TOKEN, ['$'] = T_TOKEN, ['%'] = T_TOKEN, ['&'] = T_TOKEN,
-	['\''] = T_TOKEN, ['*'] = T_TOKEN, ['+'] = T_TOKEN, ['-'] = T_TOKEN, ['.'] = T_TOKEN,
-	['^'] = T_TOKEN, ['_'] = T_TOKEN, ['`'] = T_TOKEN, ['|'] = T_TOKEN, ['~'] = T_TOKEN,
-};
-
-/* 1 when s is a non-empty RFC 9110 token: what a field name may be. */
-static int is_token(const char *s)
-{
-	const unsigned char *p = (const unsigned char *)s;
-
-	if (!*p)
-		return 0;
-	while (cls[*p] & T_TOKEN)
-		p++;
-	return *p == '\0';
-}
-
-/* 1 when s holds a control byte a field value may not carry (all but HTAB). */
-static int has_ctl(const char *s)
-{
-	const unsigned char *p = (const unsigned char *)s;
-
-	while (*p && !(cls[*p] & T_CTL))
-		p++;
-	return *p != '\0';
-}
-
 /* Parses a Content-Length value: 1 to 19 digits, nothing else. Returns 0
  * and the number, or -1. */
 static int parse_length(const char *s, unsigned long long *out)
@@ -91,14 +58,6 @@ int http_check_fields(const struct http_field *f, size_t n, unsigned long long b
 	size_t i;
 
 	for (i = 0; i < n; i++) {
-		if (!is_token(f[i].name)) {
-			*msg = "a header field name is empty or not a token";
-			return 400;
-		}
-		if (has_ctl(f[i].value)) {
-			*msg = "a header field value contains a control character";
-			return 400;
-		}
 		if (!strcasecmp(f[i].name, "Host"))
 			k.host++, k.host_value = f[i].value;
 		else if (!strcasecmp(f[i].name, "Authorization"))

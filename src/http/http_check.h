@@ -1,6 +1,6 @@
 /* http_check: the checks on a request's head that need no HTTP library.
  * Pure functions over strings, so they are unit-tested and fuzzed alone
- * (fuzz/http_check); http_server.c feeds them what libmicrohttpd parsed. */
+ * (fuzz/http_check); http_server.c feeds them what http_parse.c parsed. */
 #ifndef REVOPS_HTTP_CHECK_H
 #define REVOPS_HTTP_CHECK_H
 #include <stddef.h>
@@ -12,16 +12,17 @@ struct http_field {
 	const char *value;
 };
 
-/* Checks the header fields of one request before any body is read:
- * every name is an RFC 9110 token; no value holds a control byte other
- * than HTAB; one Host at most, and a valid one (uri-host [":" port]); one
- * Authorization at most (which would be used is ambiguous); one
- * Content-Length at most, all digits and
- * at most body_max; one Transfer-Encoding at most, exactly "chunked"
- * (any other coding, list or spelling cannot be framed here, RFC 9112
- * §6.3); never both. Returns 0 when the head is acceptable, else the
- * status to answer (400, or 413 for a Content-Length over body_max) with
- * *msg set to a static reason. */
+/* Decides what the header fields of one request mean for its framing,
+ * before any body is read. The fields are as http_parse_head leaves them
+ * (token names, values without control bytes): the syntax is the parser's,
+ * the meaning is here. One Host at most, and a valid one (uri-host
+ * [":" port]); one Authorization at most (which would be used is
+ * ambiguous); one Content-Length at most, all digits and at most
+ * body_max; one Transfer-Encoding at most, exactly "chunked" (any other
+ * coding, list or spelling cannot be framed here, RFC 9112 §6.3); never
+ * both. Returns 0 when the head is acceptable, else the status to answer
+ * (400, or 413 for a Content-Length over body_max) with *msg set to a
+ * static reason. */
 int http_check_fields(const struct http_field *f, size_t n, unsigned long long body_max,
 		      const char **msg) WUR;
 
