@@ -261,16 +261,18 @@ bad:
 	return -1;
 }
 
-/* A member's value and its position, for sorting. */
-struct member_ref {
-	const char *value;
+/* A string and a position, sorted by the string, then the position: a
+ * member's value and its place in the members list (group_members), or a
+ * member id and its group's place in a group list (memberships). */
+struct keyed {
+	const char *key;
 	size_t i;
 };
 
-static int member_ref_cmp(const void *a, const void *b)
+static int keyed_cmp(const void *a, const void *b)
 {
-	const struct member_ref *x = a, *y = b;
-	int r = strcmp(x->value, y->value);
+	const struct keyed *x = a, *y = b;
+	int r = strcmp(x->key, y->key);
 
 	return r ? r : (x->i > y->i) - (x->i < y->i);
 }
@@ -283,7 +285,7 @@ static int member_ref_cmp(const void *a, const void *b)
 static int group_members(json_t *doc, char *err, size_t cap)
 {
 	json_t *m = get_ci(doc, "members"), *out = json_array(), *v, *val, *o;
-	struct member_ref *refs = NULL;
+	struct keyed *refs = NULL;
 	unsigned char *dup = NULL;
 	size_t i, n = json_array_size(m);
 
@@ -304,12 +306,12 @@ static int group_members(json_t *doc, char *err, size_t cap)
 			snprintf(err, cap, "members[%zu].value must be a non-empty string", i);
 			goto bad;
 		}
-		refs[i].value = json_string_value(val);
+		refs[i].key = json_string_value(val);
 		refs[i].i = i;
 	}
-	qsort(refs, n, sizeof *refs, member_ref_cmp);
+	qsort(refs, n, sizeof *refs, keyed_cmp);
 	for (i = 1; i < n; i++)
-		if (!strcmp(refs[i].value, refs[i - 1].value))
+		if (!strcmp(refs[i].key, refs[i - 1].key))
 			dup[refs[i].i] = 1;
 	json_array_foreach(m, i, v) {
 		if (dup[i])
@@ -491,24 +493,11 @@ static int has_member(const json_t *doc, const char *user_id)
  * by binary search. Listing n users over groups that hold m members in all
  * costs O((n + m) log m), not O(n * m): a 10,000-member group made every
  * GET /Users (Okta's check before each create) take seconds. */
-struct membership {
-	const char *member; /* points into groups */
-	size_t group;       /* position in groups */
-};
-
 struct memberships {
 	const json_t *groups; /* load_groups() output, or NULL when none */
-	struct membership *pairs;
+	struct keyed *pairs;  /* member id (into groups), position in groups */
 	size_t n;
 };
-
-static int membership_cmp(const void *a, const void *b)
-{
-	const struct membership *x = a, *y = b;
-	int r = strcmp(x->member, y->member);
-
-	return r ? r : (x->group > y->group) - (x->group < y->group);
-}
 
 /* Indexes groups (load_groups() output, which must outlive ms) by member,
  * counting members as has_member() does: objects with a string "value".
@@ -532,9 +521,9 @@ static int memberships_index(struct memberships *ms, const json_t *groups)
 		json_array_foreach(get_ci(json_object_get(g, "doc"), "members"), j, m) {
 			v = json_is_object(m) ? get_ci(m, "value") : NULL;
 			if (json_is_string(v))
-				ms->pairs[ms->n++] = (struct membership){json_string_value(v), i};
+				ms->pairs[ms->n++] = (struct keyed){json_string_value(v), i};
 		}
-	qsort(ms->pairs, ms->n, sizeof *ms->pairs, membership_cmp);
+	qsort(ms->pairs, ms->n, sizeof *ms->pairs, keyed_cmp);
 	return 0;
 }
 
@@ -579,15 +568,15 @@ static json_t *user_repr(struct ctx *c, const struct res_row *row, const struct 
 	drop_password(out);
 	while (lo < hi) { /* the first pair of this user */
 		mid = lo + (hi - lo) / 2;
-		if (strcmp(ms->pairs[mid].member, row->id) < 0)
+		if (strcmp(ms->pairs[mid].key, row->id) < 0)
 			lo = mid + 1;
 		else
 			hi = mid;
 	}
-	for (i = lo; i < ms->n && !strcmp(ms->pairs[i].member, row->id); i++) {
-		if (i > lo && ms->pairs[i].group == ms->pairs[i - 1].group)
+	for (i = lo; i < ms->n && !strcmp(ms->pairs[i].key, row->id); i++) {
+		if (i > lo && ms->pairs[i].i == ms->pairs[i - 1].i)
 			continue;
-		g = json_array_get(ms->groups, ms->pairs[i].group);
+		g = json_array_get(ms->groups, ms->pairs[i].i);
 		gdoc = json_object_get(g, "doc");
 		gid = json_string_value(json_object_get(g, "id"));
 		location(c, "Groups", gid, loc, sizeof loc);
