@@ -13,7 +13,7 @@
 #include <string.h>
 #include <time.h>
 
-#include "api/app.h"
+#include "api/pipeline.h"
 #include "api/deprecation.h"
 #include "api/idempotency.h"
 #include "api/identity/oauth.h"
@@ -27,25 +27,25 @@
 #include "http/http_server.h"
 #include "identity/saml.h"
 #include "net/httpc.h"
-#include "ops/admin.h"
+#include "ops/operator.h"
 #include "pms/pms.h"
 #include "store/store.h"
-#include "webhooks/dispatch.h"
+#include "webhooks/engine.h"
 
 #define DRAIN_MS 10000
 /* Attempts in flight at shutdown get this long; later ones keep their claim
  * and are sent again at the next start. */
-#define DISPATCH_DRAIN_MS 3000
+#define ENGINE_DRAIN_MS 3000
 
 struct chores_state {
-	struct app *app;
+	struct service *svc;
 	int64_t last_purge;
 };
 
 static void chores(void *arg)
 {
 	struct chores_state *cs = arg;
-	struct app *a = cs->app;
+	struct service *a = cs->svc;
 	int64_t *last_purge = &cs->last_purge, now = clock_mono_ms();
 	int n;
 
@@ -67,7 +67,7 @@ int main(int argc, char **argv)
 	struct config cfg;
 	struct store *st = NULL;
 	struct http_server *srv = NULL;
-	struct app app;
+	struct service svc;
 	struct http_server_opts o;
 	struct buf err;
 	sigset_t sigs;
@@ -108,15 +108,15 @@ int main(int argc, char **argv)
 		goto out;
 	store_background_checkpoints(st);
 	routes = api_routes_build(&nroutes);
-	if (!routes || app_init(&app, &cfg, st, routes, nroutes) < 0) {
+	if (!routes || pipeline_init(&svc, &cfg, st, routes, nroutes) < 0) {
 		log_msg(LOG_ERROR, "start", "cannot initialise");
 		goto out;
 	}
 	app_ok = 1;
 	/* SCIM clients read RFC 7644 error bodies for every answer under /scim/. */
-	app.error_shape_prefix = "/scim/";
-	app.error_shape = scim_error_shape;
-	if (pms_open(cfg.pms_url, &app.pms) < 0)
+	svc.error_shape_prefix = "/scim/";
+	svc.error_shape = scim_error_shape;
+	if (pms_open(cfg.pms_url, &svc.pms) < 0)
 		goto out;
 	rc = rate_decision_recover(st);
 	if (rc < 0)
@@ -124,21 +124,21 @@ int main(int argc, char **argv)
 	if (rc > 0)
 		log_msg(LOG_WARN, "rate_decisions",
 			"%d decisions were interrupted during PMS writes; marked failed", rc);
-	if (dispatch_start(st, &(struct dispatch_opts){cfg.webhook_uncapped,
-						      cfg.allow_private_targets, app.seal_key,
+	if (engine_start(st, &(struct engine_opts){cfg.webhook_uncapped,
+						      cfg.allow_private_targets, svc.seal_key,
 						      cfg.webhook_senders},
-			   &app.dispatch) < 0)
+			   &svc.engine) < 0)
 		goto out;
 	o = (struct http_server_opts){cfg.listen_host, cfg.listen_port, cfg.threads,
 				      cfg.max_connections, cfg.idle_timeout, cfg.workers};
-	if (http_server_start(&o, app_handle, &app, &srv) < 0)
+	if (http_server_start(&o, pipeline_handle, &svc, &srv) < 0)
 		goto out;
 	if (cfg.public_url_default && cfg.listen_port == 0)
 		snprintf(cfg.public_url, sizeof cfg.public_url, "http://%s:%d", cfg.listen_host,
 			 http_server_port(srv));
 	if (cfg.demo) {
 		buf_init(&err, 512);
-		rc = admin_demo_seed(st, cfg.public_url, cfg.data_dir, &err);
+		rc = operator_demo_seed(st, cfg.public_url, cfg.data_dir, &err);
 		if (rc < 0) {
 			log_msg(LOG_ERROR, "demo", "seeding failed: %s", err.data ? err.data : "?");
 			buf_free(&err);
@@ -149,22 +149,22 @@ int main(int argc, char **argv)
 					     : "data exists; credentials in %s/demo-credentials.json",
 			cfg.data_dir);
 	}
-	app.ready = 1;
+	svc.ready = 1;
 	log_msg(LOG_INFO, "listening", "port=%d url=%s", http_server_port(srv), cfg.public_url);
 
-	cs.app = &app;
+	cs.svc = &svc;
 	sig = signals_wait(&sigs, chores, &cs);
 	log_msg(LOG_INFO, "shutdown", "%s: draining %d requests in flight",
 		sig > 0 ? "signal received" : "signal wait failed", http_server_in_flight(srv));
-	app.shutting_down = 1;
+	svc.shutting_down = 1;
 	http_server_drain(srv, DRAIN_MS);
 	exit_code = 0;
 out:
 	http_server_stop(srv);
 	if (app_ok) {
-		dispatch_stop(app.dispatch, DISPATCH_DRAIN_MS);
-		pms_close(app.pms);
-		app_free(&app);
+		engine_stop(svc.engine, ENGINE_DRAIN_MS);
+		pms_close(svc.pms);
+		pipeline_free(&svc);
 	}
 	store_close(st);
 	free(routes);

@@ -8,7 +8,7 @@
 
 #include "core/config.h"
 #include "core/log.h"
-#include "ops/admin.h"
+#include "ops/operator.h"
 #include "store/store.h"
 #include "webhooks/signing.h"
 
@@ -152,7 +152,7 @@ static int emit_stream(struct store *st, const struct args *a, json_t **out, str
 			return -1;
 		}
 		one = NULL;
-		if (admin_event_emit(st, arg(a, "portfolio"), arg(a, "surface"), arg(a, "type"), n,
+		if (operator_event_emit(st, arg(a, "portfolio"), arg(a, "surface"), arg(a, "type"), n,
 				     arg(a, "property"), &one, err) < 0)
 			return -1;
 		json_dumpf(one, stdout, JSON_COMPACT);
@@ -173,9 +173,9 @@ static int run(struct store *st, const char *noun, const char *verb, const struc
 
 #define IS(x, y) (!strcmp(noun, x) && !strcmp(verb, y))
 	if (IS("portfolio", "create"))
-		return admin_portfolio_create(st, arg(a, "name"), arg(a, "plan"), out, err);
+		return operator_portfolio_create(st, arg(a, "name"), arg(a, "plan"), out, err);
 	if (IS("portfolio", "show"))
-		return admin_portfolio_show(st, arg(a, "portfolio"), out, err);
+		return operator_portfolio_show(st, arg(a, "portfolio"), out, err);
 	if (IS("portfolio", "set-rate-limit")) {
 		n = arg_int(a, "per-minute", -1, &bad);
 		if (bad || n < 0) {
@@ -183,36 +183,36 @@ static int run(struct store *st, const char *noun, const char *verb, const struc
 				return -1;
 			return -1;
 		}
-		return admin_set_rate_limit(st, arg(a, "portfolio"), n, out, err);
+		return operator_set_rate_limit(st, arg(a, "portfolio"), n, out, err);
 	}
 	if (IS("property", "add")) {
-		struct admin_property p = {arg(a, "portfolio"), arg(a, "name"), arg(a, "brand"),
+		struct operator_property p = {arg(a, "portfolio"), arg(a, "name"), arg(a, "brand"),
 					   arg(a, "code"), arg(a, "billing-id"), arg(a, "timezone"),
 					   arg(a, "currency"), arg(a, "nip")};
-		return admin_property_add(st, &p, out, err);
+		return operator_property_add(st, &p, out, err);
 	}
 	if (IS("ceiling", "add")) {
-		struct admin_ceiling c = {arg(a, "portfolio"), arg(a, "brand"), arg(a, "currency"),
+		struct operator_ceiling c = {arg(a, "portfolio"), arg(a, "brand"), arg(a, "currency"),
 					  arg(a, "valid-from"), arg(a, "valid-to"),
 					  arg_int(a, "max", 0, &bad), arg(a, "room-types")};
 		if (bad)
 			c.max_minor_units = 0;
-		return admin_ceiling_add(st, &c, out, err);
+		return operator_ceiling_add(st, &c, out, err);
 	}
 	if (IS("client", "create"))
-		return admin_client_create(st, arg(a, "portfolio"), arg(a, "name"), arg(a, "scopes"),
+		return operator_client_create(st, arg(a, "portfolio"), arg(a, "name"), arg(a, "scopes"),
 					   arg(a, "properties"), out, err);
 	if (IS("scim-token", "create"))
-		return admin_scim_token_create(st, arg(a, "portfolio"), out, err);
+		return operator_scim_token_create(st, arg(a, "portfolio"), out, err);
 	if (IS("user", "create"))
-		return admin_user_create(st, arg(a, "portfolio"), arg(a, "user-name"),
+		return operator_user_create(st, arg(a, "portfolio"), arg(a, "user-name"),
 					 arg(a, "display-name"), arg(a, "roles"), out, err);
 	if (IS("user", "list"))
-		return admin_user_list(st, arg(a, "portfolio"), out, err);
+		return operator_user_list(st, arg(a, "portfolio"), out, err);
 	if (IS("verify", "signature"))
 		return verify_signature(a, out, err);
 	if (IS("audit", "verify"))
-		return admin_audit_verify(st, arg(a, "object"), out, err);
+		return operator_audit_verify(st, arg(a, "object"), out, err);
 	if (IS("event", "list")) {
 		int64_t after = arg_int(a, "after", 0, &bad), limit = arg_int(a, "limit", 1000, &bad);
 
@@ -221,7 +221,7 @@ static int run(struct store *st, const char *noun, const char *verb, const struc
 				return -1;
 			return -1;
 		}
-		return admin_event_list(st, arg(a, "portfolio"), after, limit, out, err);
+		return operator_event_list(st, arg(a, "portfolio"), after, limit, out, err);
 	}
 	if (IS("event", "emit")) {
 		int64_t count;
@@ -235,20 +235,20 @@ static int run(struct store *st, const char *noun, const char *verb, const struc
 				return -1;
 			return -1;
 		}
-		return admin_event_emit(st, arg(a, "portfolio"), arg(a, "surface"), arg(a, "type"),
+		return operator_event_emit(st, arg(a, "portfolio"), arg(a, "surface"), arg(a, "type"),
 					count, arg(a, "property"), out, err);
 	}
 	if (IS("idp", "set")) {
 		char *pem = read_file(arg(a, "cert"), 64 * 1024);
 		int rc;
 
-		rc = admin_idp_set(st, arg(a, "portfolio"), arg(a, "entity-id"), pem,
+		rc = operator_idp_set(st, arg(a, "portfolio"), arg(a, "entity-id"), pem,
 				   arg(a, "roles-attribute"), out, err);
 		free(pem);
 		return rc;
 	}
 	if (IS("deprecation", "add"))
-		return admin_deprecation_add(st, arg(a, "method"), arg(a, "route"),
+		return operator_deprecation_add(st, arg(a, "method"), arg(a, "route"),
 					     arg(a, "announced"), arg(a, "note"), out, err);
 #undef IS
 	if (buf_printf(err, "unknown command: %s %s", noun, verb))

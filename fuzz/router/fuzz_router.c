@@ -18,7 +18,7 @@
 #include <string.h>
 #include <strings.h>
 
-#include "api/app.h"
+#include "api/pipeline.h"
 #include "api/routes.h"
 #include "core/buf.h"
 #include "http/router.h"

@@ -17,7 +17,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "api/app.h"
+#include "api/pipeline.h"
 #include "api/rates/rate_decision.h"
 #include "api/routes.h"
 #include "api/webhooks/webhook.h"

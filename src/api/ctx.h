@@ -1,6 +1,6 @@
 /* ctx: the state every handler sees, free of the pipeline that fills it
- * (app.c) and of the route table that names the handlers: handlers include
- * this, never app.h, so no include runs back up to the pipeline. */
+ * (pipeline.c) and of the route table that names the handlers: handlers include
+ * this, never pipeline.h, so no include runs back up to the pipeline. */
 #ifndef REVOPS_CTX_H
 #define REVOPS_CTX_H
 #include <jansson.h>
@@ -15,9 +15,10 @@ struct ratelimit;
 struct metrics;
 struct deprecation;
 struct pms;
-struct dispatch;
+struct engine;
 
-struct app {
+/* The running service: the state every request shares, one per process. */
+struct service {
 	const struct config *cfg;
 	struct store *store;
 	struct ratelimit *rl_portfolio;
@@ -25,7 +26,7 @@ struct app {
 	struct metrics *metrics;
 	struct deprecation *deprecations;
 	struct pms *pms;               /* the PMS connector (--pms-url) */
-	struct dispatch *dispatch;     /* the webhook delivery engine */
+	struct engine *engine;       /* the webhook delivery engine (webhooks/engine.c) */
 	unsigned char cursor_key[32];
 	unsigned char seal_key[32];    /* seals stored secrets (<data-dir>/revops.key) */
 	volatile int shutting_down;
@@ -39,7 +40,7 @@ struct app {
 };
 
 struct ctx {
-	struct app *app;
+	struct service *svc;
 	struct request *req;
 	struct response *res;
 	struct route_match match;

@@ -159,7 +159,7 @@ void respond_rows_page(struct ctx *c, struct store_tx *tx, int rc, struct store_
 		goto fail;
 	store_rows_close(r);
 	store_rollback(tx);
-	if (more && pagination_cursor_encode(c->app->cursor_key, scope, last, next, sizeof next) < 0)
+	if (more && pagination_cursor_encode(c->svc->cursor_key, scope, last, next, sizeof next) < 0)
 		more = 0;
 	respond_list(c, items, more ? next : NULL);
 	return;
@@ -181,7 +181,7 @@ int respond_page_args(struct ctx *c, const char *scope, int *limit, char *after,
 		return -1;
 	}
 	after[0] = '\0';
-	if (cur && pagination_cursor_decode(c->app->cursor_key, scope, cur, after, cap) < 0) {
+	if (cur && pagination_cursor_decode(c->svc->cursor_key, scope, cur, after, cap) < 0) {
 		respond_error(c, ERR_REQUEST_MALFORMED, NULL, "cursor is not valid for this list");
 		return -1;
 	}

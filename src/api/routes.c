@@ -7,7 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "api/app.h"
+#include "api/pipeline.h"
 #include "api/identity/oauth.h"
 #include "api/identity/scim.h"
 #include "api/portfolio/portfolio.h"
@@ -16,7 +16,7 @@
 #include "api/webhooks/webhook.h"
 
 static const struct route_table *const areas[] = {
-	&app_platform_routes, &oauth_routes,    &portfolio_routes, &rate_decision_routes,
+	&pipeline_platform_routes, &oauth_routes,    &portfolio_routes, &rate_decision_routes,
 	&delivery_routes,     &webhook_routes,  &scim_routes,
 };
 

@@ -229,7 +229,7 @@ static void issue(struct ctx *c, struct store_tx *tx, const struct grant *cl, co
 			(struct store_val[]){sv_text(hash), sv_text(cl->portfolio_id),
 					     sv_text(cl->client_id), sv_text(granted), sv_text(ids_s),
 					     sv_text(codes_s),
-					     sv_int(now + (int64_t)c->app->cfg->token_ttl * 1000),
+					     sv_int(now + (int64_t)c->svc->cfg->token_ttl * 1000),
 					     sv_int(now), sv_text(cl->user_id)}, 9);
 	rc = store_finish(tx, rc);
 	tx = NULL;
@@ -248,7 +248,7 @@ static void issue(struct ctx *c, struct store_tx *tx, const struct grant *cl, co
 	response_header(c->res, "Pragma", "no-cache");
 	respond_raw_json(c, 200,
 			 json_pack("{s:s, s:s, s:i, s:s, s:s, s:O}", "access_token", token,
-				   "token_type", "Bearer", "expires_in", c->app->cfg->token_ttl,
+				   "token_type", "Bearer", "expires_in", c->svc->cfg->token_ttl,
 				   "scope", granted, "portfolio_id", cl->portfolio_id,
 				   "property_codes", codes));
 	crypto_wipe(token, sizeof token);
@@ -415,8 +415,8 @@ static void saml_grant(struct ctx *c, struct store_tx *tx, struct grant *cl,
 		goto fail;
 	if (rc == 0)
 		goto refuse;
-	snprintf(audience, sizeof audience, "%s/saml/sp", c->app->cfg->public_url);
-	snprintf(recipient, sizeof recipient, "%s/oauth/token", c->app->cfg->public_url);
+	snprintf(audience, sizeof audience, "%s/saml/sp", c->svc->cfg->public_url);
+	snprintf(recipient, sizeof recipient, "%s/oauth/token", c->svc->cfg->public_url);
 	{
 		struct saml_expect e = {issuer, cert, audience, recipient, clock_now_ms(),
 					SAML_SKEW_MS, roles_attr};
@@ -518,7 +518,7 @@ void oauth_h_token(struct ctx *c)
 		oauth_error(c, "invalid_client", "client authentication failed");
 		goto out;
 	}
-	if (store_begin(c->app->store, 1, &tx) != STORE_OK) {
+	if (store_begin(c->svc->store, 1, &tx) != STORE_OK) {
 		respond_error(c, ERR_UNAVAILABLE, NULL, "database unavailable");
 		goto out;
 	}

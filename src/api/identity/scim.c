@@ -76,7 +76,7 @@ static void db_error(struct ctx *c, int rc)
 
 static void location(struct ctx *c, const char *kind, const char *id, char *out, size_t cap)
 {
-	snprintf(out, cap, "%s/scim/v2/%s/%s", c->app->cfg->public_url, kind, id);
+	snprintf(out, cap, "%s/scim/v2/%s/%s", c->svc->cfg->public_url, kind, id);
 }
 
 static json_t *meta_json(struct ctx *c, const char *kind, const char *id, int64_t version,
@@ -963,7 +963,7 @@ void scim_h_users_list(struct ctx *c)
 	struct res_row row;
 	int rc;
 
-	if ((rc = store_begin(c->app->store, 0, &tx)) != STORE_OK)
+	if ((rc = store_begin(c->svc->store, 0, &tx)) != STORE_OK)
 		goto fail_notx;
 	if ((rc = load_memberships(tx, c->p.portfolio_id, &groups, &ms)) < 0)
 		goto fail;
@@ -1013,7 +1013,7 @@ void scim_h_groups_list(struct ctx *c)
 	size_t i;
 	int rc;
 
-	if ((rc = store_begin(c->app->store, 0, &tx)) != STORE_OK) {
+	if ((rc = store_begin(c->svc->store, 0, &tx)) != STORE_OK) {
 		json_decref(all);
 		db_error(c, rc);
 		return;
@@ -1157,7 +1157,7 @@ void scim_h_users_create(struct ctx *c)
 		scim_error(c, 500, NULL, "internal error");
 		goto out;
 	}
-	if ((rc = store_begin(c->app->store, 1, &tx)) != STORE_OK) {
+	if ((rc = store_begin(c->svc->store, 1, &tx)) != STORE_OK) {
 		tx = NULL;
 		db_error(c, rc);
 		goto out;
@@ -1197,7 +1197,7 @@ void scim_h_user_get(struct ctx *c)
 	json_t *groups = NULL;
 	int rc;
 
-	if ((rc = store_begin(c->app->store, 0, &tx)) != STORE_OK) {
+	if ((rc = store_begin(c->svc->store, 0, &tx)) != STORE_OK) {
 		db_error(c, rc);
 		return;
 	}
@@ -1224,7 +1224,7 @@ static int load_for_change(struct ctx *c, int user, struct store_tx **tx, struct
 	int rc;
 
 	memset(row, 0, sizeof *row);
-	if ((rc = store_begin(c->app->store, 1, tx)) != STORE_OK) {
+	if ((rc = store_begin(c->svc->store, 1, tx)) != STORE_OK) {
 		*tx = NULL;
 		db_error(c, rc);
 		return 0;
@@ -1261,7 +1261,7 @@ static int load_snapshot(struct ctx *c, int user, struct res_row *row)
 	int rc;
 
 	memset(row, 0, sizeof *row);
-	if ((rc = store_begin(c->app->store, 0, &tx)) != STORE_OK) {
+	if ((rc = store_begin(c->svc->store, 0, &tx)) != STORE_OK) {
 		db_error(c, rc);
 		return 0;
 	}
@@ -1287,7 +1287,7 @@ static int begin_change(struct ctx *c, int user, struct res_row *row, struct sto
 	int64_t version = -1;
 	int rc;
 
-	if ((rc = store_begin(c->app->store, 1, tx)) != STORE_OK) {
+	if ((rc = store_begin(c->svc->store, 1, tx)) != STORE_OK) {
 		*tx = NULL;
 		db_error(c, rc);
 		return -1;
@@ -1408,7 +1408,7 @@ static int load_memberships_read(struct ctx *c, json_t **groups, struct membersh
 
 	*groups = NULL;
 	memset(ms, 0, sizeof *ms);
-	if ((rc = store_begin(c->app->store, 0, &tx)) != STORE_OK)
+	if ((rc = store_begin(c->svc->store, 0, &tx)) != STORE_OK)
 		return rc;
 	rc = load_memberships(tx, c->p.portfolio_id, groups, ms);
 	store_rollback(tx);
@@ -1693,7 +1693,7 @@ void scim_h_groups_create(struct ctx *c)
 		prepare_refused(c, rc, err);
 	} else if (id_new("grp_", id, sizeof id) < 0) {
 		scim_error(c, 500, NULL, "internal error");
-	} else if ((rc = store_begin(c->app->store, 1, &tx)) != STORE_OK) {
+	} else if ((rc = store_begin(c->svc->store, 1, &tx)) != STORE_OK) {
 		db_error(c, rc);
 	} else {
 		finish_group(c, tx, id, doc, 1, 201);
@@ -1707,7 +1707,7 @@ void scim_h_group_get(struct ctx *c)
 	struct res_row row;
 	int rc;
 
-	if ((rc = store_begin(c->app->store, 0, &tx)) != STORE_OK) {
+	if ((rc = store_begin(c->svc->store, 0, &tx)) != STORE_OK) {
 		db_error(c, rc);
 		return;
 	}
@@ -1858,7 +1858,7 @@ static void add_meta(struct ctx *c, json_t *o, const char *type, const char *pat
 {
 	char loc[1024];
 
-	snprintf(loc, sizeof loc, "%s/scim/v2/%s", c->app->cfg->public_url, path);
+	snprintf(loc, sizeof loc, "%s/scim/v2/%s", c->svc->cfg->public_url, path);
 	json_object_set_new(o, "meta", json_pack("{s:s, s:s}", "resourceType", type, "location", loc));
 }
 

@@ -157,7 +157,7 @@ void portfolio_h_list(struct ctx *c)
 	snprintf(scope, sizeof scope, "portfolios|%s", c->p.portfolio_id);
 	if (respond_page_args(c, scope, &limit, after, sizeof after) < 0)
 		return;
-	if (store_begin(c->app->store, 0, &tx) != STORE_OK) {
+	if (store_begin(c->svc->store, 0, &tx) != STORE_OK) {
 		respond_error(c, ERR_UNAVAILABLE, NULL, "database unavailable");
 		return;
 	}
@@ -193,7 +193,7 @@ void portfolio_h_get(struct ctx *c)
 
 	if (!own_portfolio(c))
 		return;
-	if (store_begin(c->app->store, 0, &tx) != STORE_OK) {
+	if (store_begin(c->svc->store, 0, &tx) != STORE_OK) {
 		respond_error(c, ERR_UNAVAILABLE, NULL, "database unavailable");
 		return;
 	}
@@ -224,7 +224,7 @@ void portfolio_h_properties(struct ctx *c)
 		 c->property_header ? c->property_header : "");
 	if (respond_page_args(c, scope, &limit, after, sizeof after) < 0)
 		return;
-	if (store_begin(c->app->store, 0, &tx) != STORE_OK) {
+	if (store_begin(c->svc->store, 0, &tx) != STORE_OK) {
 		respond_error(c, ERR_UNAVAILABLE, NULL, "database unavailable");
 		return;
 	}
@@ -255,7 +255,7 @@ void portfolio_h_properties(struct ctx *c)
 		goto fail;
 	store_rows_close(r);
 	store_rollback(tx);
-	if (more && pagination_cursor_encode(c->app->cursor_key, scope, last, next, sizeof next) < 0)
+	if (more && pagination_cursor_encode(c->svc->cursor_key, scope, last, next, sizeof next) < 0)
 		more = 0;
 	respond_list_text(c, &items, more ? next : NULL);
 	buf_free(&items);

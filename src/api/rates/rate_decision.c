@@ -608,7 +608,7 @@ static void respond_decision_error(struct ctx *c, enum err e, json_t *details, c
 static int reopen_chain(struct ctx *c, const char *id, struct store_tx **tx,
 			struct audit_chain *ch)
 {
-	int rc = store_begin(c->app->store, 1, tx);
+	int rc = store_begin(c->svc->store, 1, tx);
 
 	if (rc == STORE_OK && (rc = audit_open(*tx, id, ch)) == 0)
 		return 0;
@@ -622,7 +622,7 @@ static int reopen_chain(struct ctx *c, const char *id, struct store_tx **tx,
 static json_t *reload(struct ctx *c, const char *id, struct store_tx **tx)
 {
 	json_t *d = NULL;
-	int rc = store_begin(c->app->store, 0, tx);
+	int rc = store_begin(c->svc->store, 0, tx);
 
 	if (rc == STORE_OK && load_decision(*tx, c->p.portfolio_id, id, &d) == 1)
 		return d;
@@ -647,7 +647,7 @@ static int prepare_next(struct audit_chain *ch, const char *kind, const char *ac
 /* Takes the write lock; on failure answers and returns -1. */
 static int begin_write(struct ctx *c, struct store_tx **tx)
 {
-	int rc = store_begin(c->app->store, 1, tx);
+	int rc = store_begin(c->svc->store, 1, tx);
 
 	if (rc == STORE_OK)
 		return 0;
@@ -704,7 +704,7 @@ void rate_decision_h_create(struct ctx *c)
 	}
 	/* Governance reads one consistent snapshot without the write lock;
 	 * the lock is taken only for the inserts below. */
-	if ((rc = store_begin(c->app->store, 0, &tx)) != STORE_OK) {
+	if ((rc = store_begin(c->svc->store, 0, &tx)) != STORE_OK) {
 		tx = NULL;
 		respond_store_error(c, rc);
 		goto out;
@@ -840,7 +840,7 @@ void rate_decision_h_create(struct ctx *c)
 		snprintf(w[i].idempotency_key, sizeof w[i].idempotency_key, "%.60s:%.60s:publish", id,
 			 t[i].id);
 	}
-	outcome = write_all(c->app->pms, w, n, comp, cw);
+	outcome = write_all(c->svc->pms, w, n, comp, cw);
 	now = clock_now_ms();
 	if (outcome < 0) {
 		respond_error(c, ERR_INTERNAL, NULL, "internal error");
@@ -951,7 +951,7 @@ void rate_decision_h_get(struct ctx *c)
 	json_t *d = NULL;
 	int rc;
 
-	if ((rc = store_begin(c->app->store, 0, &tx)) != STORE_OK) {
+	if ((rc = store_begin(c->svc->store, 0, &tx)) != STORE_OK) {
 		respond_store_error(c, rc);
 		return;
 	}
@@ -970,7 +970,7 @@ void rate_decision_h_audit(struct ctx *c)
 	json_t *d = NULL, *trail = NULL;
 	int rc;
 
-	if ((rc = store_begin(c->app->store, 0, &tx)) != STORE_OK) {
+	if ((rc = store_begin(c->svc->store, 0, &tx)) != STORE_OK) {
 		respond_store_error(c, rc);
 		return;
 	}
@@ -1031,7 +1031,7 @@ void rate_decision_h_list(struct ctx *c)
 		 status ? status : "", c->property_header ? c->property_header : "");
 	if (respond_page_args(c, scope, &limit, after, sizeof after) < 0)
 		return;
-	if ((rc = store_begin(c->app->store, 0, &tx)) != STORE_OK) {
+	if ((rc = store_begin(c->svc->store, 0, &tx)) != STORE_OK) {
 		respond_store_error(c, rc);
 		return;
 	}
@@ -1121,7 +1121,7 @@ void rate_decision_h_revert(struct ctx *c)
 		respond_error(c, ERR_VALIDATION_FAILED, det, "the revert is not valid");
 		goto out;
 	}
-	if ((rc = store_begin(c->app->store, 1, &tx)) != STORE_OK) {
+	if ((rc = store_begin(c->svc->store, 1, &tx)) != STORE_OK) {
 		tx = NULL;
 		respond_store_error(c, rc);
 		goto out;
@@ -1172,7 +1172,7 @@ void rate_decision_h_revert(struct ctx *c)
 			 t[i].id);
 		k++;
 	}
-	outcome = write_all(c->app->pms, rw, k, comp, cw);
+	outcome = write_all(c->svc->pms, rw, k, comp, cw);
 	now = clock_now_ms();
 	if (outcome < 0) {
 		respond_error(c, ERR_INTERNAL, NULL, "internal error");

@@ -11,7 +11,7 @@
 #include "events/outbox.h"
 #include "http/http.h"
 #include "store/store.h"
-#include "webhooks/dispatch.h"
+#include "webhooks/engine.h"
 
 #define DAY_MS (24LL * 3600 * 1000)
 #define RETRY_WINDOW_MS (30 * DAY_MS)  /* v1: after the original event */
@@ -103,7 +103,7 @@ static void list_page(struct ctx *c, const char *scope, const char *where, const
 		 "SELECT " DLV_COLS " FROM webhook_deliveries WHERE portfolio_id = $1 AND (%s)"
 		 " AND seq < $3 ORDER BY seq DESC LIMIT $4",
 		 where);
-	if ((rc = store_begin(c->app->store, 0, &tx)) != STORE_OK) {
+	if ((rc = store_begin(c->svc->store, 0, &tx)) != STORE_OK) {
 		respond_store_error(c, rc);
 		return;
 	}
@@ -122,7 +122,7 @@ static int subscription_visible(struct ctx *c, const char *id)
 	struct store_rows *r;
 	int rc, mine = 0;
 
-	if ((rc = store_begin(c->app->store, 0, &tx)) != STORE_OK) {
+	if ((rc = store_begin(c->svc->store, 0, &tx)) != STORE_OK) {
 		respond_store_error(c, rc);
 		return 0;
 	}
@@ -232,7 +232,7 @@ void delivery_h_get(struct ctx *c)
 	struct store_rows *r;
 	int rc;
 
-	if ((rc = store_begin(c->app->store, 0, &tx)) != STORE_OK) {
+	if ((rc = store_begin(c->svc->store, 0, &tx)) != STORE_OK) {
 		respond_store_error(c, rc);
 		return;
 	}
@@ -250,7 +250,7 @@ void delivery_h_get(struct ctx *c)
  * within window_ms (scaled) of the original event. */
 static void recover(struct ctx *c, const char *surface, int64_t window_ms)
 {
-	struct dispatch_touched touched = {0};
+	struct engine_touched touched = {0};
 	struct store_tx *tx;
 	struct store_rows *r;
 	char state[24], lane[300] = "";
@@ -258,7 +258,7 @@ static void recover(struct ctx *c, const char *surface, int64_t window_ms)
 	json_t *d = NULL;
 	int rc, rate = 0, ok;
 
-	if ((rc = store_begin(c->app->store, 1, &tx)) != STORE_OK) {
+	if ((rc = store_begin(c->svc->store, 1, &tx)) != STORE_OK) {
 		respond_store_error(c, rc);
 		return;
 	}
@@ -302,10 +302,10 @@ static void recover(struct ctx *c, const char *surface, int64_t window_ms)
 	}
 	tx = NULL;
 	if (lane[0])
-		dispatch_touch(&touched, lane, rate);
+		engine_touch(&touched, lane, rate);
 	else
 		touched.overflow = 1;
-	dispatch_notify(c->app->dispatch, &touched);
+	engine_notify(c->svc->engine, &touched);
 	respond_data(c, 202, d);
 	d = NULL;
 out:
@@ -328,14 +328,14 @@ void delivery_h_retry(struct ctx *c)
  * the answer can name them. */
 static void ping(struct ctx *c, const char *surface)
 {
-	struct dispatch_touched touched = {0};
+	struct engine_touched touched = {0};
 	struct store_tx *tx = NULL;
 	struct store_rows *r = NULL;
 	char evt[ID_MAX];
 	json_t *data = NULL, *props = json_array(), *created = json_array();
 	int rc, found = 0, mine = 0, mirror = 0;
 
-	if ((rc = store_begin(c->app->store, 1, &tx)) != STORE_OK) {
+	if ((rc = store_begin(c->svc->store, 1, &tx)) != STORE_OK) {
 		tx = NULL;
 		respond_store_error(c, rc);
 		goto out;
@@ -371,7 +371,7 @@ static void ping(struct ctx *c, const char *surface)
 		rc = store_query(tx, "SELECT created_at, property_ids, data FROM events WHERE id = $1",
 				 (struct store_val[]){sv_text(evt)}, 1, &r);
 	if (rc == STORE_OK && (rc = store_next(r)) == 1) {
-		struct dispatch_event ev = {evt,
+		struct engine_event ev = {evt,
 					    surface,
 					    "webhook.ping",
 					    c->p.portfolio_id,
@@ -379,7 +379,7 @@ static void ping(struct ctx *c, const char *surface)
 					    store_text(r, 2),
 					    store_int(r, 0)};
 
-		rc = dispatch_fan_out(tx, &ev, ctx_param(c, 0), created, &touched);
+		rc = engine_fan_out(tx, &ev, ctx_param(c, 0), created, &touched);
 	} else if (rc == 0) {
 		rc = STORE_ERR;
 	}
@@ -391,7 +391,7 @@ static void ping(struct ctx *c, const char *surface)
 		respond_store_error(c, rc);
 		goto out;
 	}
-	dispatch_notify(c->app->dispatch, &touched);
+	engine_notify(c->svc->engine, &touched);
 	respond_data(c, 202, json_pack("{s:s, s:s, s:O}", "event_id", evt, "subscription_id",
 				       ctx_param(c, 0), "deliveries", created));
 out:
@@ -443,7 +443,7 @@ void delivery_h_sla(struct ctx *c)
 		respond_error(c, ERR_REQUEST_MALFORMED, NULL, "month must be given as YYYY-MM");
 		return;
 	}
-	if ((rc = store_begin(c->app->store, 0, &tx)) != STORE_OK) {
+	if ((rc = store_begin(c->svc->store, 0, &tx)) != STORE_OK) {
 		respond_store_error(c, rc);
 		return;
 	}

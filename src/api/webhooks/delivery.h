@@ -1,6 +1,6 @@
 /* delivery: the webhook delivery endpoints (API-CONTRACT §5): attempt logs,
  * dead letters, manual retry (v1) and replay (v2), pings and the SLA
- * report. The engine that sends is dispatch. */
+ * report. The engine that sends is webhooks/engine. */
 #ifndef REVOPS_DELIVERY_H
 #define REVOPS_DELIVERY_H
 

@@ -60,7 +60,7 @@ static void check_url(struct ctx *c, const char *field, const char *url, json_t 
 	struct egress_target t;
 	char issue[220];
 
-	if (egress_check(url, 0, c->app->cfg->allow_private_targets, &t) == EGRESS_OK)
+	if (egress_check(url, 0, c->svc->cfg->allow_private_targets, &t) == EGRESS_OK)
 		return;
 	snprintf(issue, sizeof issue, "must be an https URL of a public host (%s)", t.why);
 	validate_add_detail(details, field, issue);
@@ -144,7 +144,7 @@ static int portfolio_secret(struct ctx *c, struct store_tx *tx, int rotate,
 		return rc < 0 ? rc : 0;
 	if (signing_new_secret(secret) < 0)
 		return STORE_ERR;
-	sealed = crypto_seal(c->app->seal_key, secret, c->p.portfolio_id);
+	sealed = crypto_seal(c->svc->seal_key, secret, c->p.portfolio_id);
 	if (!sealed)
 		return STORE_ERR;
 	rc = store_exec(tx,
@@ -188,12 +188,12 @@ static void create(struct ctx *c, const char *surface)
 	}
 	if (!strcmp(surface, "v1")) {
 		/* A v1 subscription has its own secret, sealed to its id. */
-		if (signing_new_secret(secret) < 0 || !(sealed = crypto_seal(c->app->seal_key, secret, id))) {
+		if (signing_new_secret(secret) < 0 || !(sealed = crypto_seal(c->svc->seal_key, secret, id))) {
 			respond_error(c, ERR_INTERNAL, NULL, "internal error");
 			goto out;
 		}
 	}
-	if ((rc = store_begin(c->app->store, 1, &tx)) != STORE_OK) {
+	if ((rc = store_begin(c->svc->store, 1, &tx)) != STORE_OK) {
 		tx = NULL;
 		respond_store_error(c, rc);
 		goto out;
@@ -275,7 +275,7 @@ void webhook_h_list(struct ctx *c)
 	snprintf(scope, sizeof scope, "webhooks|%s", c->p.portfolio_id);
 	if (respond_page_args(c, scope, &limit, after, sizeof after) < 0)
 		return;
-	if ((rc = store_begin(c->app->store, 0, &tx)) != STORE_OK) {
+	if ((rc = store_begin(c->svc->store, 0, &tx)) != STORE_OK) {
 		respond_store_error(c, rc);
 		return;
 	}
@@ -307,7 +307,7 @@ void webhook_h_get(struct ctx *c)
 	json_t *sub = NULL;
 	int rc;
 
-	if ((rc = store_begin(c->app->store, 0, &tx)) != STORE_OK) {
+	if ((rc = store_begin(c->svc->store, 0, &tx)) != STORE_OK) {
 		respond_store_error(c, rc);
 		return;
 	}
@@ -326,7 +326,7 @@ void webhook_h_delete(struct ctx *c)
 	json_t *sub = NULL;
 	int rc;
 
-	if ((rc = store_begin(c->app->store, 1, &tx)) != STORE_OK) {
+	if ((rc = store_begin(c->svc->store, 1, &tx)) != STORE_OK) {
 		respond_store_error(c, rc);
 		return;
 	}
@@ -359,7 +359,7 @@ void webhook_h_rotate(struct ctx *c)
 	struct store_tx *tx;
 	int rc;
 
-	if ((rc = store_begin(c->app->store, 1, &tx)) != STORE_OK) {
+	if ((rc = store_begin(c->svc->store, 1, &tx)) != STORE_OK) {
 		respond_store_error(c, rc);
 		return;
 	}

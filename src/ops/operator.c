@@ -1,4 +1,4 @@
-#include "ops/admin.h"
+#include "ops/operator.h"
 
 #include <ctype.h>
 #include <fcntl.h>
@@ -66,7 +66,7 @@ static int commit(struct store_tx *tx, struct buf *err)
 	return 0;
 }
 
-int admin_portfolio_create(struct store *st, const char *name, const char *plan, json_t **out,
+int operator_portfolio_create(struct store *st, const char *name, const char *plan, json_t **out,
 			   struct buf *err)
 {
 	struct store_tx *tx;
@@ -97,7 +97,7 @@ int admin_portfolio_create(struct store *st, const char *name, const char *plan,
 	return 0;
 }
 
-int admin_portfolio_show(struct store *st, const char *id, json_t **out, struct buf *err)
+int operator_portfolio_show(struct store *st, const char *id, json_t **out, struct buf *err)
 {
 	struct store_tx *tx;
 	json_t *props = NULL;
@@ -127,7 +127,7 @@ int admin_portfolio_show(struct store *st, const char *id, json_t **out, struct 
 	return fail(err, rc == 0 ? "no such portfolio" : "could not read the portfolio");
 }
 
-int admin_set_rate_limit(struct store *st, const char *id, int64_t per_minute, json_t **out,
+int operator_set_rate_limit(struct store *st, const char *id, int64_t per_minute, json_t **out,
 			 struct buf *err)
 {
 	struct store_tx *tx;
@@ -154,7 +154,7 @@ int admin_set_rate_limit(struct store *st, const char *id, int64_t per_minute, j
 	return 0;
 }
 
-int admin_property_add(struct store *st, const struct admin_property *p, json_t **out,
+int operator_property_add(struct store *st, const struct operator_property *p, json_t **out,
 		       struct buf *err)
 {
 	struct store_tx *tx;
@@ -223,7 +223,7 @@ static json_t *split_list(const char *s, int (*ok)(const char *))
 	return arr;
 }
 
-int admin_ceiling_add(struct store *st, const struct admin_ceiling *c, json_t **out,
+int operator_ceiling_add(struct store *st, const struct operator_ceiling *c, json_t **out,
 		      struct buf *err)
 {
 	struct store_tx *tx;
@@ -284,7 +284,7 @@ static int is_scope(const char *s)
 	return auth_scope_bit(s) != 0;
 }
 
-int admin_client_create(struct store *st, const char *portfolio_id, const char *name,
+int operator_client_create(struct store *st, const char *portfolio_id, const char *name,
 			const char *scopes, const char *codes, json_t **out, struct buf *err)
 {
 	struct store_tx *tx;
@@ -379,7 +379,7 @@ out:
 	return rc;
 }
 
-int admin_scim_token_create(struct store *st, const char *portfolio_id, json_t **out,
+int operator_scim_token_create(struct store *st, const char *portfolio_id, json_t **out,
 			    struct buf *err)
 {
 	struct store_tx *tx;
@@ -413,7 +413,7 @@ static int is_role(const char *s)
 	       !strcmp(s, "ops-manager");
 }
 
-int admin_user_create(struct store *st, const char *portfolio_id, const char *user_name,
+int operator_user_create(struct store *st, const char *portfolio_id, const char *user_name,
 		      const char *display_name, const char *roles, json_t **out,
 		      struct buf *err)
 {
@@ -475,7 +475,7 @@ int admin_user_create(struct store *st, const char *portfolio_id, const char *us
 	return rc < 0 ? -1 : 0;
 }
 
-int admin_user_list(struct store *st, const char *portfolio_id, json_t **out, struct buf *err)
+int operator_user_list(struct store *st, const char *portfolio_id, json_t **out, struct buf *err)
 {
 	struct store_tx *tx;
 	struct store_rows *r;
@@ -513,7 +513,7 @@ int admin_user_list(struct store *st, const char *portfolio_id, json_t **out, st
 	return 0;
 }
 
-int admin_idp_set(struct store *st, const char *portfolio_id, const char *entity_id,
+int operator_idp_set(struct store *st, const char *portfolio_id, const char *entity_id,
 		  const char *cert_pem, const char *roles_attribute, json_t **out,
 		  struct buf *err)
 {
@@ -552,7 +552,7 @@ int admin_idp_set(struct store *st, const char *portfolio_id, const char *entity
 	return 0;
 }
 
-int admin_event_list(struct store *st, const char *portfolio_id, int64_t after, int64_t limit,
+int operator_event_list(struct store *st, const char *portfolio_id, int64_t after, int64_t limit,
 		     json_t **out, struct buf *err)
 {
 	struct store_tx *tx;
@@ -600,7 +600,7 @@ int admin_event_list(struct store *st, const char *portfolio_id, int64_t after, 
 
 #define EMIT_TX_EVENTS 10000
 
-int admin_event_emit(struct store *st, const char *portfolio_id, const char *surface,
+int operator_event_emit(struct store *st, const char *portfolio_id, const char *surface,
 		     const char *type, int64_t count, const char *property, json_t **out,
 		     struct buf *err)
 {
@@ -661,7 +661,7 @@ out:
 	return rc;
 }
 
-int admin_audit_verify(struct store *st, const char *decision_id, json_t **out,
+int operator_audit_verify(struct store *st, const char *decision_id, json_t **out,
 		       struct buf *err)
 {
 	struct store_tx *tx;
@@ -685,7 +685,7 @@ int admin_audit_verify(struct store *st, const char *decision_id, json_t **out,
 	return 0;
 }
 
-int admin_parse_time(const char *s, int64_t *ms)
+int operator_parse_time(const char *s, int64_t *ms)
 {
 	char date[11];
 	int64_t days;
@@ -711,7 +711,7 @@ int admin_parse_time(const char *s, int64_t *ms)
 	return 0;
 }
 
-int admin_deprecation_add(struct store *st, const char *method, const char *route,
+int operator_deprecation_add(struct store *st, const char *method, const char *route,
 			  const char *announced, const char *note, json_t **out,
 			  struct buf *err)
 {
@@ -728,7 +728,7 @@ int admin_deprecation_add(struct store *st, const char *method, const char *rout
 		return fail(err, "--method must be GET, POST, PUT, PATCH or DELETE");
 	if (!route || route[0] != '/' || strlen(route) >= 160)
 		return fail(err, "--route must be a route pattern such as /v2/portfolios/{id}");
-	if (admin_parse_time(announced, &at) < 0)
+	if (operator_parse_time(announced, &at) < 0)
 		return fail(err, "--announced must be RFC 3339 UTC, e.g. 2026-06-01T00:00:00Z");
 	if (begin(st, &tx, err) < 0)
 		return -1;
@@ -794,15 +794,15 @@ static int seed_one(struct store *st, const char *name, const char *plan, const 
 	static const char *names[] = {"approver", "finance", "ops"};
 
 	clock_format_date(clock_now_ms() / 86400000, today);
-	if (admin_portfolio_create(st, name, plan, &pf, err) < 0)
+	if (operator_portfolio_create(st, name, plan, &pf, err) < 0)
 		goto out;
 	pid = json_string_value(json_object_get(pf, "id"));
 	for (i = 0; i < nprops; i++) {
-		struct admin_property p = {pid, props[i].name, props[i].brand, props[i].code, billing,
+		struct operator_property p = {pid, props[i].name, props[i].brand, props[i].code, billing,
 					   props[i].tz, "PLN", props[i].nip};
 
 		snprintf(billing, sizeof billing, "BILL-%s", props[i].code);
-		if (admin_property_add(st, &p, &obj, err) < 0)
+		if (operator_property_add(st, &p, &obj, err) < 0)
 			goto out;
 		json_array_append_new(plist, json_pack("{s:O, s:O, s:O}", "id",
 						       json_object_get(obj, "id"),
@@ -813,9 +813,9 @@ static int seed_one(struct store *st, const char *name, const char *plan, const 
 		obj = NULL;
 	}
 	for (i = 0; i < nbrands; i++) {
-		struct admin_ceiling c = {pid, brands[i], "PLN", today, NULL, 120000, NULL};
+		struct operator_ceiling c = {pid, brands[i], "PLN", today, NULL, 120000, NULL};
 
-		if (admin_ceiling_add(st, &c, &obj, err) < 0)
+		if (operator_ceiling_add(st, &c, &obj, err) < 0)
 			goto out;
 		json_array_append_new(clist, json_pack("{s:O, s:O, s:O, s:O}", "id",
 						       json_object_get(obj, "id"), "brand",
@@ -826,19 +826,19 @@ static int seed_one(struct store *st, const char *name, const char *plan, const 
 		json_decref(obj);
 		obj = NULL;
 	}
-	if (admin_client_create(st, pid, "demo", NULL, NULL, &cl, err) < 0 ||
-	    admin_scim_token_create(st, pid, &scim, err) < 0)
+	if (operator_client_create(st, pid, "demo", NULL, NULL, &cl, err) < 0 ||
+	    operator_scim_token_create(st, pid, &scim, err) < 0)
 		goto out;
 	for (i = 0; i < 3; i++) {
 		snprintf(user, sizeof user, "%s@%s", names[i], domain);
-		if (admin_user_create(st, pid, user, names[i], roles[i], &u, err) < 0)
+		if (operator_user_create(st, pid, user, names[i], roles[i], &u, err) < 0)
 			goto out;
 		json_decref(u);
 		u = NULL;
 	}
 	snprintf(approver, sizeof approver, "approver@%s", domain);
 	snprintf(entity, sizeof entity, "https://idp.%s/saml", domain);
-	if (admin_idp_set(st, pid, entity, idp_cert, "roles", &idp, err) < 0)
+	if (operator_idp_set(st, pid, entity, idp_cert, "roles", &idp, err) < 0)
 		goto out;
 	json_array_append_new(
 		creds, json_pack("{s:s, s:s, s:s, s:O, s:O, s:O, s:O, s:O, s:s, s:{s:s, s:s+, s:s+}}",
@@ -861,7 +861,7 @@ out:
 	return rc;
 }
 
-int admin_demo_seed(struct store *st, const char *public_url, const char *data_dir,
+int operator_demo_seed(struct store *st, const char *public_url, const char *data_dir,
 		    struct buf *err)
 {
 	static const struct demo_prop ent[] = {

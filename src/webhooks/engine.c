@@ -1,4 +1,4 @@
-#include "webhooks/dispatch.h"
+#include "webhooks/engine.h"
 
 #include <inttypes.h>
 #include <math.h>
@@ -27,13 +27,13 @@ static const int64_t v2_offsets[] = {MIN_MS,      5 * MIN_MS,   15 * MIN_MS, HOU
 				     4 * HOUR_MS, 12 * HOUR_MS, 24 * HOUR_MS};
 
 /* An uncapped lane's claimed and unrecorded deliveries, at most:
- * DISPATCH_LANE_CONCURRENCY sending and as many again waiting in the HTTP
+ * ENGINE_LANE_CONCURRENCY sending and as many again waiting in the HTTP
  * thread for a slot, so a slot is refilled as soon as its transfer ends,
  * without waiting for the recorder's next turn. A capped lane claims only
  * as many as it may send (its sends must stay 1/rate apart, which a
  * release of waiting ones would break; at 80/s at most, its slots are
  * never what limits it). */
-#define LANE_CLAIMED (2 * DISPATCH_LANE_CONCURRENCY)
+#define LANE_CLAIMED (2 * ENGINE_LANE_CONCURRENCY)
 #define FANOUT_BATCH 500
 /* A batch also ends once it made this many deliveries, so a burst to many
  * subscriptions never holds the write lock (which the recorders need) for
@@ -50,7 +50,7 @@ static const int64_t v2_offsets[] = {MIN_MS,      5 * MIN_MS,   15 * MIN_MS, HOU
 #define POLL_IDLE_MS 1000
 #define NO_DUE INT64_MAX
 
-int dispatch_schedule(const char *surface, const int64_t **offsets)
+int engine_schedule(const char *surface, const int64_t **offsets)
 {
 	if (!strcmp(surface, "v1")) {
 		*offsets = v1_offsets;
@@ -69,7 +69,7 @@ struct lane {
 	int in_flight;   /* claimed and not yet recorded; recorder only */
 	int finished;    /* of those, finished and about to be recorded; recorder only */
 	/* The HTTP thread's: transfers running, and claimed flights waiting
-	 * for one of the DISPATCH_LANE_CONCURRENCY slots (FIFO). */
+	 * for one of the ENGINE_LANE_CONCURRENCY slots (FIFO). */
 	int running;
 	struct flight *wait_head, *wait_tail;
 	/* The signing key of its deliveries, prepared, and the sealed value it
@@ -80,7 +80,7 @@ struct lane {
 	double tat;      /* GCRA theoretical arrival time, mono ms; recorder only */
 	int64_t due_ms;  /* earliest known due time (wall ms); under mu */
 	unsigned gen;    /* bumped by every notify; under mu */
-	int64_t hash;    /* dispatch_lane_hash(key): the due index's key */
+	int64_t hash;    /* engine_lane_hash(key): the due index's key */
 	/* The seqs of its deliveries claimed and not yet recorded (their rows
 	 * still look due, so selection skips them); owner's recorder only. A
 	 * turn records before it claims, so at most LANE_CLAIMED are claimed
@@ -128,7 +128,7 @@ struct flight_queue {
  * waits for the other, so transfers progress during database turns and
  * turns batch whatever finished meanwhile. */
 struct sender {
-	struct dispatch *d;
+	struct engine *d;
 	int index;
 	pthread_t http_thr, rec_thr;
 	int http_started, rec_started;
@@ -145,13 +145,13 @@ struct sender {
 	volatile int rec_exited;
 };
 
-struct dispatch {
+struct engine {
 	struct store *st;
-	struct dispatch_opts o;
+	struct engine_opts o;
 	unsigned char seal_key[32];
 	pthread_t fanout_thr;
 	int fanout_started;
-	struct sender senders[DISPATCH_MAX_SENDERS];
+	struct sender senders[ENGINE_MAX_SENDERS];
 	int nsenders;
 	pthread_mutex_t mu;
 	pthread_cond_t cond;
@@ -162,7 +162,7 @@ struct dispatch {
 	int64_t cursor;      /* fan-out thread only */
 };
 
-void dispatch_touch(struct dispatch_touched *t, const char *lane, int rate)
+void engine_touch(struct engine_touched *t, const char *lane, int rate)
 {
 	int i;
 
@@ -190,7 +190,7 @@ static unsigned lane_hash(const char *s)
 /* The lane's key in the due index: 64-bit FNV-1a cut to 63 bits, never 0
  * (0 marks rows made before the column existed). Two lanes with the same
  * hash stay correct: every query also compares the lane text. */
-int64_t dispatch_lane_hash(const char *lane)
+int64_t engine_lane_hash(const char *lane)
 {
 	uint64_t h = 14695981039346656037ull;
 
@@ -201,7 +201,7 @@ int64_t dispatch_lane_hash(const char *lane)
 }
 
 /* Wakes every sender's recorder (to plan) and HTTP thread. */
-static void wake_senders(struct dispatch *d)
+static void wake_senders(struct engine *d)
 {
 	struct sender *sd;
 	int i;
@@ -249,7 +249,7 @@ static int queue_push(struct flight_queue *q, struct flight *f)
 }
 
 /* The lane named key, made when missing. Caller holds mu. NULL: no memory. */
-static struct lane *lane_get(struct dispatch *d, const char *key, int rate)
+static struct lane *lane_get(struct engine *d, const char *key, int rate)
 {
 	struct lane *l, **grown;
 	size_t i;
@@ -272,7 +272,7 @@ static struct lane *lane_get(struct dispatch *d, const char *key, int rate)
 		return NULL;
 	}
 	l->rate = rate;
-	l->hash = dispatch_lane_hash(key);
+	l->hash = engine_lane_hash(key);
 	l->owner = (int)(lane_hash(key) % (unsigned)d->nsenders);
 	l->due_ms = NO_DUE;
 	d->lanes[d->nlanes++] = l;
@@ -280,7 +280,7 @@ static struct lane *lane_get(struct dispatch *d, const char *key, int rate)
 }
 
 /* Loads every lane with deliveries waiting and its earliest due time. */
-static int lanes_rescan(struct dispatch *d)
+static int lanes_rescan(struct engine *d)
 {
 	struct store_tx *tx;
 	struct store_rows *r;
@@ -309,7 +309,7 @@ static int lanes_rescan(struct dispatch *d)
 	return rc < 0 ? rc : 0;
 }
 
-void dispatch_notify(struct dispatch *d, const struct dispatch_touched *t)
+void engine_notify(struct engine *d, const struct engine_touched *t)
 {
 	struct lane *l;
 	int i;
@@ -427,7 +427,7 @@ static int sub_wants(const struct sub *s, const char *type)
 
 /* The envelope around the delivery id: prefix + delivery id + suffix is the
  * body (spec "Webhook event envelope" v1 / v2, fields in table order). */
-static int envelope(const struct dispatch_event *ev, struct buf *pre, struct buf *suf)
+static int envelope(const struct engine_event *ev, struct buf *pre, struct buf *suf)
 {
 	char ts[CLOCK_RFC3339_LEN];
 	json_t *props = json_loads(ev->property_ids, 0, NULL);
@@ -463,11 +463,11 @@ out:
 /* What every delivery made for one event shares. */
 struct fan {
 	struct store_tx *tx;
-	const struct dispatch_event *ev;
+	const struct engine_event *ev;
 	const struct buf *body;
 	int64_t now;
 	json_t *created;                 /* when not NULL, gets {id, target} per delivery */
-	struct dispatch_touched *touched;
+	struct engine_touched *touched;
 };
 
 /* Inserts one delivery of f->ev to s (its primary URL, or its mirror with
@@ -476,7 +476,7 @@ static int add_delivery(const struct fan *f, const struct sub *s, const char *id
 			const char *target, const char *primary_id, const char *url,
 			const char *lane, int rate)
 {
-	const struct dispatch_event *ev = f->ev;
+	const struct engine_event *ev = f->ev;
 	int rc = store_exec(
 		f->tx,
 		"INSERT INTO webhook_deliveries (id, portfolio_id, subscription_id, surface, target,"
@@ -488,12 +488,12 @@ static int add_delivery(const struct fan *f, const struct sub *s, const char *id
 				     sv_text(ev->id), sv_text(ev->type), sv_int(ev->created_at),
 				     sv_text(url), sv_text(lane), sv_int(rate),
 				     sv_blob(f->body->data, f->body->len), sv_int(f->now),
-				     sv_int(dispatch_lane_hash(lane))},
+				     sv_int(engine_lane_hash(lane))},
 		15);
 
 	if (rc < 0)
 		return rc;
-	dispatch_touch(f->touched, lane, rate);
+	engine_touch(f->touched, lane, rate);
 	if (f->created)
 		json_array_append_new(f->created,
 				      json_pack("{s:s, s:s}", "id", id, "target", target));
@@ -502,9 +502,9 @@ static int add_delivery(const struct fan *f, const struct sub *s, const char *id
 
 /* Creates the deliveries of ev for the subscriptions in subs that want it
  * (all of them when ping). */
-static int fan_out_event(struct store_tx *tx, const struct dispatch_event *ev,
+static int fan_out_event(struct store_tx *tx, const struct engine_event *ev,
 			 const struct sub *subs, size_t nsubs, int ping, json_t *created,
-			 struct dispatch_touched *touched)
+			 struct engine_touched *touched)
 {
 	struct buf pre, suf, body, lane;
 	char id[ID_MAX], mid[ID_MAX];
@@ -562,8 +562,8 @@ out:
 	return rc;
 }
 
-int dispatch_fan_out(struct store_tx *tx, const struct dispatch_event *ev, const char *only_sub,
-		     json_t *created, struct dispatch_touched *touched)
+int engine_fan_out(struct store_tx *tx, const struct engine_event *ev, const char *only_sub,
+		     json_t *created, struct engine_touched *touched)
 {
 	struct sub *subs;
 	size_t n;
@@ -581,7 +581,7 @@ int dispatch_fan_out(struct store_tx *tx, const struct dispatch_event *ev, const
  * cursor moves, in one transaction. Returns how many events were read (0:
  * nothing new; FANOUT_BATCH: more may be waiting, also when the batch
  * stopped at FANOUT_MAX_DELIVERIES) or a negative store status. */
-static int fan_out_batch(struct dispatch *d, struct dispatch_touched *touched)
+static int fan_out_batch(struct engine *d, struct engine_touched *touched)
 {
 	struct store_tx *tx = NULL;
 	struct store_rows *r = NULL;
@@ -609,7 +609,7 @@ static int fan_out_batch(struct dispatch *d, struct dispatch_touched *touched)
 	if (rc != STORE_OK)
 		goto out;
 	while ((rc = store_next(r)) == 1) {
-		struct dispatch_event ev = {store_text(r, 1), store_text(r, 2), store_text(r, 3),
+		struct engine_event ev = {store_text(r, 1), store_text(r, 2), store_text(r, 3),
 					    store_text(r, 4), store_text(r, 5), store_text(r, 6),
 					    store_int(r, 7)};
 
@@ -650,8 +650,8 @@ out:
 
 static void *fanout_main(void *arg)
 {
-	struct dispatch *d = arg;
-	struct dispatch_touched touched;
+	struct engine *d = arg;
+	struct engine_touched touched;
 	struct timespec ts;
 	int n;
 
@@ -660,7 +660,7 @@ static void *fanout_main(void *arg)
 		n = fan_out_batch(d, &touched);
 		if (n < 0)
 			log_msg(LOG_ERROR, "webhook", "fan-out failed (store status %d); retrying", n);
-		dispatch_notify(d, &touched);
+		engine_notify(d, &touched);
 		if (n == FANOUT_BATCH)
 			continue;
 		pthread_mutex_lock(&d->mu);
@@ -739,7 +739,7 @@ static int record_outcome(struct store_tx *tx, struct flight *f, int64_t now, in
 {
 	const char *err = error_class(&f->req);
 	const int64_t *offs;
-	int noffs = dispatch_schedule(f->surface, &offs);
+	int noffs = engine_schedule(f->surface, &offs);
 	int64_t origin = f->origin ? f->origin : f->started_at, next = NO_DUE;
 	char snippet[SNIPPET_MAX + 1];
 	const char *state;
@@ -887,7 +887,7 @@ static void lane_key_drop(struct lane *l)
  * The sealed value is read at every claim, so a rotation applies to the
  * next claim; it is opened only when it changed, and the lane keeps the
  * prepared key (in memory only) between claims. */
-static struct signing_key *lane_key(struct dispatch *d, struct lane *l, struct store_tx *tx,
+static struct signing_key *lane_key(struct engine *d, struct lane *l, struct store_tx *tx,
 				    const char *surface, const char *portfolio_id,
 				    const char *subscription_id)
 {
@@ -953,7 +953,7 @@ static void lane_landed(struct lane *l, int64_t seq)
 /* Takes the rows r yields as flights of l, skipping those in flight, until
  * out holds want (*n so far); the first one fetches the lane's key. Returns
  * the rows seen, or a negative store status. */
-static int take_rows(struct dispatch *d, struct store_tx *tx, struct lane *l,
+static int take_rows(struct engine *d, struct store_tx *tx, struct lane *l,
 		     struct store_rows *r, int want, struct flight **out, int *n,
 		     struct signing_key **key)
 {
@@ -972,7 +972,7 @@ static int take_rows(struct dispatch *d, struct store_tx *tx, struct lane *l,
 	return rc < 0 ? rc : rows;
 }
 
-static int select_lane(struct dispatch *d, struct store_tx *tx, const struct claim *c,
+static int select_lane(struct engine *d, struct store_tx *tx, const struct claim *c,
 		       int64_t now, struct flight **out, int64_t *min_due)
 {
 	struct lane *l = c->lane;
@@ -1112,10 +1112,10 @@ out:
  * with no burst (a GCRA with zero tolerance): never more than rate in any
  * second, and a late wake-up is not made up for, so jitter only lowers the
  * rate a little. */
-static int lane_tokens(const struct dispatch *d, const struct lane *l, double mono)
+static int lane_tokens(const struct engine *d, const struct lane *l, double mono)
 {
 	if (d->o.uncapped || l->rate <= 0)
-		return DISPATCH_LANE_CONCURRENCY;
+		return ENGINE_LANE_CONCURRENCY;
 	return l->tat <= mono ? 1 : 0;
 }
 
@@ -1127,7 +1127,7 @@ static int lane_token_wait(const struct lane *l, double mono)
 	return wait <= 0 ? 0 : (int)ceil(wait);
 }
 
-static void lane_consume(const struct dispatch *d, struct lane *l, int n, double mono)
+static void lane_consume(const struct engine *d, struct lane *l, int n, double mono)
 {
 	if (d->o.uncapped || l->rate <= 0 || n <= 0)
 		return;
@@ -1148,7 +1148,7 @@ static void lane_consume(const struct dispatch *d, struct lane *l, int n, double
  * gets no second say. A literal address is checked here. */
 static int flight_start(struct sender *sd, struct flight *f)
 {
-	struct dispatch *d = sd->d;
+	struct engine *d = sd->d;
 	struct egress_target t;
 	int rc;
 
@@ -1196,7 +1196,7 @@ struct turn {
 static int plan_claims(struct sender *sd, struct turn *t, int64_t now, double mono,
 		       size_t in_flight)
 {
-	struct dispatch *d = sd->d;
+	struct engine *d = sd->d;
 	size_t i, n, budget = in_flight < MAX_IN_FLIGHT ? MAX_IN_FLIGHT - in_flight : 0;
 	int64_t wait = POLL_IDLE_MS;
 	struct lane *l;
@@ -1225,7 +1225,7 @@ static int plan_claims(struct sender *sd, struct turn *t, int64_t now, double mo
 		}
 		/* Attempts that finished count as free already: their outcome
 		 * is recorded in the same transaction that claims the next. */
-		want = (d->o.uncapped || l->rate <= 0 ? LANE_CLAIMED : DISPATCH_LANE_CONCURRENCY) -
+		want = (d->o.uncapped || l->rate <= 0 ? LANE_CLAIMED : ENGINE_LANE_CONCURRENCY) -
 		       (l->in_flight - l->finished);
 		if (want <= 0)
 			continue;
@@ -1254,7 +1254,7 @@ static int plan_claims(struct sender *sd, struct turn *t, int64_t now, double mo
  * ones stay in t->fin and nothing was claimed). */
 static int run_turn(struct sender *sd, struct turn *t, int64_t now, double mono)
 {
-	struct dispatch *d = sd->d;
+	struct engine *d = sd->d;
 	struct store_tx *tx = NULL;
 	struct flight **claimed = NULL;
 	struct claim_row *row = NULL, **done_rows = NULL;
@@ -1390,7 +1390,7 @@ out:
 static void *recorder_main(void *arg)
 {
 	struct sender *sd = arg;
-	struct dispatch *d = sd->d;
+	struct engine *d = sd->d;
 	struct turn t = {0};
 
 	if (queue_reserve(&t.fin, MAX_IN_FLIGHT) < 0)
@@ -1476,7 +1476,7 @@ static void lane_fill(struct sender *sd, struct lane *l, struct flight_queue *fa
 {
 	struct flight *f;
 
-	while (l->running < DISPATCH_LANE_CONCURRENCY && (f = l->wait_head)) {
+	while (l->running < ENGINE_LANE_CONCURRENCY && (f = l->wait_head)) {
 		l->wait_head = f->next_wait;
 		if (!l->wait_head)
 			l->wait_tail = NULL;
@@ -1489,7 +1489,7 @@ static void lane_fill(struct sender *sd, struct lane *l, struct flight_queue *fa
 }
 
 /* The HTTP thread: queues the flights the recorder claimed behind their
- * lanes and starts them as slots free (at most DISPATCH_LANE_CONCURRENCY
+ * lanes and starts them as slots free (at most ENGINE_LANE_CONCURRENCY
  * transfers per lane), hands back the finished ones, until the recorder
  * has exited. */
 static void *sender_main(void *arg)
@@ -1584,7 +1584,7 @@ static int recover_claims(struct store *st)
 			rc = store_exec(tx,
 					"UPDATE webhook_deliveries SET lane_hash = $1 WHERE lane = $2"
 					" AND lane_hash = 0",
-					(struct store_val[]){sv_int(dispatch_lane_hash(lanes.data + off)),
+					(struct store_val[]){sv_int(engine_lane_hash(lanes.data + off)),
 							     sv_text(lanes.data + off)},
 					2);
 		buf_free(&lanes);
@@ -1598,7 +1598,7 @@ static int recover_claims(struct store *st)
 	return 0;
 }
 
-static void lanes_free(struct dispatch *d)
+static void lanes_free(struct engine *d)
 {
 	struct flight *f;
 	size_t i;
@@ -1616,9 +1616,9 @@ static void lanes_free(struct dispatch *d)
 	free(d->lanes);
 }
 
-int dispatch_start(struct store *st, const struct dispatch_opts *o, struct dispatch **out)
+int engine_start(struct store *st, const struct engine_opts *o, struct engine **out)
 {
-	struct dispatch *d = calloc(1, sizeof *d);
+	struct engine *d = calloc(1, sizeof *d);
 	struct store_tx *tx;
 	int rc, i;
 
@@ -1628,7 +1628,7 @@ int dispatch_start(struct store *st, const struct dispatch_opts *o, struct dispa
 	d->st = st;
 	d->o = *o;
 	d->nsenders = o->senders < 1 ? 1
-		      : o->senders > DISPATCH_MAX_SENDERS ? DISPATCH_MAX_SENDERS : o->senders;
+		      : o->senders > ENGINE_MAX_SENDERS ? ENGINE_MAX_SENDERS : o->senders;
 	memcpy(d->seal_key, o->seal_key, sizeof d->seal_key);
 	d->o.seal_key = d->seal_key;
 	pthread_mutex_init(&d->mu, NULL);
@@ -1680,11 +1680,11 @@ int dispatch_start(struct store *st, const struct dispatch_opts *o, struct dispa
 	return 0;
 fail:
 	log_msg(LOG_ERROR, "webhook", "cannot start the delivery engine");
-	dispatch_stop(d, 0);
+	engine_stop(d, 0);
 	return -1;
 }
 
-void dispatch_stop(struct dispatch *d, int drain_ms)
+void engine_stop(struct engine *d, int drain_ms)
 {
 	int i;
 

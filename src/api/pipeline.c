@@ -4,7 +4,7 @@
  *   client address when unauthenticated) -> framing errors -> 404/405 ->
  *   401 -> X-Service-Portfolio -> scope -> X-Service-Property -> body
  *   checks -> Idempotency-Key -> handler -> headers, metrics, access log. */
-#include "api/app.h"
+#include "api/pipeline.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -32,11 +32,11 @@ static void h_healthz(struct ctx *c)
 
 static void h_readyz(struct ctx *c)
 {
-	if (c->app->shutting_down)
+	if (c->svc->shutting_down)
 		respond_error(c, ERR_UNAVAILABLE, NULL, "shutting down");
-	else if (!c->app->ready)
+	else if (!c->svc->ready)
 		respond_error(c, ERR_UNAVAILABLE, NULL, "starting");
-	else if (store_ping(c->app->store) < 0)
+	else if (store_ping(c->svc->store) < 0)
 		respond_error(c, ERR_UNAVAILABLE, NULL, "database unavailable");
 	else
 		respond_raw_json(c, 200, json_pack("{s:s}", "status", "ready"));
@@ -45,7 +45,7 @@ static void h_readyz(struct ctx *c)
 static void h_metrics(struct ctx *c)
 {
 	buf_reset(&c->res->body);
-	if (metrics_render(c->app->metrics, &c->res->body) < 0) {
+	if (metrics_render(c->svc->metrics, &c->res->body) < 0) {
 		respond_error(c, ERR_INTERNAL, NULL, "internal error");
 		return;
 	}
@@ -70,10 +70,10 @@ static const struct route platform[] = {
 	ROUTE_PUB("GET", "/metrics", h_metrics),
 	ROUTE_PUB("GET", "/v2/openapi.json", h_openapi),
 };
-const struct route_table app_platform_routes = ROUTE_TABLE(platform);
+const struct route_table pipeline_platform_routes = ROUTE_TABLE(platform);
 
 /* Loads (or creates, once) the server's cursor-signing key. */
-static int load_cursor_key(struct app *a)
+static int load_cursor_key(struct service *a)
 {
 	unsigned char fresh[32];
 	struct store_tx *tx;
@@ -103,7 +103,7 @@ out:
 	return -1;
 }
 
-int app_init(struct app *a, const struct config *cfg, struct store *st,
+int pipeline_init(struct service *a, const struct config *cfg, struct store *st,
 	     const struct route *routes, size_t nroutes)
 {
 	memset(a, 0, sizeof *a);
@@ -118,14 +118,14 @@ int app_init(struct app *a, const struct config *cfg, struct store *st,
 	if (!a->rl_portfolio || !a->rl_anon || !a->metrics || !a->deprecations ||
 	    load_cursor_key(a) < 0 || deprecation_reload(a->deprecations, st) < 0 ||
 	    keyfile_load(cfg->data_dir, a->seal_key) < 0) {
-		app_free(a);
+		pipeline_free(a);
 		return -1;
 	}
 	idempotency_set_seal_key(a->seal_key);
 	return 0;
 }
 
-void app_free(struct app *a)
+void pipeline_free(struct service *a)
 {
 	ratelimit_free(a->rl_portfolio);
 	ratelimit_free(a->rl_anon);
@@ -184,7 +184,7 @@ static int check_scope(struct ctx *c)
 			      "X-Service-Property names a property outside this token");
 		return -1;
 	}
-	if (store_begin(c->app->store, 0, &tx) != STORE_OK) {
+	if (store_begin(c->svc->store, 0, &tx) != STORE_OK) {
 		respond_error(c, ERR_UNAVAILABLE, NULL, "database unavailable");
 		return -1;
 	}
@@ -301,7 +301,7 @@ static void run_handler(struct ctx *c)
 	idempotency_fingerprint(c->req->method, c->req->path, NULL, c->req->body.data,
 				c->req->body.len, fp);
 	window = clock_business_ms(auth_plan_idempotency_ms(c->p.plan));
-	act = idempotency_begin(c->app->store, c->p.portfolio_id, principal, key, fp,
+	act = idempotency_begin(c->svc->store, c->p.portfolio_id, principal, key, fp,
 				clock_now_ms(), window, &stored);
 	switch (act) {
 	case IDEM_REPLAY:
@@ -335,11 +335,11 @@ static void run_handler(struct ctx *c)
 	}
 	c->match.route->fn(c);
 	if (c->res->status == 500 || c->res->status == 503) {
-		idempotency_release(c->app->store, c->p.portfolio_id, principal, key);
+		idempotency_release(c->svc->store, c->p.portfolio_id, principal, key);
 		return;
 	}
 	h = handler_headers(c->res);
-	if (idempotency_finish(c->app->store, c->p.portfolio_id, principal, key, c->res->status, h,
+	if (idempotency_finish(c->svc->store, c->p.portfolio_id, principal, key, c->res->status, h,
 			       c->res->body.data, c->res->body.len) < 0)
 		log_msg(LOG_WARN, "idempotency", "could not store a response (request %s)",
 			c->request_id);
@@ -353,7 +353,7 @@ static void add_deprecation(struct ctx *c)
 	const char *plan = c->authenticated ? c->p.plan : "enterprise";
 
 	if (!c->match.route ||
-	    !deprecation_lookup(c->app->deprecations, c->match.route->method,
+	    !deprecation_lookup(c->svc->deprecations, c->match.route->method,
 				c->match.route->pattern, &at))
 		return;
 	(void)response_header(c->res, "X-Service-Deprecated", "true");
@@ -363,9 +363,9 @@ static void add_deprecation(struct ctx *c)
 	(void)response_header(c->res, "Sunset", v);
 }
 
-void app_handle(void *arg, struct request *req, struct response *res)
+void pipeline_handle(void *arg, struct request *req, struct response *res)
 {
-	struct app *a = arg;
+	struct service *a = arg;
 	struct ctx *c = calloc(1, sizeof *c);
 	struct buf allow;
 	struct rl_result rl;
@@ -379,7 +379,7 @@ void app_handle(void *arg, struct request *req, struct response *res)
 		return;
 	}
 	buf_init(&allow, 256);
-	c->app = a;
+	c->svc = a;
 	c->req = req;
 	c->res = res;
 	if (id_new("req_", c->request_id, sizeof c->request_id) < 0)

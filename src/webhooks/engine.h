@@ -1,4 +1,4 @@
-/* dispatch: the webhook delivery engine (API-CONTRACT §5).
+/* engine: the webhook delivery engine (API-CONTRACT §5).
  *
  * The fan-out thread reads the outbox (events) after its cursor and, in one
  * transaction per batch, creates one delivery per matching subscription
@@ -12,7 +12,7 @@
  * Deliveries are grouped in lanes: a v1 subscription, or a v2 portfolio's
  * primary URL, or its mirror URL. A lane has a throughput cap (v1 20/s,
  * v2 by plan; evenly spaced sends, the excess waits in the table) and at
- * most DISPATCH_LANE_CONCURRENCY attempts in flight; lanes are served round
+ * most ENGINE_LANE_CONCURRENCY attempts in flight; lanes are served round
  * robin, so a slow receiver holds only its own lane.
  *
  * Crash safety: the transaction that claims deliveries also writes a claim
@@ -22,20 +22,20 @@
  * leaves its claim rows; the next start counts the deliveries they name
  * that are still outstanding (those may arrive twice: at-least-once),
  * deletes the rows and sends everything due. */
-#ifndef REVOPS_DISPATCH_H
-#define REVOPS_DISPATCH_H
+#ifndef REVOPS_ENGINE_H
+#define REVOPS_ENGINE_H
 #include <jansson.h>
 #include <stdint.h>
 #include "core/common.h"
 
 struct store;
 struct store_tx;
-struct dispatch;
+struct engine;
 
-#define DISPATCH_LANE_CONCURRENCY 8
-#define DISPATCH_MAX_SENDERS 16
+#define ENGINE_LANE_CONCURRENCY 8
+#define ENGINE_MAX_SENDERS 16
 
-struct dispatch_opts {
+struct engine_opts {
 	int uncapped;                  /* --webhook-uncapped (benchmarks) */
 	int allow_private;             /* --allow-private-targets */
 	const unsigned char *seal_key; /* 32 bytes, opens the stored secrets */
@@ -43,19 +43,19 @@ struct dispatch_opts {
 };
 
 /* The key of a lane in the due index (webhook_deliveries.lane_hash). */
-int64_t dispatch_lane_hash(const char *lane);
+int64_t engine_lane_hash(const char *lane);
 
 /* Recovers claims left by a crash, then starts both threads. Returns 0 or
  * -1 (logged). */
-int dispatch_start(struct store *st, const struct dispatch_opts *o, struct dispatch **out) WUR;
+int engine_start(struct store *st, const struct engine_opts *o, struct engine **out) WUR;
 
 /* Stops claiming, waits up to drain_ms for attempts in flight (recording
  * them), stops both threads and frees d. Attempts still running after that
  * keep their claim and are sent again at the next start. NULL is ignored. */
-void dispatch_stop(struct dispatch *d, int drain_ms);
+void engine_stop(struct engine *d, int drain_ms);
 
 /* One outbox event, as fan-out reads it. Strings are borrowed. */
-struct dispatch_event {
+struct engine_event {
 	const char *id, *surface, *type, *portfolio_id;
 	const char *property_ids; /* JSON array text */
 	const char *data;         /* JSON object text */
@@ -63,8 +63,8 @@ struct dispatch_event {
 };
 
 /* Lanes that got new due deliveries in a transaction, to pass to
- * dispatch_notify after it commits. */
-struct dispatch_touched {
+ * engine_notify after it commits. */
+struct engine_touched {
 	char lanes[128][300];
 	int rates[128];
 	int n;
@@ -77,18 +77,18 @@ struct dispatch_touched {
  * Appends {"id", "target"} of each delivery to created when not NULL and
  * records the lanes in touched. Returns the number created or a negative
  * store status. */
-int dispatch_fan_out(struct store_tx *tx, const struct dispatch_event *ev, const char *only_sub,
-		     json_t *created, struct dispatch_touched *touched) WUR;
+int engine_fan_out(struct store_tx *tx, const struct engine_event *ev, const char *only_sub,
+		     json_t *created, struct engine_touched *touched) WUR;
 
 /* After the transaction committed: the lanes in touched have deliveries
  * due now. Thread-safe; d may be NULL (no engine: the tool). */
-void dispatch_notify(struct dispatch *d, const struct dispatch_touched *touched);
+void engine_notify(struct engine *d, const struct engine_touched *touched);
 
 /* Adds lane (with its rate) to touched. */
-void dispatch_touch(struct dispatch_touched *touched, const char *lane, int rate);
+void engine_touch(struct engine_touched *touched, const char *lane, int rate);
 
 /* The delivery schedule of a surface: offsets in ms from the first attempt;
  * returns how many (v1 9, v2 7). */
-int dispatch_schedule(const char *surface, const int64_t **offsets);
+int engine_schedule(const char *surface, const int64_t **offsets);
 
 #endif

@@ -1,20 +1,20 @@
-/* app: the request pipeline (request id, auth, rate limit, portfolio scope,
+/* pipeline: the request pipeline (request id, auth, rate limit, portfolio scope,
  * body checks, idempotency, dispatch, metrics, access log) and the route
  * table. The state it hands every handler is in ctx.h. */
-#ifndef REVOPS_APP_H
-#define REVOPS_APP_H
+#ifndef REVOPS_PIPELINE_H
+#define REVOPS_PIPELINE_H
 #include "api/ctx.h"
 
 /* The pipeline's own routes: /healthz, /readyz, /metrics, /v2/openapi.json. */
-extern const struct route_table app_platform_routes;
+extern const struct route_table pipeline_platform_routes;
 
 /* Prepares shared state after the store is open; routes (nroutes of them,
  * in match order, kept by the caller) are what the pipeline serves.
  * Returns 0 or -1. */
-int app_init(struct app *a, const struct config *cfg, struct store *st,
+int pipeline_init(struct service *a, const struct config *cfg, struct store *st,
 	     const struct route *routes, size_t nroutes) WUR;
-void app_free(struct app *a);
+void pipeline_free(struct service *a);
 /* The http_server handler. */
-void app_handle(void *arg, struct request *req, struct response *res);
+void pipeline_handle(void *arg, struct request *req, struct response *res);
 
 #endif
