@@ -14,7 +14,7 @@
 #include "api/deprecation.h"
 #include "api/idempotency.h"
 #include "api/metrics.h"
-#include "api/portfolio/portfolio.h"
+#include "portfolio/portfolio.h"
 #include "api/ratelimit.h"
 #include "api/respond.h"
 #include "core/clock.h"
@@ -184,15 +184,15 @@ static int check_scope(struct ctx *c)
 			      "X-Service-Property names a property outside this token");
 		return -1;
 	}
-	if (store_begin(c->svc->store, 0, &tx) != STORE_OK) {
-		respond_error(c, ERR_UNAVAILABLE, NULL, "database unavailable");
+	if ((rc = store_begin(c->svc->store, 0, &tx)) != STORE_OK) {
+		respond_store_error(c, rc);
 		return -1;
 	}
 	rc = portfolio_has_property(tx, c->p.portfolio_id, prop);
 	store_rollback(tx);
 	if (rc != 1) {
 		if (rc < 0)
-			respond_error(c, ERR_INTERNAL, NULL, "internal error");
+			respond_store_error(c, rc);
 		else
 			respond_error(c, ERR_INSUFFICIENT_ROLE, NULL,
 				      "X-Service-Property names a property outside this token");

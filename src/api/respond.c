@@ -130,44 +130,85 @@ void respond_store_error(struct ctx *c, int rc)
 		respond_error(c, ERR_INTERNAL, NULL, "internal error");
 }
 
-void respond_rows_page(struct ctx *c, struct store_tx *tx, int rc, struct store_rows *r,
-		       int limit, const char *scope, respond_row_fn fn, void *arg)
+void respond_rows_page_text(struct ctx *c, struct store_tx *tx, int rc, struct store_rows *r,
+			    int limit, const char *scope, respond_write_fn fn, void *arg)
 {
 	char key[PAGINATION_CURSOR_MAX], last[PAGINATION_CURSOR_MAX] = "";
 	char next[PAGINATION_CURSOR_MAX + 1];
-	json_t *items = NULL, *item;
-	int n = 0, more = 0;
+	struct buf items = {NULL, 0, 0, 0};
+	size_t mark;
+	int n = 0, more = 0, w = 0;
 
 	if (rc != STORE_OK)
 		goto fail;
-	items = json_array();
+	buf_init(&items, HTTP_BODY_MAX * 4);
+	rc = STORE_ERR;
+	if (buf_putc(&items, '[') < 0)
+		goto fail;
 	while ((rc = store_next(r)) == 1) {
+		mark = items.len;
 		key[0] = '\0';
-		item = fn(tx, r, arg, key, sizeof key);
-		if (!item)
-			continue;
-		if (n == limit) {
-			json_decref(item);
+		if ((n && buf_putc(&items, ',') < 0) ||
+		    (w = fn(&items, tx, r, arg, key, sizeof key)) < 0) {
+			rc = STORE_ERR;
+			goto fail;
+		}
+		if (w == 0 || n == limit) {
+			items.len = mark; /* left out, or the first row past the page */
+			if (w == 0)
+				continue;
 			more = 1;
 			break;
 		}
-		json_array_append_new(items, item);
 		snprintf(last, sizeof last, "%s", key);
 		n++;
 	}
-	if (rc < 0)
+	if (rc < 0 || buf_putc(&items, ']') < 0)
 		goto fail;
 	store_rows_close(r);
 	store_rollback(tx);
 	if (more && pagination_cursor_encode(c->svc->cursor_key, scope, last, next, sizeof next) < 0)
 		more = 0;
-	respond_list(c, items, more ? next : NULL);
+	respond_list_text(c, &items, more ? next : NULL);
+	buf_free(&items);
 	return;
 fail:
-	json_decref(items);
+	buf_free(&items);
 	store_rows_close(r);
 	store_rollback(tx);
 	respond_store_error(c, rc);
+}
+
+struct json_rows {
+	respond_row_fn fn;
+	void *arg;
+};
+
+/* respond_write_fn over a respond_row_fn: the item as compact JSON text,
+ * as respond_data would write it. */
+static int write_json_row(struct buf *b, struct store_tx *tx, struct store_rows *r, void *arg,
+			  char *key, size_t keycap)
+{
+	struct json_rows *j = arg;
+	json_t *item = j->fn(tx, r, j->arg, key, keycap);
+	char *s;
+	int rc;
+
+	if (!item)
+		return 0;
+	s = json_dumps(item, JSON_COMPACT | JSON_PRESERVE_ORDER);
+	json_decref(item);
+	rc = s && buf_puts(b, s) == 0 ? 1 : -1;
+	free(s);
+	return rc;
+}
+
+void respond_rows_page(struct ctx *c, struct store_tx *tx, int rc, struct store_rows *r,
+		       int limit, const char *scope, respond_row_fn fn, void *arg)
+{
+	struct json_rows j = {fn, arg};
+
+	respond_rows_page_text(c, tx, rc, r, limit, scope, write_json_row, &j);
 }
 
 int respond_page_args(struct ctx *c, const char *scope, int *limit, char *after, size_t cap)

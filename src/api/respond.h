@@ -40,6 +40,14 @@ typedef json_t *(*respond_row_fn)(struct store_tx *tx, struct store_rows *r, voi
  * (an error is answered). Closes r and rolls tx back in every case. */
 void respond_rows_page(struct ctx *c, struct store_tx *tx, int rc, struct store_rows *r,
 		       int limit, const char *scope, respond_row_fn fn, void *arg);
+/* The same for items written as JSON text straight into b (the hot lists,
+ * which skip building a tree): fn returns 1 when it wrote the item, 0 to
+ * leave the row out (having written nothing), -1 on error. */
+struct buf;
+typedef int (*respond_write_fn)(struct buf *b, struct store_tx *tx, struct store_rows *r,
+				void *arg, char *key, size_t keycap);
+void respond_rows_page_text(struct ctx *c, struct store_tx *tx, int rc, struct store_rows *r,
+			    int limit, const char *scope, respond_write_fn fn, void *arg);
 /* A body that is not the envelope (OAuth token responses, /healthz). */
 void respond_raw_json(struct ctx *c, int status, json_t *body);
 

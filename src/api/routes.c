@@ -10,7 +10,7 @@
 #include "api/pipeline.h"
 #include "api/identity/oauth.h"
 #include "api/identity/scim.h"
-#include "api/portfolio/portfolio.h"
+#include "api/portfolio/portfolios.h"
 #include "api/rates/rate_decision.h"
 #include "api/webhooks/delivery.h"
 #include "api/webhooks/webhook.h"

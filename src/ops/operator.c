@@ -7,7 +7,6 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "api/portfolio/portfolio.h"
 #include "api/webhooks/webhook.h"
 #include "core/clock.h"
 #include "core/crypto.h"
@@ -15,6 +14,7 @@
 #include "core/validate.h"
 #include "events/outbox.h"
 #include "identity/auth.h"
+#include "portfolio/portfolio.h"
 #include "rates/audit_trail.h"
 #include "store/store.h"
 
@@ -41,15 +41,6 @@ static int is_currency(const char *s)
 static int is_text(const char *s, size_t max)
 {
 	return s && *s && strlen(s) <= max;
-}
-
-/* Runs fn inside one write transaction, committing on success. */
-static int portfolio_exists(struct store_tx *tx, const char *id)
-{
-	int64_t one;
-
-	return store_query_int(tx, "SELECT 1 FROM portfolios WHERE id = $1",
-			       (struct store_val[]){sv_text(id)}, 1, &one);
 }
 
 static int begin(struct store *st, struct store_tx **tx, struct buf *err)
@@ -79,11 +70,7 @@ int operator_portfolio_create(struct store *st, const char *name, const char *pl
 		return fail(err, "--plan must be chain_starter, group or enterprise");
 	if (id_new("pf_", id, sizeof id) < 0 || begin(st, &tx, err) < 0)
 		return -1;
-	if (store_exec(tx,
-		       "INSERT INTO portfolios (id, name, plan, created_at) VALUES ($1, $2, $3, $4)",
-		       (struct store_val[]){sv_text(id), sv_text(name), sv_text(plan),
-					    sv_int(clock_now_ms())}, 4) < 0 ||
-	    portfolio_load(tx, id, out) != 1) {
+	if (portfolio_create(tx, id, name, plan) < 0 || portfolio_load(tx, id, out) != 1) {
 		store_rollback(tx);
 		json_decref(*out);
 		*out = NULL;
@@ -109,8 +96,7 @@ int operator_portfolio_show(struct store *st, const char *id, json_t **out, stru
 		return fail(err, id ? "database unavailable" : "--portfolio is required");
 	rc = portfolio_load(tx, id, out);
 	if (rc == 1 && portfolio_properties(tx, id, &props) == 0 &&
-	    store_query_int(tx, "SELECT COALESCE(rate_limit_per_minute, 0) FROM portfolios WHERE id = $1",
-			    (struct store_val[]){sv_text(id)}, 1, &limit) == 1) {
+	    portfolio_rate_limit(tx, id, &limit) == 1) {
 		json_object_set_new(*out, "properties", props);
 		json_object_set_new(*out, "rate_limit_per_minute",
 				    json_integer(limit ? limit
@@ -140,9 +126,7 @@ int operator_set_rate_limit(struct store *st, const char *id, int64_t per_minute
 		return fail(err, "--per-minute must be 0 (plan figure) to 100000000");
 	if (begin(st, &tx, err) < 0)
 		return -1;
-	rc = store_exec(tx, "UPDATE portfolios SET rate_limit_per_minute = $2 WHERE id = $1",
-			(struct store_val[]){sv_text(id),
-					     per_minute ? sv_int(per_minute) : sv_null()}, 2);
+	rc = portfolio_set_rate_limit(tx, id, per_minute);
 	if (rc != 1) {
 		store_rollback(tx);
 		return fail(err, rc == 0 ? "no such portfolio" : "could not update the portfolio");
@@ -182,15 +166,9 @@ int operator_property_add(struct store *st, const struct operator_property *p, j
 		store_rollback(tx);
 		return fail(err, "no such portfolio");
 	}
-	rc = store_exec(tx,
-			"INSERT INTO properties (id, portfolio_id, name, brand, pms_property_code,"
-			" billing_id, timezone, currency, vat_entity_nip, created_at)"
-			" VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10)",
-			(struct store_val[]){sv_text(id), sv_text(p->portfolio_id), sv_text(p->name),
-					     sv_text(p->brand), sv_text(p->code),
-					     sv_text(p->billing_id), sv_text(p->timezone),
-					     sv_text(p->currency), sv_text(p->nip),
-					     sv_int(clock_now_ms())}, 10);
+	rc = portfolio_property_add(tx, &(struct portfolio_property_new){
+						id, p->portfolio_id, p->name, p->brand, p->code,
+						p->billing_id, p->timezone, p->currency, p->nip});
 	if (rc < 0 || portfolio_properties(tx, p->portfolio_id, &all) < 0) {
 		store_rollback(tx);
 		json_decref(all);
@@ -258,14 +236,9 @@ int operator_ceiling_add(struct store *st, const struct operator_ceiling *c, jso
 		free(codes_s);
 		return fail(err, "no such portfolio");
 	}
-	rc = store_exec(tx,
-			"INSERT INTO brand_ceilings (id, portfolio_id, brand, currency,"
-			" max_minor_units, room_type_codes, valid_from, valid_to, created_at)"
-			" VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)",
-			(struct store_val[]){sv_text(id), sv_text(c->portfolio_id), sv_text(c->brand),
-					     sv_text(c->currency), sv_int(c->max_minor_units),
-					     sv_text(codes_s), sv_text(c->valid_from),
-					     sv_text(c->valid_to), sv_int(clock_now_ms())}, 9);
+	rc = portfolio_ceiling_add(tx, &(struct portfolio_ceiling_new){
+						id, c->portfolio_id, c->brand, c->currency, codes_s,
+						c->valid_from, c->valid_to, c->max_minor_units});
 	free(codes_s);
 	if (rc < 0 || portfolio_load(tx, c->portfolio_id, &pf) != 1) {
 		store_rollback(tx);
@@ -887,7 +860,7 @@ int operator_demo_seed(struct store *st, const char *public_url, const char *dat
 
 	if (store_begin(st, 0, &tx) != STORE_OK)
 		return fail(err, "database unavailable");
-	rc = store_query_int(tx, "SELECT COUNT(*) FROM portfolios", NULL, 0, &n);
+	rc = portfolio_count(tx, &n);
 	store_rollback(tx);
 	if (rc != 1) {
 		json_decref(creds);
