@@ -35,7 +35,7 @@ import tempfile
 import time
 import unittest
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "lib"))
 import harness  # noqa: E402
 import receiver  # noqa: E402
 from harness import (DATETIME_RE, SCIM_USER_URN, assert_error, assert_scim_ok,  # noqa: E402

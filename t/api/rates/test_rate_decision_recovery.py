@@ -4,12 +4,15 @@ stall other requests (they run on the worker pool while their connection
 is suspended)."""
 
 import json
+import os
 import signal
+import sys
 import threading
 import unittest
 
-import harness
-import pmssim
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "lib"))
+import harness  # noqa: E402
+import pmssim  # noqa: E402
 
 
 def decision_body(seed, minor=40000):

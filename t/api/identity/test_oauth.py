@@ -6,7 +6,7 @@ import time
 import unittest
 import urllib.parse
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "lib"))
 import harness  # noqa: E402
 from harness import (ALL_SCOPES, assert_common_headers, assert_error,  # noqa: E402
                      assert_oauth_error, assert_success, basic_auth)

@@ -16,7 +16,7 @@ import sys
 import unittest
 import uuid
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "lib"))
 import harness  # noqa: E402
 import idp as idplib  # noqa: E402
 from harness import (SCIM_USER_URN, assert_error, assert_oauth_error,  # noqa: E402

@@ -25,10 +25,12 @@ import tempfile
 import time
 import urllib.parse
 
-# The built binaries: REVOPS_BIN_DIR (ctest sets it), else build/ of this
-# repository, wherever it is checked out.
-BIN_DIR = os.environ.get("REVOPS_BIN_DIR") or os.path.join(
-    os.path.dirname(os.path.abspath(__file__)), "..", "..", "build")
+# The repository this file belongs to (t/api/lib/harness.py), wherever it
+# is checked out: the suites find docs/, scripts/, tools/ and t/js/ from it.
+ROOT = os.path.normpath(os.path.join(os.path.dirname(os.path.abspath(__file__)),
+                                     "..", "..", ".."))
+# The built binaries: REVOPS_BIN_DIR (ctest sets it), else build/ of ROOT.
+BIN_DIR = os.environ.get("REVOPS_BIN_DIR") or os.path.join(ROOT, "build")
 REVOPSD = os.path.join(BIN_DIR, "revopsd")
 REVOPSCTL = os.path.join(BIN_DIR, "revopsctl")
 

@@ -13,7 +13,7 @@ import sys
 import unittest
 import uuid
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "lib"))
 import harness  # noqa: E402
 from harness import (SCIM_CT, SCIM_ENTERPRISE_URN, SCIM_GROUP_URN,  # noqa: E402
                      SCIM_USER_URN, assert_common_headers, assert_scim_error,

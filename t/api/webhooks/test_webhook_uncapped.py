@@ -13,14 +13,17 @@ as its transfer ends.  This suite proves the other half of that promise:
 The receiver (t/api/receiver.py) counts, per path, the requests that have
 arrived and are not yet answered."""
 
+import os
 import shutil
+import sys
 import tempfile
 import time
 import unittest
 
-import harness
-import receiver
-from harness import assert_success
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "lib"))
+import harness  # noqa: E402
+import receiver  # noqa: E402
+from harness import assert_success  # noqa: E402
 
 EVENTS = 48
 SLOW_S = 0.25        # the slow receiver's answer time

@@ -25,7 +25,7 @@ import time
 import unittest
 from concurrent.futures import ThreadPoolExecutor
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "lib"))
 import harness  # noqa: E402
 import hostile_cases as hc  # noqa: E402
 from harness import ctl_user, idp_set, scim_request, scim_token_for  # noqa: E402
@@ -38,8 +38,7 @@ LEAK_PASS = 1200          # defect 1 requests per pass (about 20 KB of query eac
 LEAK_MB = 8               # VmRSS growth allowed between the warm-up and the second pass
 RSS_CAP_MB = 400          # VmRSS cap (normal build)
 RSS_CAP_ASAN_MB = 1500    # VmRSS cap under AddressSanitizer (shadow memory)
-OPENAPI = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "docs",
-                       "openapi.json")
+OPENAPI = os.path.join(harness.ROOT, "docs", "openapi.json")
 
 
 ASAN = harness.asan_build()

@@ -3,14 +3,11 @@ test_scim_entra.py): one revopsd with a public URL the IdP's assertions name,
 one enterprise portfolio with a SCIM token, and a SAML IdP whose
 certificate that portfolio trusts."""
 
-import os
-import sys
 import unittest
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-import harness  # noqa: E402
-import idp as idplib  # noqa: E402
-from harness import idp_set, scim_token_for  # noqa: E402
+import harness
+import idp as idplib
+from harness import idp_set, scim_token_for
 
 
 class ScimIdpCase(unittest.TestCase):

@@ -18,15 +18,17 @@ import json
 import os
 import shutil
 import subprocess
+import sys
 import tempfile
 import time
 import unittest
 
-import harness
-import receiver
-from harness import assert_success
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "lib"))
+import harness  # noqa: E402
+import receiver  # noqa: E402
+from harness import assert_success  # noqa: E402
 
-ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
+ROOT = harness.ROOT
 VERIFIER = os.path.join(ROOT, "t", "js", "verify-standardwebhooks.mjs")
 PACKAGE = os.path.join(ROOT, "tools", "npm", "node_modules", "standardwebhooks", "package.json")
 NODE = shutil.which("node")

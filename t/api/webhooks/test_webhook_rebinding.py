@@ -79,8 +79,7 @@ import sys
 import tempfile
 import unittest
 
-HERE = os.path.dirname(os.path.abspath(__file__))
-sys.path.insert(0, HERE)
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "lib"))
 import dnsserver  # noqa: E402
 import harness  # noqa: E402
 import receiver  # noqa: E402

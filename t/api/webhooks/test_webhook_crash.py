@@ -27,9 +27,10 @@ import tempfile
 import time
 import unittest
 
-import harness
-import receiver
-from harness import assert_success
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "lib"))
+import harness  # noqa: E402
+import receiver  # noqa: E402
+from harness import assert_success  # noqa: E402
 
 EVENTS = 10000
 EVENT_TYPE = "sso.user.provisioned"

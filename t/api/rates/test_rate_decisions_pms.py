@@ -14,7 +14,7 @@ import os
 import sys
 import unittest
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "lib"))
 import harness  # noqa: E402
 import pmssim  # noqa: E402
 from harness import (RD_ID_RE, DATETIME_RE, assert_audit_chain, assert_error,  # noqa: E402

@@ -9,7 +9,7 @@ import os
 import sys
 import uuid
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "lib"))
 import harness  # noqa: E402
 from scim_idp_case import ScimIdpCase  # noqa: E402
 from harness import (SCIM_GROUP_URN, SCIM_USER_URN, assert_error,  # noqa: E402

@@ -3,11 +3,14 @@ transactional outbox with the state change that causes them, and only
 then.  Observed with `revopsctl event list` (the outbox as operators see
 it): delivery to subscribers comes with the webhooks feature."""
 
+import os
+import sys
 import unittest
 
-import harness
-import idp as idplib
-from harness import (SCIM_USER_URN, assert_scim_ok, idp_set, saml_grant, scim_patch_body,
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "lib"))
+import harness  # noqa: E402
+import idp as idplib  # noqa: E402
+from harness import (SCIM_USER_URN, assert_scim_ok, idp_set, saml_grant, scim_patch_body,  # noqa: E402
                      scim_request, scim_token_for)
 
 PUBLIC_URL = "http://sp.test"

@@ -5,7 +5,7 @@ import os
 import sys
 import unittest
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "lib"))
 import harness  # noqa: E402
 from harness import assert_error, assert_success  # noqa: E402
 
@@ -122,8 +122,7 @@ class DemoTest(unittest.TestCase):
         self.assertEqual(p["saml"]["recipient"], self.creds["token_url"])
         for f in self.creds["demo_idp"].values():
             self.assertTrue(os.path.exists(f), f)
-        script = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..",
-                              "scripts", "demo-saml.py")
+        script = os.path.join(harness.ROOT, "scripts", "demo-saml.py")
         out = subprocess.run([sys.executable, script, "--data-dir", self.srv.data_dir,
                               p["approver_saml_subject"]], capture_output=True, text=True,
                              timeout=30, check=True).stdout.strip()

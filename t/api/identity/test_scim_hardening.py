@@ -31,7 +31,7 @@ import time
 import unittest
 import uuid
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "lib"))
 import harness  # noqa: E402
 from harness import (SCIM_CT, SCIM_ENTERPRISE_URN, SCIM_GROUP_URN,  # noqa: E402
                      SCIM_PATCH_URN, SCIM_USER_URN,

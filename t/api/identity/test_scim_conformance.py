@@ -6,12 +6,14 @@ be listed in OVERRULED with the reason in docs/scim.md; there are none."""
 import json
 import os
 import subprocess
+import sys
 import tempfile
 import unittest
 
-import harness
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "lib"))
+import harness  # noqa: E402
 
-ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
+ROOT = harness.ROOT
 COLLECTION = os.path.join(ROOT, "..", "shared", "conformance", "scim", "PostmanCollection.json")
 NEWMAN = os.path.join(ROOT, "tools", "npm", "node_modules", ".bin", "newman")
 FOLDERS = ["Endpoint tests", "User tests", "Group tests", "ComplexAttribute tests",

@@ -8,10 +8,12 @@ so that nothing depends on DNS; nothing connects at subscription time."""
 import json
 import os
 import re
+import sys
 import unittest
 
-import harness
-from harness import assert_error, assert_success
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "lib"))
+import harness  # noqa: E402
+from harness import assert_error, assert_success  # noqa: E402
 
 SECRET_RE = re.compile(r"^whsec_[A-Za-z0-9+/]{43}=$")
 PUBLIC = "https://93.184.216.34/hooks/revops"

@@ -5,7 +5,7 @@ import re
 import sys
 import unittest
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "lib"))
 import harness  # noqa: E402
 from harness import (DATETIME_RE, REQUEST_ID_RE, assert_common_headers,  # noqa: E402
                      assert_error, assert_success)
