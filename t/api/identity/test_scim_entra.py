@@ -52,7 +52,7 @@ class EntraTest(ScimIdpCase):
     # helpers -------------------------------------------------------------------------
 
     def entra(self, method, path, body=None, query=None):
-        return scim_request(self.srv, method, path, self.token, body, headers=ENTRA_HEADERS,
+        return scim_request(self.srv, method, path, self.scim_token, body, headers=ENTRA_HEADERS,
                             query=query)
 
     def new_name(self, prefix="entra"):

@@ -28,7 +28,6 @@ import sqlite3
 import sys
 import threading
 import time
-import unittest
 import uuid
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "lib"))
@@ -36,7 +35,7 @@ import harness  # noqa: E402
 from harness import (SCIM_CT, SCIM_ENTERPRISE_URN, SCIM_GROUP_URN,  # noqa: E402
                      SCIM_PATCH_URN, SCIM_USER_URN,
                      assert_scim_error, assert_scim_list, assert_scim_ok, basic_auth,
-                     scim_patch_body, scim_request, scim_token_for)
+                     scim_patch_body)
 
 SECRET = "S3cret-Pa55"
 _seq = itertools.count(1)
@@ -73,24 +72,7 @@ def has_password(resource):
     return False
 
 
-class ScimPasswordTest(unittest.TestCase):
-    @classmethod
-    def setUpClass(cls):
-        cls.srv = harness.Server()
-        try:
-            cls.pf = cls.srv.seed_portfolio("enterprise", 1)
-            cls.tok = scim_token_for(cls.srv, cls.pf.id)
-        except BaseException:
-            cls.srv.cleanup()
-            raise
-
-    @classmethod
-    def tearDownClass(cls):
-        cls.srv.close()
-
-    def scim(self, method, path, body=None, **kw):
-        return scim_request(self.srv, method, path, self.tok, body, **kw)
-
+class ScimPasswordTest(harness.ScimCase):
     def create_user(self, **attrs):
         body = {"schemas": [SCIM_USER_URN], "userName": uname()}
         body.update(attrs)
@@ -239,31 +221,21 @@ class ScimPasswordTest(unittest.TestCase):
         self.assertNotIn(SECRET, doc)
 
 
-class ScimLargeGroupTest(unittest.TestCase):
+class ScimLargeGroupTest(harness.ScimCase):
     """One portfolio with 10,000 users, and a group PATCHed to hold them all."""
 
     @classmethod
-    def setUpClass(cls):
-        cls.srv = harness.Server()
-        try:
-            cls.pf = cls.srv.seed_portfolio("enterprise", 1)
-            # 10,000 creates in a few seconds exceed the plan's SCIM rate
-            # limit (5,000 a minute); raise it for this portfolio.
-            cls.srv.ctl("portfolio", "set-rate-limit", "--portfolio", cls.pf.id,
-                        "--per-minute", "1000000")
-            cls.tok = scim_token_for(cls.srv, cls.pf.id)
-            cls.user_ids = cls.create_users(MAX_MEMBERS)
-        except BaseException:
-            cls.srv.cleanup()
-            raise
-
-    @classmethod
-    def tearDownClass(cls):
-        cls.srv.close()
+    def set_up_server(cls):
+        super().set_up_server()
+        # 10,000 creates in a few seconds exceed the plan's SCIM rate
+        # limit (5,000 a minute); raise it for this portfolio.
+        cls.srv.ctl("portfolio", "set-rate-limit", "--portfolio", cls.pf.id,
+                    "--per-minute", "1000000")
+        cls.user_ids = cls.create_users(MAX_MEMBERS)
 
     @classmethod
     def headers(cls):
-        return {"Authorization": "Bearer " + cls.tok, "Content-Type": SCIM_CT}
+        return {"Authorization": "Bearer " + cls.scim_token, "Content-Type": SCIM_CT}
 
     @classmethod
     def create_users(cls, n, threads=4):
@@ -455,24 +427,7 @@ class ScimLargeGroupTest(unittest.TestCase):
 ENT = SCIM_ENTERPRISE_URN
 
 
-class ScimTypesTest(unittest.TestCase):
-    @classmethod
-    def setUpClass(cls):
-        cls.srv = harness.Server()
-        try:
-            cls.pf = cls.srv.seed_portfolio("enterprise", 1)
-            cls.tok = scim_token_for(cls.srv, cls.pf.id)
-        except BaseException:
-            cls.srv.cleanup()
-            raise
-
-    @classmethod
-    def tearDownClass(cls):
-        cls.srv.close()
-
-    def scim(self, method, path, body=None, **kw):
-        return scim_request(self.srv, method, path, self.tok, body, **kw)
-
+class ScimTypesTest(harness.ScimCase):
     def create_user(self, **attrs):
         body = {"schemas": [SCIM_USER_URN], "userName": uname("types")}
         body.update(attrs)

@@ -47,7 +47,7 @@ class OktaTest(ScimIdpCase):
 
     def okta(self, method, path, body=None, token=None, query=None):
         """A request with Okta's headers; query is sent with %20 for spaces."""
-        return scim_request(self.srv, method, path, token or self.token, body,
+        return scim_request(self.srv, method, path, token or self.scim_token, body,
                             headers=OKTA_HEADERS, ctype=OKTA_CT, query=query)
 
     def lookup(self, user_name, token=None):

@@ -8,30 +8,17 @@ import sys
 import unittest
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "lib"))
-import harness  # noqa: E402
-import idp as idplib  # noqa: E402
-from harness import (SCIM_USER_URN, assert_scim_ok, idp_set, saml_grant, scim_patch_body,  # noqa: E402
-                     scim_request, scim_token_for)
+from harness import SCIM_USER_URN, assert_scim_ok, saml_grant, scim_patch_body  # noqa: E402
+from scim_idp_case import ScimIdpCase  # noqa: E402
 
 PUBLIC_URL = "http://sp.test"
 
 
-class SsoEventsTest(unittest.TestCase):
-    @classmethod
-    def setUpClass(cls):
-        if not idplib.tools_available():
-            raise AssertionError("openssl and xmlsec1 are required (scripts/install-deps.sh)")
-        cls.srv = harness.Server(["--public-url", PUBLIC_URL])
-        cls.idp = idplib.IdP("https://events-idp.example/saml", audience=PUBLIC_URL + "/saml/sp",
-                             recipient=PUBLIC_URL + "/oauth/token")
-        cls.pf = cls.srv.seed_portfolio("group", 2)
-        cls.scim_token = scim_token_for(cls.srv, cls.pf.id)
-        idp_set(cls.srv, cls.pf.id, "https://events-idp.example/saml", cls.idp.cert_path)
-
-    @classmethod
-    def tearDownClass(cls):
-        cls.idp.cleanup()
-        cls.srv.close()
+class SsoEventsTest(ScimIdpCase):
+    PUBLIC_URL = PUBLIC_URL
+    ENTITY = "https://events-idp.example/saml"
+    PLAN = "group"
+    PROPERTIES = 2
 
     def events(self, after=0):
         return self.srv.ctl("event", "list", "--portfolio", self.pf.id, "--after", str(after))
@@ -39,9 +26,6 @@ class SsoEventsTest(unittest.TestCase):
     def last_seq(self):
         ev = self.events()
         return ev[-1]["seq"] if ev else 0
-
-    def scim(self, method, path, body=None):
-        return scim_request(self.srv, method, path, self.scim_token, body)
 
     def test_scim_create_and_delete(self):
         seq = self.last_seq()

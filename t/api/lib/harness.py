@@ -23,6 +23,7 @@ import subprocess
 import sys
 import tempfile
 import time
+import unittest
 import urllib.parse
 
 # The repository this file belongs to (t/api/lib/harness.py), wherever it
@@ -631,6 +632,25 @@ class Server:
             args += ["--nip", nip]
         return self.ctl(*args)
 
+    def create_client(self, portfolio_id, name=None, scopes=None, properties=None):
+        """revopsctl client create; returns its JSON (client_id, client_secret,
+        ...).  Omitted options are not passed (the client then has every
+        scope, every property, a default name)."""
+        args = ["client", "create", "--portfolio", portfolio_id]
+        if name is not None:
+            args += ["--name", name]
+        if scopes is not None:
+            args += ["--scopes", scopes]
+        if properties is not None:
+            args += ["--properties", properties]
+        return self.ctl(*args)
+
+    def client_token(self, portfolio_id, scopes, name=None):
+        """A new client of the portfolio with these scopes, and a token for
+        it: (client JSON, bearer token string)."""
+        cli = self.create_client(portfolio_id, name=name, scopes=scopes)
+        return cli, self.access_token(cli["client_id"], cli["client_secret"])
+
     def seed_portfolio(self, plan="enterprise", nprops=5, name=None, brand="Aurora"):
         """A portfolio with nprops properties, one brand ceiling (PLN 1200.00,
         all room types, open-ended) and a client with all scopes.
@@ -647,7 +667,7 @@ class Server:
         ceiling = self.ctl("ceiling", "add", "--portfolio", pf["id"], "--brand", brand,
                            "--currency", "PLN", "--max", "120000",
                            "--valid-from", "2026-01-01")
-        cli = self.ctl("client", "create", "--portfolio", pf["id"], "--name", "all-scopes")
+        cli = self.create_client(pf["id"], name="all-scopes")
         return Seed(self, pf, props, ceiling, cli)
 
 
@@ -678,6 +698,36 @@ class Seed:
         return self.server.request("GET", path, **kw)
 
 
+class ServerCase(unittest.TestCase):
+    """A test class sharing one revopsd: setUpClass starts cls.srv with
+    server_args() (SERVER_ARGS unless overridden) and calls set_up_server()
+    to seed it (the server's data is removed if that fails); tearDownClass
+    stops it, asserting a clean exit."""
+
+    SERVER_ARGS = ()
+
+    @classmethod
+    def server_args(cls):
+        return list(cls.SERVER_ARGS)
+
+    @classmethod
+    def setUpClass(cls):
+        cls.srv = Server(cls.server_args())
+        try:
+            cls.set_up_server()
+        except BaseException:
+            cls.srv.cleanup()
+            raise
+
+    @classmethod
+    def set_up_server(cls):
+        """Seeds cls.srv (portfolios, clients, tokens); nothing by default."""
+
+    @classmethod
+    def tearDownClass(cls):
+        cls.srv.close()
+
+
 def _child_env():
     # REVOPS_* variables of the calling shell would silently reconfigure the
     # server under test; the suites pass everything on the command line.
@@ -704,8 +754,16 @@ def limit_asan_quarantine(mb=8):
                                       ":quarantine_size_mb=%d" % mb).lstrip(":")
 
 
+def rss_kb(pid):
+    """VmRSS of a process, in kB."""
+    with open("/proc/%d/status" % pid) as f:
+        for line in f:
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1])
+    raise AssertionError("no VmRSS for pid %d" % pid)
+
+
 def run_main():
-    import unittest
     unittest.main(verbosity=2)
 
 
@@ -753,6 +811,23 @@ def scim_request(srv, method, path, token, body=None, headers=None, ctype=SCIM_C
     if body is not None and ctype is not None:
         h.setdefault("Content-Type", ctype)
     return srv.request(method, path, headers=h, body=body)
+
+
+class ScimCase(ServerCase):
+    """A ServerCase with one portfolio (PLAN, PROPERTIES properties) and a
+    SCIM token for it: cls.pf (a Seed), cls.scim_token, and self.scim() to
+    call /scim/v2 with that token."""
+
+    PLAN = "enterprise"
+    PROPERTIES = 1
+
+    @classmethod
+    def set_up_server(cls):
+        cls.pf = cls.srv.seed_portfolio(cls.PLAN, cls.PROPERTIES)
+        cls.scim_token = scim_token_for(cls.srv, cls.pf.id)
+
+    def scim(self, method, path, body=None, **kw):
+        return scim_request(self.srv, method, path, self.scim_token, body, **kw)
 
 
 def assert_scim_ctype(tc, resp):
