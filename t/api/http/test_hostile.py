@@ -64,14 +64,6 @@ def _must(r, statuses, what):
     return r.body
 
 
-def rss_kb(pid):
-    with open("/proc/%d/status" % pid) as f:
-        for line in f:
-            if line.startswith("VmRSS:"):
-                return int(line.split()[1])
-    raise AssertionError("no VmRSS for pid %d" % pid)
-
-
 class HostileInputTest(unittest.TestCase):
     @classmethod
     def setUpClass(cls):
@@ -297,10 +289,10 @@ class HostileInputTest(unittest.TestCase):
         self.leak_pass(LEAK_PASS)
         self.assert_answers_at_once()
         time.sleep(0.5)
-        warm = rss_kb(pid)
+        warm = harness.rss_kb(pid)
         self.leak_pass(LEAK_PASS)
         time.sleep(0.5)
-        second = rss_kb(pid)
+        second = harness.rss_kb(pid)
         took = time.monotonic() - t0
         self.assert_answers_at_once()
         cap = RSS_CAP_ASAN_MB if ASAN else RSS_CAP_MB

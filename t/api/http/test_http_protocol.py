@@ -8,7 +8,6 @@ import socket
 import sys
 import threading
 import time
-import unittest
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "lib"))
 import harness  # noqa: E402
@@ -19,18 +18,12 @@ BODY_MAX = 1024 * 1024
 HEALTHZ = b"GET /healthz HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n"
 
 
-class ProtocolTest(unittest.TestCase):
-    @classmethod
-    def setUpClass(cls):
-        # This suite sends far more than the default 600 anonymous calls a
-        # minute from one address; the limiter has its own suite.
-        # --idle-timeout 3: a request line that libmicrohttpd reads as blank
-        # (it starts with NUL) is closed at the idle timeout, see below.
-        cls.srv = harness.Server(["--anon-rate-limit", "1000000", "--idle-timeout", "3"])
-
-    @classmethod
-    def tearDownClass(cls):
-        cls.srv.close()
+class ProtocolTest(harness.ServerCase):
+    # This suite sends far more than the default 600 anonymous calls a
+    # minute from one address; the limiter has its own suite.
+    # --idle-timeout 3: a request line that libmicrohttpd reads as blank
+    # (it starts with NUL) is closed at the idle timeout, see below.
+    SERVER_ARGS = ["--anon-rate-limit", "1000000", "--idle-timeout", "3"]
 
     # helpers --------------------------------------------------------------------------
 

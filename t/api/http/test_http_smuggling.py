@@ -11,7 +11,6 @@ import socket
 import sys
 import threading
 import time
-import unittest
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "lib"))
 import harness  # noqa: E402
@@ -50,29 +49,18 @@ def split_responses(data):
     return out
 
 
-def rss_kb(pid):
-    with open("/proc/%d/status" % pid) as f:
-        for line in f:
-            if line.startswith("VmRSS:"):
-                return int(line.split()[1])
-    raise AssertionError("no VmRSS")
+class SmugglingTest(harness.ServerCase):
+    SERVER_ARGS = ["--anon-rate-limit", "1000000"]
 
-
-class SmugglingTest(unittest.TestCase):
     @classmethod
     def setUpClass(cls):
         harness.limit_asan_quarantine()  # the leak test bounds RSS
-        cls.srv = harness.Server(["--anon-rate-limit", "1000000"])
-        try:
-            cls.pf = cls.srv.seed_portfolio("enterprise", 2)
-            cls.pf.token  # noqa: B018 (fetch and cache)
-        except BaseException:
-            cls.srv.cleanup()
-            raise
+        super().setUpClass()
 
     @classmethod
-    def tearDownClass(cls):
-        cls.srv.close()
+    def set_up_server(cls):
+        cls.pf = cls.srv.seed_portfolio("enterprise", 2)
+        cls.pf.token  # noqa: B018 (fetch and cache)
 
     def send_raw(self, data):
         s = socket.create_connection(("127.0.0.1", self.srv.port), timeout=IO_TIMEOUT)
@@ -124,9 +112,9 @@ class SmugglingTest(unittest.TestCase):
                     s.close()
 
         burst(300)  # warm-up: allocator arenas, MHD pools
-        before = rss_kb(self.srv.proc.pid)
+        before = harness.rss_kb(self.srv.proc.pid)
         burst(2000)
-        grown = rss_kb(self.srv.proc.pid) - before
+        grown = harness.rss_kb(self.srv.proc.pid) - before
         # Leaking the ~20 KB query copy and the request state each time
         # grows RSS by about 40 MB over 2,000 requests.
         self.assertLess(grown, 8 * 1024, "RSS grew by %d KiB over 2,000 dropped requests" % grown)

@@ -20,25 +20,14 @@ def other_id(pid):
     return pid[:-1] + ("1" if last != "1" else "2")
 
 
-class OAuthTokenTest(unittest.TestCase):
+class OAuthTokenTest(harness.ServerCase):
     @classmethod
-    def setUpClass(cls):
-        cls.srv = harness.Server()
-        try:
-            cls.a = cls.srv.seed_portfolio("enterprise", 5)
-            cls.b = cls.srv.seed_portfolio("group", 2)
-            cls.rates_only = cls.srv.ctl("client", "create", "--portfolio", cls.a.id,
-                                         "--name", "rates-only", "--scopes", "rates:read")
-            cls.two_props = cls.srv.ctl("client", "create", "--portfolio", cls.a.id,
-                                        "--name", "two-props", "--properties",
-                                        ",".join(cls.a.codes[:2]))
-        except BaseException:
-            cls.srv.cleanup()
-            raise
-
-    @classmethod
-    def tearDownClass(cls):
-        cls.srv.close()
+    def set_up_server(cls):
+        cls.a = cls.srv.seed_portfolio("enterprise", 5)
+        cls.b = cls.srv.seed_portfolio("group", 2)
+        cls.rates_only = cls.srv.create_client(cls.a.id, name="rates-only", scopes="rates:read")
+        cls.two_props = cls.srv.create_client(cls.a.id, name="two-props",
+                                              properties=",".join(cls.a.codes[:2]))
 
     def post_form(self, body, headers=None):
         h = dict(FORM)
@@ -193,25 +182,14 @@ class OAuthTokenTest(unittest.TestCase):
         assert_oauth_error(self, r, 400, "invalid_request")
 
 
-class BearerAuthTest(unittest.TestCase):
+class BearerAuthTest(harness.ServerCase):
     @classmethod
-    def setUpClass(cls):
-        cls.srv = harness.Server()
-        try:
-            cls.a = cls.srv.seed_portfolio("enterprise", 3)
-            cls.b = cls.srv.seed_portfolio("group", 2)
-            cls.a.token
-            cls.b.token
-            c = cls.srv.ctl("client", "create", "--portfolio", cls.a.id, "--name", "rates",
-                            "--scopes", "rates:read")
-            cls.rates_token = cls.srv.access_token(c["client_id"], c["client_secret"])
-        except BaseException:
-            cls.srv.cleanup()
-            raise
-
-    @classmethod
-    def tearDownClass(cls):
-        cls.srv.close()
+    def set_up_server(cls):
+        cls.a = cls.srv.seed_portfolio("enterprise", 3)
+        cls.b = cls.srv.seed_portfolio("group", 2)
+        cls.a.token
+        cls.b.token
+        _, cls.rates_token = cls.srv.client_token(cls.a.id, "rates:read", name="rates")
 
     def routes(self, pf):
         return ["/v2/portfolios", "/v2/portfolios/%s" % pf,

@@ -10,7 +10,6 @@ import itertools
 import os
 import re
 import sys
-import unittest
 import uuid
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "lib"))
@@ -28,22 +27,13 @@ def uname(prefix="proto"):
     return "%s-%d-%s@example.com" % (prefix, next(_seq), uuid.uuid4().hex[:8])
 
 
-class ScimProtocolTest(unittest.TestCase):
+class ScimProtocolTest(harness.ServerCase):
     @classmethod
-    def setUpClass(cls):
-        cls.srv = harness.Server()
-        try:
-            cls.a = cls.srv.seed_portfolio("enterprise", 1)
-            cls.b = cls.srv.seed_portfolio("group", 1)
-            cls.ta = scim_token_for(cls.srv, cls.a.id)
-            cls.tb = scim_token_for(cls.srv, cls.b.id)
-        except BaseException:
-            cls.srv.cleanup()
-            raise
-
-    @classmethod
-    def tearDownClass(cls):
-        cls.srv.close()
+    def set_up_server(cls):
+        cls.a = cls.srv.seed_portfolio("enterprise", 1)
+        cls.b = cls.srv.seed_portfolio("group", 1)
+        cls.ta = scim_token_for(cls.srv, cls.a.id)
+        cls.tb = scim_token_for(cls.srv, cls.b.id)
 
     # helpers -----------------------------------------------------------------
 

@@ -3,7 +3,6 @@
 import json
 import os
 import sys
-import unittest
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "lib"))
 import harness  # noqa: E402
@@ -15,20 +14,13 @@ PORTFOLIO_KEYS = {"portfolio_id", "name", "plan", "client_id", "client_secret", 
                   "properties", "brand_ceilings", "approver_saml_subject"}
 
 
-class DemoTest(unittest.TestCase):
-    @classmethod
-    def setUpClass(cls):
-        cls.srv = harness.Server(["--demo"])
-        cls.creds_path = os.path.join(cls.srv.data_dir, "demo-credentials.json")
-        try:
-            cls.creds = cls.read_creds()
-        except BaseException:
-            cls.srv.cleanup()
-            raise
+class DemoTest(harness.ServerCase):
+    SERVER_ARGS = ["--demo"]
 
     @classmethod
-    def tearDownClass(cls):
-        cls.srv.close()
+    def set_up_server(cls):
+        cls.creds_path = os.path.join(cls.srv.data_dir, "demo-credentials.json")
+        cls.creds = cls.read_creds()
 
     @classmethod
     def read_creds(cls):

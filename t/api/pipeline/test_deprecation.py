@@ -3,7 +3,6 @@
 import calendar
 import os
 import sys
-import unittest
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "lib"))
 import harness  # noqa: E402
@@ -19,23 +18,14 @@ def expected(announced, plan):
         plan]))
 
 
-class DeprecationTest(unittest.TestCase):
+class DeprecationTest(harness.ServerCase):
     @classmethod
-    def setUpClass(cls):
-        cls.srv = harness.Server()
-        try:
-            cls.ent = cls.srv.seed_portfolio("enterprise", 2)
-            cls.grp = cls.srv.seed_portfolio("group", 2)
-            cls.cs = cls.srv.seed_portfolio("chain_starter", 1)
-            for pf in (cls.ent, cls.grp, cls.cs):
-                pf.token
-        except BaseException:
-            cls.srv.cleanup()
-            raise
-
-    @classmethod
-    def tearDownClass(cls):
-        cls.srv.close()
+    def set_up_server(cls):
+        cls.ent = cls.srv.seed_portfolio("enterprise", 2)
+        cls.grp = cls.srv.seed_portfolio("group", 2)
+        cls.cs = cls.srv.seed_portfolio("chain_starter", 1)
+        for pf in (cls.ent, cls.grp, cls.cs):
+            pf.token
 
     def assert_not_deprecated(self, r):
         for h in DEPRECATION_HEADERS:

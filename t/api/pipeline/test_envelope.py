@@ -3,7 +3,6 @@
 import os
 import re
 import sys
-import unittest
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "lib"))
 import harness  # noqa: E402
@@ -39,20 +38,11 @@ def parse_metrics(text):
     return out
 
 
-class EnvelopeTest(unittest.TestCase):
+class EnvelopeTest(harness.ServerCase):
     @classmethod
-    def setUpClass(cls):
-        cls.srv = harness.Server()
-        try:
-            cls.pf = cls.srv.seed_portfolio("enterprise", 5)
-            cls.pf.token
-        except BaseException:
-            cls.srv.cleanup()
-            raise
-
-    @classmethod
-    def tearDownClass(cls):
-        cls.srv.close()
+    def set_up_server(cls):
+        cls.pf = cls.srv.seed_portfolio("enterprise", 5)
+        cls.pf.token
 
     def get(self, path, **kw):
         return self.pf.get(path, **kw)

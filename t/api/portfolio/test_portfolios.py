@@ -28,27 +28,18 @@ def flip_char(s, i):
     return s[:i] + r + s[i + 1:]
 
 
-class PortfolioTest(unittest.TestCase):
+class PortfolioTest(harness.ServerCase):
     @classmethod
-    def setUpClass(cls):
-        cls.srv = harness.Server()
-        try:
-            cls.a = cls.srv.seed_portfolio("enterprise", 5)
-            cls.a_ceiling2 = cls.srv.ctl(
-                "ceiling", "add", "--portfolio", cls.a.id, "--brand", "Boreal",
-                "--currency", "PLN", "--max", "65000", "--room-types", "DBL,TWN",
-                "--valid-from", "2026-01-01", "--valid-to", "2027-01-01")
-            cls.b = cls.srv.seed_portfolio("group", 3)
-            cls.c = cls.srv.seed_portfolio("chain_starter", 2)
-            for pf in (cls.a, cls.b, cls.c):
-                pf.token
-        except BaseException:
-            cls.srv.cleanup()
-            raise
-
-    @classmethod
-    def tearDownClass(cls):
-        cls.srv.close()
+    def set_up_server(cls):
+        cls.a = cls.srv.seed_portfolio("enterprise", 5)
+        cls.a_ceiling2 = cls.srv.ctl(
+            "ceiling", "add", "--portfolio", cls.a.id, "--brand", "Boreal",
+            "--currency", "PLN", "--max", "65000", "--room-types", "DBL,TWN",
+            "--valid-from", "2026-01-01", "--valid-to", "2027-01-01")
+        cls.b = cls.srv.seed_portfolio("group", 3)
+        cls.c = cls.srv.seed_portfolio("chain_starter", 2)
+        for pf in (cls.a, cls.b, cls.c):
+            pf.token
 
     def props_path(self, pf, query=""):
         return "/v2/portfolios/%s/properties%s" % (pf.id, query)

@@ -59,10 +59,6 @@ def _ceiling(srv, pf, brand, currency, max_units, valid_from, valid_to=None, roo
     return srv.ctl(*args)
 
 
-def _client(srv, pf, name, scopes):
-    return srv.ctl("client", "create", "--portfolio", pf, "--name", name, "--scopes", scopes)
-
-
 def _ok(r, status, what):
     if r.status != status:
         raise AssertionError("%s: %r" % (what, r))
@@ -90,10 +86,10 @@ def setUpModule():
                               "DBL,TWN")
         e.c_eur = _ceiling(srv, e.a.id, "Aurora", "EUR", 30000, "2026-01-01")
         e.c_bor = _ceiling(srv, e.a.id, "Borealis", "PLN", 80000, "2026-01-01")
-        e.writer = _client(srv, e.a.id, "writer", "rates:read rates:write portfolios:read")
-        e.reader = _client(srv, e.a.id, "reader", "rates:read portfolios:read")
-        e.tok = srv.access_token(e.writer["client_id"], e.writer["client_secret"])
-        e.read_tok = srv.access_token(e.reader["client_id"], e.reader["client_secret"])
+        e.writer, e.tok = srv.client_token(e.a.id, "rates:read rates:write portfolios:read",
+                                           name="writer")
+        e.reader, e.read_tok = srv.client_token(e.a.id, "rates:read portfolios:read",
+                                                name="reader")
         ctl_user(srv, e.a.id, APPROVER, ["revenue-approver"])
         ctl_user(srv, e.a.id, PLAIN, ["finance-operator", "ops-manager"])
         gone = ctl_user(srv, e.a.id, GONE, ["revenue-approver"], display_name="Gone User")

@@ -60,9 +60,8 @@ def setUpModule():
         f.codes = FAIL_CODES
         f.ceiling = srv.ctl("ceiling", "add", "--portfolio", f.id, "--brand", "Aurora",
                             "--currency", "PLN", "--max", "120000", "--valid-from", "2026-01-01")
-        cli = srv.ctl("client", "create", "--portfolio", f.id, "--name", "writer", "--scopes",
-                      "rates:read rates:write portfolios:read")
-        f.token = srv.access_token(cli["client_id"], cli["client_secret"])
+        _, f.token = srv.client_token(f.id, "rates:read rates:write portfolios:read",
+                                      name="writer")
         ctl_user(srv, f.id, APPROVER, ["revenue-approver"])
     except BaseException:
         if e.srv is not None:

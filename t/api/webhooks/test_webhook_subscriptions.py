@@ -20,16 +20,11 @@ PUBLIC = "https://93.184.216.34/hooks/revops"
 PUBLIC2 = "https://8.8.4.4:8443/mirror"
 
 
-class WebhookSubscriptionsTest(unittest.TestCase):
+class WebhookSubscriptionsTest(harness.ServerCase):
     @classmethod
-    def setUpClass(cls):
-        cls.srv = harness.Server()
+    def set_up_server(cls):
         cls.ent = cls.srv.seed_portfolio("enterprise", 1)
         cls.grp = cls.srv.seed_portfolio("group", 1)
-
-    @classmethod
-    def tearDownClass(cls):
-        cls.srv.close()
 
     def post(self, seed, path, body, **kw):
         kw.setdefault("token", seed.token)
@@ -160,8 +155,7 @@ class WebhookSubscriptionsTest(unittest.TestCase):
         assert_error(self, self.post(self.ent, "/v2/webhooks", bad), 400, "SVC-VALIDATION-FAILED")
 
     def test_scope_required(self):
-        cli = self.srv.ctl("client", "create", "--portfolio", self.grp.id, "--scopes", "rates:read")
-        tok = self.srv.access_token(cli["client_id"], cli["client_secret"])
+        _, tok = self.srv.client_token(self.grp.id, "rates:read")
         r = self.post(self.grp, "/v2/webhooks", {"url": PUBLIC, "events": ["rate.decision.published"]},
                       token=tok)
         assert_error(self, r, 403, "SVC-AUTH-INSUFFICIENT-ROLE")
