@@ -10,6 +10,7 @@ The simulator listens on 127.0.0.1:<free port>; the port comes from its
 'listening' log line on stderr.  stop() sends SIGTERM and requires exit 0.
 """
 
+import contextlib
 import json
 import os
 import re
@@ -142,3 +143,25 @@ class PmsSim:
 
     def __exit__(self, *exc):
         self.close()
+
+
+def start_with_server(sim_args=(), server_args=()):
+    """A pms-sim (sim_args) and a revopsd writing to it (--pms-url, then
+    server_args): returns (sim, srv).  If the server does not start, the
+    simulator is cleaned up before the error propagates."""
+    sim = PmsSim(*sim_args)
+    try:
+        srv = harness.Server(["--pms-url", sim.url] + list(server_args))
+    except BaseException:
+        sim.cleanup()
+        raise
+    return sim, srv
+
+
+@contextlib.contextmanager
+def server_with_pms(sim_args=(), server_args=()):
+    """with server_with_pms(...) as (sim, srv): start_with_server, and at the
+    end both stopped (server first), each required to exit cleanly."""
+    sim, srv = start_with_server(sim_args, server_args)
+    with sim, srv:
+        yield sim, srv

@@ -69,10 +69,9 @@ def setUpModule():
     global ENV
     e = Env()
     e.idp = None
-    e.sim = pmssim.PmsSim()
-    e.srv = None
+    e.sim, e.srv = pmssim.start_with_server((), ["--public-url", PUBLIC_URL])
+    srv = e.srv
     try:
-        e.srv = srv = harness.Server(["--pms-url", e.sim.url, "--public-url", PUBLIC_URL])
         # Portfolio A: four Aurora/PLN hotels, a Borealis one and an Aurora/EUR one.
         e.a = srv.seed_portfolio("enterprise", 4, brand="Aurora")
         e.a_ids = [p["id"] for p in e.a.properties]
@@ -1091,8 +1090,7 @@ class InProgressTest(unittest.TestCase):
     after 2 s) is 409 SVC-IDEMPOTENCY-IN-PROGRESS; the PMS is written once."""
 
     def test_concurrent_same_key(self):
-        with pmssim.PmsSim("--latency-ms", "2000") as sim, \
-                harness.Server(["--pms-url", sim.url]) as srv:
+        with pmssim.server_with_pms(["--latency-ms", "2000"]) as (sim, srv):
             pf = srv.seed_portfolio("group", 1)
             ctl_user(srv, pf.id, APPROVER, ["revenue-approver"])
             body = rate_decision_body([pf.properties[0]["id"]], pf.ceiling["id"], APPROVER)

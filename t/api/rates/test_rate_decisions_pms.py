@@ -41,10 +41,9 @@ class Pf:
 def setUpModule():
     global ENV
     e = Env()
-    e.srv = None
-    e.sim = pmssim.PmsSim("--fail-codes", FAIL_CODES[2])
+    e.sim, e.srv = pmssim.start_with_server(["--fail-codes", FAIL_CODES[2]])
+    srv = e.srv
     try:
-        e.srv = srv = harness.Server(["--pms-url", e.sim.url])
         # P: five Aurora hotels, one ceiling, an all-scope client (seed).
         p = e.p = srv.seed_portfolio("enterprise", 5, brand="Aurora")
         p.ids = [x["id"] for x in p.properties]
@@ -64,8 +63,7 @@ def setUpModule():
                                       name="writer")
         ctl_user(srv, f.id, APPROVER, ["revenue-approver"])
     except BaseException:
-        if e.srv is not None:
-            e.srv.cleanup()
+        e.srv.cleanup()
         e.sim.cleanup()
         raise
     ENV = e
