@@ -16,7 +16,8 @@ import os
 import sys
 import tempfile
 
-sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "t", "api"))
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "t", "api",
+                                "lib"))
 import idp  # noqa: E402  (the test IdP's assertion builder and signer)
 
 
