@@ -15,6 +15,7 @@
 #include "core/validate.h"
 #include "events/outbox.h"
 #include "identity/auth.h"
+#include "identity/idp.h"
 #include "rates/audit_trail.h"
 #include "store/store.h"
 
@@ -289,7 +290,7 @@ int operator_client_create(struct store *st, const char *portfolio_id, const cha
 {
 	struct store_tx *tx;
 	json_t *scope_list = NULL, *code_list = NULL, *v;
-	char id[ID_MAX], secret[64], hash[65], scope_s[512], *codes_s = NULL, *sp;
+	char id[ID_MAX], secret[64] = "", scope_s[512], *sp;
 	unsigned bits = 0;
 	size_t i;
 	int64_t one;
@@ -327,11 +328,7 @@ int operator_client_create(struct store *st, const char *portfolio_id, const cha
 			json_decref(code_list);
 			return fail(err, "--properties must be comma-separated property codes");
 		}
-		codes_s = json_dumps(code_list, JSON_COMPACT);
 	}
-	if (id_new("cli_", id, sizeof id) < 0 || crypto_token("", 32, secret, sizeof secret) < 0)
-		goto out;
-	crypto_sha256_hex(secret, strlen(secret), hash);
 	if (begin(st, &tx, err) < 0)
 		goto out;
 	if (portfolio_exists(tx, portfolio_id) != 1) {
@@ -349,13 +346,8 @@ int operator_client_create(struct store *st, const char *portfolio_id, const cha
 			fail(err, "--properties names a code that is not a property of the portfolio");
 			goto out;
 		}
-	if (store_exec(tx,
-		       "INSERT INTO oauth_clients (id, portfolio_id, name, secret_hash, scopes,"
-		       " property_codes, created_at) VALUES ($1, $2, $3, $4, $5, $6, $7)",
-		       (struct store_val[]){sv_text(id), sv_text(portfolio_id),
-					    sv_text(name ? name : "client"), sv_text(hash),
-					    sv_text(scope_s), sv_text(codes_s),
-					    sv_int(clock_now_ms())}, 7) < 0) {
+	if (auth_client_create(tx, portfolio_id, name ? name : "client", bits, code_list, id,
+			       sizeof id, secret, sizeof secret) < 0) {
 		store_rollback(tx);
 		fail(err, "could not create the client");
 		goto out;
@@ -375,7 +367,6 @@ int operator_client_create(struct store *st, const char *portfolio_id, const cha
 out:
 	crypto_wipe(secret, sizeof secret);
 	json_decref(code_list);
-	free(codes_s);
 	return rc;
 }
 
@@ -383,20 +374,15 @@ int operator_scim_token_create(struct store *st, const char *portfolio_id, json_
 			    struct buf *err)
 {
 	struct store_tx *tx;
-	char token[AUTH_TOKEN_MAX], hash[65];
+	char token[AUTH_TOKEN_MAX];
 
 	*out = NULL;
 	if (!portfolio_id)
 		return fail(err, "--portfolio is required");
-	if (crypto_token("rvo_scim_", 32, token, sizeof token) < 0 || begin(st, &tx, err) < 0)
+	if (begin(st, &tx, err) < 0)
 		return -1;
-	crypto_sha256_hex(token, strlen(token), hash);
 	if (portfolio_exists(tx, portfolio_id) != 1 ||
-	    store_exec(tx,
-		       "INSERT INTO scim_tokens (token_hash, portfolio_id, created_at)"
-		       " VALUES ($1, $2, $3)",
-		       (struct store_val[]){sv_text(hash), sv_text(portfolio_id),
-					    sv_int(clock_now_ms())}, 3) < 0) {
+	    auth_scim_token_create(tx, portfolio_id, token, sizeof token) < 0) {
 		store_rollback(tx);
 		return fail(err, "no such portfolio");
 	}
@@ -533,15 +519,7 @@ int operator_idp_set(struct store *st, const char *portfolio_id, const char *ent
 		store_rollback(tx);
 		return fail(err, "no such portfolio");
 	}
-	if (store_exec(tx,
-		       "INSERT INTO identity_providers (portfolio_id, entity_id, cert_pem,"
-		       " roles_attribute, created_at, updated_at) VALUES ($1, $2, $3, $4, $5, $5)"
-		       " ON CONFLICT (portfolio_id) DO UPDATE SET entity_id = $2, cert_pem = $3,"
-		       " roles_attribute = $4, updated_at = $5",
-		       (struct store_val[]){sv_text(portfolio_id), sv_text(entity_id),
-					    sv_text(cert_pem),
-					    sv_text(roles_attribute ? roles_attribute : "roles"),
-					    sv_int(now)}, 5) < 0) {
+	if (idp_set(tx, portfolio_id, entity_id, cert_pem, roles_attribute, now) < 0) {
 		store_rollback(tx);
 		return fail(err, "could not store the identity provider");
 	}
