@@ -1,19 +1,19 @@
 #include "api/identity/oauth.h"
 
 #include <stdio.h>
-#include <ctype.h>
 #include <jansson.h>
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
 
 #include "api/ctx.h"
-#include "api/identity/scim.h"
+#include "api/identity/user_event.h"
 #include "api/respond.h"
 #include "core/clock.h"
 #include "core/crypto.h"
 #include "core/form.h"
 #include "core/validate.h"
+#include "identity/directory.h"
 #include "identity/idp.h"
 #include "identity/saml.h"
 #include "store/store.h"
@@ -232,47 +232,24 @@ static int find_idp(struct store_tx *tx, const char *portfolio_id, const char *i
 	return rc == IDP_FOUND ? 1 : rc < 0 ? rc : 0;
 }
 
-/* Finds or provisions (just in time) the user named by the assertion. A
- * JIT user's roles follow each assertion; a SCIM user's roles stay SCIM's.
- * Returns 1 with user_id, 0 (refused: *why) or < 0. */
+/* Finds or provisions (just in time) the user named by the assertion,
+ * appending sso.user.provisioned for a new one. A JIT user's roles follow
+ * each assertion; a SCIM user's roles stay SCIM's. Returns 1 with user_id,
+ * 0 (refused: *why) or < 0. */
 static int saml_user(struct store_tx *tx, const char *pf, const struct saml_assertion *a,
 		     char *user_id, const char **why)
 {
-	struct store_rows *r;
-	char lower[1024];
-	int rc, active = 0, jit = 0;
-	size_t i;
+	struct directory_event ev;
+	int rc = directory_user_login(tx, pf, a->name_id, a->display_name, a->roles, user_id,
+				      ID_MAX, &ev);
 
-	for (i = 0; a->name_id[i] && i + 1 < sizeof lower; i++)
-		lower[i] = (char)tolower((unsigned char)a->name_id[i]);
-	lower[i] = '\0';
-	rc = store_query(tx,
-			 "SELECT id, active, via FROM users WHERE portfolio_id = $1"
-			 " AND user_name_lower = $2",
-			 (struct store_val[]){sv_text(pf), sv_text(lower)}, 2, &r);
-	if (rc != STORE_OK)
-		return rc;
-	rc = store_next(r);
 	if (rc == 1) {
-		snprintf(user_id, ID_MAX, "%s", store_text(r, 0));
-		active = store_int(r, 1) == 1;
-		jit = !strcmp(store_text(r, 2), "saml_jit");
-	}
-	store_rows_close(r);
-	if (rc < 0)
-		return rc;
-	if (rc == 0) {
-		rc = scim_user_provision_jit(tx, pf, a->name_id, a->display_name, a->roles, user_id,
-					     ID_MAX);
-		return rc < 0 ? rc : 1;
-	}
-	if (!active) {
 		*why = "the user is deactivated";
 		return 0;
 	}
-	if (jit && (rc = scim_user_set_roles(tx, pf, user_id, a->roles)) < 0)
-		return rc;
-	return 1;
+	if (rc == 0)
+		rc = user_event_append(tx, pf, &ev);
+	return rc < 0 ? rc : 1;
 }
 
 int oauth_assertion_decode(const char *assertion, unsigned char **xml, size_t *len,
