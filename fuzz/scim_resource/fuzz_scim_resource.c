@@ -3,10 +3,10 @@
  * through: the input is the request body, parsed by validate_parse_body as
  * app.c parses a SCIM body, then scim_patch_normalize()d and checked with
  * scim_schema_check against the published schemas, as a User and as a
- * Group, in the order scim.c's user_prepare and group_prepare run them.
- * Then the whole preparation a handler runs (scim_prepare: read-only and
- * write-only attributes dropped, normalised, checked, completed), as a
- * user and as a group. A user both accept, as it would be
+ * Group, in the order directory_user_prepare and directory_group_prepare
+ * (src/identity/directory.c) run them. Then the whole preparation a
+ * handler runs (directory_prepare: read-only and write-only attributes
+ * dropped, normalised, checked, completed), as a user and as a group. A user both accept, as it would be
  * stored, is then matched against the filters identity providers list
  * users and groups with, as a list request does (fuzz/scim_filter fuzzes
  * the filters against a fixed resource; here the resource varies).
@@ -29,7 +29,7 @@
 
 #include <jansson.h>
 
-#include "api/identity/scim.h"
+#include "identity/directory.h"
 #include "core/validate.h"
 #include "identity/scim_filter.h"
 #include "identity/scim_patch.h"
@@ -132,7 +132,7 @@ static void check_absent(const json_t *doc, const char *name)
 			abort();
 }
 
-/* Runs body through scim_prepare as a user or a group and checks what a
+/* Runs body through directory_prepare as a user or a group and checks what a
  * handler would store. */
 static void check_prepare(const json_t *body, int user)
 {
@@ -140,7 +140,7 @@ static void check_prepare(const json_t *body, int user)
 	char err[256];
 	int rc;
 
-	doc = scim_prepare(body, user, NULL, &rc, err, sizeof err);
+	doc = directory_prepare(body, user, NULL, &rc, err, sizeof err);
 	if (!doc) {
 		if (rc >= 0)
 			abort();
@@ -159,7 +159,7 @@ static void check_prepare(const json_t *body, int user)
 		   user ? "urn:ietf:params:scim:schemas:core:2.0:User"
 			: "urn:ietf:params:scim:schemas:core:2.0:Group"))
 		abort();
-	again = scim_prepare(doc, user, doc, &rc, err, sizeof err);
+	again = directory_prepare(doc, user, doc, &rc, err, sizeof err);
 	if (!again || !json_equal(again, doc))
 		abort();
 	json_decref(again);

@@ -4,11 +4,13 @@
 #include <jansson.h>
 #include <pthread.h>
 #include <stdatomic.h>
+#include <stdlib.h>
 #include <string.h>
 #include <strings.h>
 
 #include "core/clock.h"
 #include "core/crypto.h"
+#include "core/id.h"
 #include "store/store.h"
 
 static const char *const scope_names[] = {
@@ -328,4 +330,115 @@ int auth_revoke_user_tokens(struct store_tx *tx, const char *user_id, int64_t no
 			  "UPDATE access_tokens SET revoked_at = $2 WHERE user_id = $1"
 			  " AND revoked_at IS NULL AND expires_at > $2",
 			  (struct store_val[]){sv_text(user_id), sv_int(now_ms)}, 2);
+}
+
+int auth_client_verify(struct store_tx *tx, const char *client_id, const char *secret,
+		       struct auth_client *cl)
+{
+	static const char dummy[65] =
+		"0000000000000000000000000000000000000000000000000000000000000000";
+	char given[2 * CRYPTO_SHA256_LEN + 1], stored[65];
+	struct store_rows *r;
+	int rc, ok;
+
+	memset(cl, 0, sizeof *cl);
+	crypto_sha256_hex(secret, strlen(secret), given);
+	rc = store_query(tx,
+			 "SELECT portfolio_id, secret_hash, scopes, property_codes FROM oauth_clients"
+			 " WHERE id = $1 AND revoked_at IS NULL",
+			 (struct store_val[]){sv_text(client_id)}, 1, &r);
+	if (rc != STORE_OK)
+		return rc;
+	rc = store_next(r);
+	snprintf(stored, sizeof stored, "%s", rc == 1 ? store_text(r, 1) : dummy);
+	ok = crypto_equal(given, stored, 64) && rc == 1;
+	if (ok) {
+		snprintf(cl->portfolio_id, sizeof cl->portfolio_id, "%s", store_text(r, 0));
+		cl->scopes = parse_scopes(store_text(r, 2));
+		cl->codes = store_is_null(r, 3) ? NULL : json_loads(store_text(r, 3), 0, NULL);
+	}
+	store_rows_close(r);
+	if (rc < 0) {
+		json_decref(cl->codes);
+		memset(cl, 0, sizeof *cl);
+		return rc;
+	}
+	return ok;
+}
+
+int auth_client_create(struct store_tx *tx, const char *portfolio_id, const char *name,
+		       unsigned scopes, const json_t *codes, char *id_out, size_t id_cap,
+		       char *secret_out, size_t secret_cap)
+{
+	char hash[2 * CRYPTO_SHA256_LEN + 1], scope_s[512], *codes_s = NULL;
+	int rc = STORE_ERR;
+
+	if (id_new("cli_", id_out, id_cap) < 0 || crypto_token("", 32, secret_out, secret_cap) < 0)
+		return STORE_ERR;
+	crypto_sha256_hex(secret_out, strlen(secret_out), hash);
+	auth_scope_string(scopes, scope_s, sizeof scope_s);
+	if (codes && !(codes_s = json_dumps(codes, JSON_COMPACT)))
+		goto out;
+	rc = store_exec(tx,
+			"INSERT INTO oauth_clients (id, portfolio_id, name, secret_hash, scopes,"
+			" property_codes, created_at) VALUES ($1, $2, $3, $4, $5, $6, $7)",
+			(struct store_val[]){sv_text(id_out), sv_text(portfolio_id), sv_text(name),
+					     sv_text(hash), sv_text(scope_s), sv_text(codes_s),
+					     sv_int(clock_now_ms())}, 7);
+	if (rc > 0)
+		rc = 0;
+out:
+	free(codes_s);
+	return rc;
+}
+
+int auth_token_issue(struct store_tx *tx, const struct auth_grant *g, char *out, size_t cap)
+{
+	char hash[2 * CRYPTO_SHA256_LEN + 1], granted[512], *ids_s = NULL, *codes_s = NULL;
+	int rc = STORE_ERR;
+
+	if (crypto_token("rvo_at_", 32, out, cap) < 0)
+		return STORE_ERR;
+	crypto_sha256_hex(out, strlen(out), hash);
+	auth_scope_string(g->scopes, granted, sizeof granted);
+	ids_s = g->property_ids ? json_dumps(g->property_ids, JSON_COMPACT) : NULL;
+	codes_s = json_dumps(g->property_codes, JSON_COMPACT);
+	if ((g->property_ids && !ids_s) || !codes_s)
+		goto out;
+	rc = store_exec(tx,
+			"INSERT INTO access_tokens (token_hash, portfolio_id, client_id, user_id,"
+			" scopes, property_ids, property_codes, expires_at, created_at)"
+			" VALUES ($1, $2, $3, $9, $4, $5, $6, $7, $8)",
+			(struct store_val[]){sv_text(hash), sv_text(g->portfolio_id),
+					     sv_text(g->client_id), sv_text(granted), sv_text(ids_s),
+					     sv_text(codes_s), sv_int(g->expires_ms), sv_int(g->now_ms),
+					     sv_text(g->user_id)}, 9);
+	if (rc > 0)
+		rc = 0;
+out:
+	free(ids_s);
+	free(codes_s);
+	return rc;
+}
+
+int auth_tokens_purge(struct store_tx *tx, int64_t now_ms)
+{
+	return store_exec(tx, "DELETE FROM access_tokens WHERE expires_at <= $1",
+			  (struct store_val[]){sv_int(now_ms - 86400000)}, 1);
+}
+
+int auth_scim_token_create(struct store_tx *tx, const char *portfolio_id, char *out, size_t cap)
+{
+	char hash[2 * CRYPTO_SHA256_LEN + 1];
+	int rc;
+
+	if (crypto_token("rvo_scim_", 32, out, cap) < 0)
+		return STORE_ERR;
+	crypto_sha256_hex(out, strlen(out), hash);
+	rc = store_exec(tx,
+			"INSERT INTO scim_tokens (token_hash, portfolio_id, created_at)"
+			" VALUES ($1, $2, $3)",
+			(struct store_val[]){sv_text(hash), sv_text(portfolio_id),
+					     sv_int(clock_now_ms())}, 3);
+	return rc < 0 ? rc : 0;
 }

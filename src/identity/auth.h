@@ -1,7 +1,11 @@
-/* auth: permission scopes, the authenticated principal, and bearer-token
- * checks for API and SCIM calls. Tokens are stored only as SHA-256 hashes. */
+/* auth: permission scopes, the authenticated principal, OAuth clients,
+ * and the issuing and checking of bearer tokens for API and SCIM calls. The
+ * only module that touches oauth_clients, access_tokens and scim_tokens.
+ * Secrets and tokens are stored only as SHA-256 hashes. */
 #ifndef REVOPS_AUTH_H
 #define REVOPS_AUTH_H
+#include <jansson.h>
+#include <stddef.h>
 #include <stdint.h>
 #include "core/common.h"
 #include "core/id.h"
@@ -69,5 +73,55 @@ void auth_revocation_bump(void);
 int auth_revoke_user_tokens(struct store_tx *tx, const char *user_id, int64_t now_ms) WUR;
 /* 1 when the principal may touch property_id (a prop_ id), else 0. */
 int auth_property_allowed(const struct principal *p, const char *property_id);
+
+/* An OAuth client as auth_client_verify() reads it: what a token issued
+ * to it may carry at most. */
+struct auth_client {
+	char portfolio_id[ID_MAX];
+	unsigned scopes;
+	json_t *codes; /* property codes it is limited to (owned), or NULL: all */
+};
+
+/* Checks a client's secret in constant time, also for an unknown or
+ * revoked client (compared against a fixed hash), so timing does not tell
+ * which ids exist. Returns 1 with *cl filled (the caller decrefs
+ * cl->codes), 0 when refused (*cl empty), or a negative store status. */
+int auth_client_verify(struct store_tx *tx, const char *client_id, const char *secret,
+		       struct auth_client *cl) WUR;
+/* Registers a client of portfolio_id (which the caller has checked) with
+ * scopes and, unless codes is NULL, a JSON array of the property codes it
+ * is limited to. Writes the new id ("cli_...") to id_out and the secret,
+ * returned only this once and stored as a hash, to secret_out (the caller
+ * wipes it). Returns 0 or a negative store status. */
+int auth_client_create(struct store_tx *tx, const char *portfolio_id, const char *name,
+		       unsigned scopes, const json_t *codes, char *id_out, size_t id_cap,
+		       char *secret_out, size_t secret_cap) WUR;
+
+/* What an access token is issued for. */
+struct auth_grant {
+	const char *portfolio_id;
+	const char *client_id;        /* NULL: a user token without client */
+	const char *user_id;          /* NULL: a client credentials token */
+	unsigned scopes;
+	const json_t *property_ids;   /* array of prop_ ids, or NULL: every property */
+	const json_t *property_codes; /* array of the codes granted */
+	int64_t now_ms, expires_ms;
+};
+
+/* Issues an opaque access token ("rvo_at_...") for g inside tx, storing its
+ * hash. Writes the token to out (the caller wipes it). Returns 0 or a
+ * negative store status. */
+int auth_token_issue(struct store_tx *tx, const struct auth_grant *g, char *out,
+		     size_t cap) WUR;
+/* Deletes the access tokens that expired more than a day before now_ms
+ * (kept that long so a caller still sees 401, and operators can trace
+ * recent use). Returns how many, or a negative store status. */
+int auth_tokens_purge(struct store_tx *tx, int64_t now_ms) WUR;
+/* Issues a SCIM bearer token ("rvo_scim_...") for portfolio_id inside tx,
+ * storing its hash. Writes the token to out (the caller wipes it).
+ * Returns 0, or a negative store status (STORE_CONSTRAINT: no such
+ * portfolio). */
+int auth_scim_token_create(struct store_tx *tx, const char *portfolio_id, char *out,
+			   size_t cap) WUR;
 
 #endif

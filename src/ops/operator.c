@@ -14,6 +14,8 @@
 #include "core/validate.h"
 #include "events/outbox.h"
 #include "identity/auth.h"
+#include "identity/directory.h"
+#include "identity/idp.h"
 #include "portfolio/portfolio.h"
 #include "rates/audit_trail.h"
 #include "store/store.h"
@@ -262,7 +264,7 @@ int operator_client_create(struct store *st, const char *portfolio_id, const cha
 {
 	struct store_tx *tx;
 	json_t *scope_list = NULL, *code_list = NULL, *v;
-	char id[ID_MAX], secret[64], hash[65], scope_s[512], *codes_s = NULL, *sp;
+	char id[ID_MAX], secret[64] = "", scope_s[512], *sp;
 	unsigned bits = 0;
 	size_t i;
 	int64_t one;
@@ -300,11 +302,7 @@ int operator_client_create(struct store *st, const char *portfolio_id, const cha
 			json_decref(code_list);
 			return fail(err, "--properties must be comma-separated property codes");
 		}
-		codes_s = json_dumps(code_list, JSON_COMPACT);
 	}
-	if (id_new("cli_", id, sizeof id) < 0 || crypto_token("", 32, secret, sizeof secret) < 0)
-		goto out;
-	crypto_sha256_hex(secret, strlen(secret), hash);
 	if (begin(st, &tx, err) < 0)
 		goto out;
 	if (portfolio_exists(tx, portfolio_id) != 1) {
@@ -322,13 +320,8 @@ int operator_client_create(struct store *st, const char *portfolio_id, const cha
 			fail(err, "--properties names a code that is not a property of the portfolio");
 			goto out;
 		}
-	if (store_exec(tx,
-		       "INSERT INTO oauth_clients (id, portfolio_id, name, secret_hash, scopes,"
-		       " property_codes, created_at) VALUES ($1, $2, $3, $4, $5, $6, $7)",
-		       (struct store_val[]){sv_text(id), sv_text(portfolio_id),
-					    sv_text(name ? name : "client"), sv_text(hash),
-					    sv_text(scope_s), sv_text(codes_s),
-					    sv_int(clock_now_ms())}, 7) < 0) {
+	if (auth_client_create(tx, portfolio_id, name ? name : "client", bits, code_list, id,
+			       sizeof id, secret, sizeof secret) < 0) {
 		store_rollback(tx);
 		fail(err, "could not create the client");
 		goto out;
@@ -348,7 +341,6 @@ int operator_client_create(struct store *st, const char *portfolio_id, const cha
 out:
 	crypto_wipe(secret, sizeof secret);
 	json_decref(code_list);
-	free(codes_s);
 	return rc;
 }
 
@@ -356,20 +348,15 @@ int operator_scim_token_create(struct store *st, const char *portfolio_id, json_
 			    struct buf *err)
 {
 	struct store_tx *tx;
-	char token[AUTH_TOKEN_MAX], hash[65];
+	char token[AUTH_TOKEN_MAX];
 
 	*out = NULL;
 	if (!portfolio_id)
 		return fail(err, "--portfolio is required");
-	if (crypto_token("rvo_scim_", 32, token, sizeof token) < 0 || begin(st, &tx, err) < 0)
+	if (begin(st, &tx, err) < 0)
 		return -1;
-	crypto_sha256_hex(token, strlen(token), hash);
 	if (portfolio_exists(tx, portfolio_id) != 1 ||
-	    store_exec(tx,
-		       "INSERT INTO scim_tokens (token_hash, portfolio_id, created_at)"
-		       " VALUES ($1, $2, $3)",
-		       (struct store_val[]){sv_text(hash), sv_text(portfolio_id),
-					    sv_int(clock_now_ms())}, 3) < 0) {
+	    auth_scim_token_create(tx, portfolio_id, token, sizeof token) < 0) {
 		store_rollback(tx);
 		return fail(err, "no such portfolio");
 	}
@@ -380,54 +367,28 @@ int operator_scim_token_create(struct store *st, const char *portfolio_id, json_
 	return 0;
 }
 
-static int is_role(const char *s)
-{
-	return !strcmp(s, "revenue-approver") || !strcmp(s, "finance-operator") ||
-	       !strcmp(s, "ops-manager");
-}
-
 int operator_user_create(struct store *st, const char *portfolio_id, const char *user_name,
 		      const char *display_name, const char *roles, json_t **out,
 		      struct buf *err)
 {
 	struct store_tx *tx;
-	json_t *role_list, *doc, *v;
-	char id[ID_MAX], *lower, *roles_s, *doc_s;
-	int64_t now = clock_now_ms();
-	size_t i;
+	json_t *role_list;
+	char id[ID_MAX], names[96], msg[128];
 	int rc;
 
 	*out = NULL;
 	if (!portfolio_id || !is_text(user_name, 256))
 		return fail(err, "--portfolio and --user-name are required");
-	role_list = split_list(roles, is_role);
-	if (!role_list)
-		return fail(err, "--roles must be revenue-approver, finance-operator or ops-manager");
-	lower = strdup(user_name);
-	for (i = 0; lower[i]; i++)
-		lower[i] = (char)tolower((unsigned char)lower[i]);
-	roles_s = json_dumps(role_list, JSON_COMPACT);
-	doc = json_pack("{s:[s], s:s, s:b, s:[]}", "schemas",
-			"urn:ietf:params:scim:schemas:core:2.0:User", "userName", user_name, "active",
-			1, "roles");
-	if (display_name)
-		json_object_set_new(doc, "displayName", json_string(display_name));
-	json_array_foreach(role_list, i, v)
-		json_array_append_new(json_object_get(doc, "roles"), json_pack("{s:O}", "value", v));
-	doc_s = json_dumps(doc, JSON_COMPACT | JSON_PRESERVE_ORDER);
-	json_decref(doc);
-	rc = id_new("usr_", id, sizeof id);
-	if (rc == 0)
-		rc = begin(st, &tx, err);
+	role_list = split_list(roles, directory_is_role);
+	if (!role_list) {
+		directory_roles_text(names, sizeof names);
+		snprintf(msg, sizeof msg, "--roles must be %s", names);
+		return fail(err, msg);
+	}
+	rc = begin(st, &tx, err);
 	if (rc == 0) {
-		rc = store_exec(tx,
-				"INSERT INTO users (id, portfolio_id, user_name, user_name_lower,"
-				" display_name, active, roles, scim, created_at, updated_at)"
-				" VALUES ($1, $2, $3, $4, $5, 1, $6, $8, $7, $7)",
-				(struct store_val[]){sv_text(id), sv_text(portfolio_id),
-						     sv_text(user_name), sv_text(lower),
-						     sv_text(display_name), sv_text(roles_s),
-						     sv_int(now), sv_text(doc_s)}, 8);
+		rc = directory_user_create(tx, portfolio_id, user_name, display_name, role_list,
+					   "admin", id, sizeof id);
 		if (rc < 0) {
 			store_rollback(tx);
 			fail(err, rc == STORE_CONSTRAINT ? "that user exists, or no such portfolio"
@@ -441,9 +402,6 @@ int operator_user_create(struct store *st, const char *portfolio_id, const char 
 		*out = json_pack("{s:s, s:s, s:s, s:b, s:O}", "id", id, "portfolio_id",
 				 portfolio_id, "user_name", user_name, "active", 1, "roles",
 				 role_list);
-	free(lower);
-	free(roles_s);
-	free(doc_s);
 	json_decref(role_list);
 	return rc < 0 ? -1 : 0;
 }
@@ -451,7 +409,6 @@ int operator_user_create(struct store *st, const char *portfolio_id, const char 
 int operator_user_list(struct store *st, const char *portfolio_id, json_t **out, struct buf *err)
 {
 	struct store_tx *tx;
-	struct store_rows *r;
 	int rc;
 
 	*out = NULL;
@@ -459,30 +416,10 @@ int operator_user_list(struct store *st, const char *portfolio_id, json_t **out,
 		return fail(err, "--portfolio is required");
 	if (store_begin(st, 0, &tx) != STORE_OK)
 		return fail(err, "database unavailable");
-	if (store_query(tx,
-			"SELECT id, user_name, display_name, active, roles FROM users"
-			" WHERE portfolio_id = $1 ORDER BY id",
-			(struct store_val[]){sv_text(portfolio_id)}, 1, &r) != STORE_OK) {
-		store_rollback(tx);
-		return fail(err, "could not list users");
-	}
-	*out = json_array();
-	while ((rc = store_next(r)) == 1) {
-		json_t *roles = json_loads(store_text(r, 4), 0, NULL);
-
-		json_array_append_new(
-			*out, json_pack("{s:s, s:s, s:s?, s:b, s:o}", "id", store_text(r, 0),
-					"user_name", store_text(r, 1), "display_name",
-					store_text(r, 2), "active", (int)store_int(r, 3), "roles",
-					roles ? roles : json_array()));
-	}
-	store_rows_close(r);
+	rc = directory_user_summaries(tx, portfolio_id, out);
 	store_rollback(tx);
-	if (rc < 0) {
-		json_decref(*out);
-		*out = NULL;
+	if (rc < 0)
 		return fail(err, "could not list users");
-	}
 	return 0;
 }
 
@@ -506,15 +443,7 @@ int operator_idp_set(struct store *st, const char *portfolio_id, const char *ent
 		store_rollback(tx);
 		return fail(err, "no such portfolio");
 	}
-	if (store_exec(tx,
-		       "INSERT INTO identity_providers (portfolio_id, entity_id, cert_pem,"
-		       " roles_attribute, created_at, updated_at) VALUES ($1, $2, $3, $4, $5, $5)"
-		       " ON CONFLICT (portfolio_id) DO UPDATE SET entity_id = $2, cert_pem = $3,"
-		       " roles_attribute = $4, updated_at = $5",
-		       (struct store_val[]){sv_text(portfolio_id), sv_text(entity_id),
-					    sv_text(cert_pem),
-					    sv_text(roles_attribute ? roles_attribute : "roles"),
-					    sv_int(now)}, 5) < 0) {
+	if (idp_set(tx, portfolio_id, entity_id, cert_pem, roles_attribute, now) < 0) {
 		store_rollback(tx);
 		return fail(err, "could not store the identity provider");
 	}
@@ -763,8 +692,7 @@ static int seed_one(struct store *st, const char *name, const char *plan, const 
 	char billing[32], approver[128], user[128], today[11];
 	const char *pid;
 	int i, rc = -1;
-	static const char *roles[] = {"revenue-approver", "finance-operator", "ops-manager"};
-	static const char *names[] = {"approver", "finance", "ops"};
+	static const char *names[DIRECTORY_NROLES] = {"approver", "finance", "ops"};
 
 	clock_format_date(clock_now_ms() / 86400000, today);
 	if (operator_portfolio_create(st, name, plan, &pf, err) < 0)
@@ -802,9 +730,10 @@ static int seed_one(struct store *st, const char *name, const char *plan, const 
 	if (operator_client_create(st, pid, "demo", NULL, NULL, &cl, err) < 0 ||
 	    operator_scim_token_create(st, pid, &scim, err) < 0)
 		goto out;
-	for (i = 0; i < 3; i++) {
+	for (i = 0; i < DIRECTORY_NROLES; i++) {
 		snprintf(user, sizeof user, "%s@%s", names[i], domain);
-		if (operator_user_create(st, pid, user, names[i], roles[i], &u, err) < 0)
+		if (operator_user_create(st, pid, user, names[i], directory_role_names[i], &u,
+					 err) < 0)
 			goto out;
 		json_decref(u);
 		u = NULL;

@@ -1,19 +1,20 @@
 #include "api/identity/oauth.h"
 
 #include <stdio.h>
-#include <ctype.h>
 #include <jansson.h>
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
 
 #include "api/ctx.h"
-#include "api/identity/scim.h"
+#include "api/identity/user_event.h"
 #include "api/respond.h"
 #include "core/clock.h"
 #include "core/crypto.h"
 #include "core/form.h"
 #include "core/validate.h"
+#include "identity/directory.h"
+#include "identity/idp.h"
 #include "identity/saml.h"
 #include "store/store.h"
 
@@ -73,51 +74,6 @@ struct grant {
 	const char *user_id;   /* NULL for client credentials */
 };
 
-/* Verifies the client secret in constant time, also for unknown clients
- * (compared against a fixed hash) so timing does not reveal which ids
- * exist. Returns 1 (authenticated), 0 (refused) or < 0 (error). */
-static int authenticate(struct store_tx *tx, const char *id, const char *secret,
-			struct grant *cl)
-{
-	static const char dummy[65] =
-		"0000000000000000000000000000000000000000000000000000000000000000";
-	char given[2 * CRYPTO_SHA256_LEN + 1], stored[65];
-	struct store_rows *r;
-	int rc, found, ok;
-	char *scopes = NULL;
-
-	memset(cl, 0, sizeof *cl);
-	crypto_sha256_hex(secret, strlen(secret), given);
-	rc = store_query(tx,
-			 "SELECT portfolio_id, secret_hash, scopes, property_codes FROM oauth_clients"
-			 " WHERE id = $1 AND revoked_at IS NULL",
-			 (struct store_val[]){sv_text(id)}, 1, &r);
-	if (rc != STORE_OK)
-		return rc;
-	rc = store_next(r);
-	found = rc == 1;
-	snprintf(stored, sizeof stored, "%s", found ? store_text(r, 1) : dummy);
-	ok = crypto_equal(given, stored, 64) && found;
-	if (ok) {
-		snprintf(cl->portfolio_id, sizeof cl->portfolio_id, "%s", store_text(r, 0));
-		scopes = strdup(store_text(r, 2));
-		cl->codes = store_is_null(r, 3) ? NULL : json_loads(store_text(r, 3), 0, NULL);
-	}
-	store_rows_close(r);
-	if (rc < 0) {
-		free(scopes);
-		return rc;
-	}
-	if (scopes) {
-		char *save = NULL, *tok;
-
-		for (tok = strtok_r(scopes, " ", &save); tok; tok = strtok_r(NULL, " ", &save))
-			cl->scopes |= auth_scope_bit(tok);
-		free(scopes);
-	}
-	return ok;
-}
-
 static int code_in(const json_t *codes, const char *code)
 {
 	size_t i;
@@ -171,14 +127,11 @@ int oauth_scope_parse(const char *scope, unsigned allowed, const json_t *allowed
  * OAuth error); tx is finished either way. */
 static void issue(struct ctx *c, struct store_tx *tx, const struct grant *cl, const char *scope)
 {
-	char token[AUTH_TOKEN_MAX];
-	char hash[65], granted[512];
+	char token[AUTH_TOKEN_MAX] = "", granted[512];
 	json_t *want_codes = json_array(), *ids = json_array(), *codes = json_array();
-	json_t *ids_col;
 	struct store_rows *r = NULL;
 	unsigned want = 0;
 	int rc, narrowed;
-	char *ids_s = NULL, *codes_s = NULL;
 	int64_t now = clock_now_ms();
 
 	if (!want_codes || !ids || !codes)
@@ -213,28 +166,18 @@ static void issue(struct ctx *c, struct store_tx *tx, const struct grant *cl, co
 	if (json_array_size(codes) < json_array_size(want_codes) ||
 	    (narrowed && json_array_size(ids) > AUTH_MAX_PROPS))
 		goto bad_scope; /* a requested code that is not a property here */
-	if (crypto_token("rvo_at_", 32, token, sizeof token) < 0)
-		goto fail;
-	crypto_sha256_hex(token, strlen(token), hash);
-	auth_scope_string(want, granted, sizeof granted);
-	ids_col = narrowed ? ids : NULL;
-	ids_s = ids_col ? json_dumps(ids_col, JSON_COMPACT) : NULL;
-	codes_s = json_dumps(codes, JSON_COMPACT);
-	if ((ids_col && !ids_s) || !codes_s)
-		goto fail;
-	rc = store_exec(tx,
-			"INSERT INTO access_tokens (token_hash, portfolio_id, client_id, user_id,"
-			" scopes, property_ids, property_codes, expires_at, created_at)"
-			" VALUES ($1, $2, $3, $9, $4, $5, $6, $7, $8)",
-			(struct store_val[]){sv_text(hash), sv_text(cl->portfolio_id),
-					     sv_text(cl->client_id), sv_text(granted), sv_text(ids_s),
-					     sv_text(codes_s),
-					     sv_int(now + (int64_t)c->svc->cfg->token_ttl * 1000),
-					     sv_int(now), sv_text(cl->user_id)}, 9);
+	{
+		struct auth_grant g = {cl->portfolio_id, cl->client_id, cl->user_id, want,
+				       narrowed ? ids : NULL, codes, now,
+				       now + (int64_t)c->svc->cfg->token_ttl * 1000};
+
+		rc = auth_token_issue(tx, &g, token, sizeof token);
+	}
 	rc = store_finish(tx, rc);
 	tx = NULL;
 	if (rc != STORE_OK)
 		goto fail_no_tx;
+	auth_scope_string(want, granted, sizeof granted);
 	{
 		size_t i, gl = strlen(granted);
 		json_t *v;
@@ -251,7 +194,6 @@ static void issue(struct ctx *c, struct store_tx *tx, const struct grant *cl, co
 				   "token_type", "Bearer", "expires_in", c->svc->cfg->token_ttl,
 				   "scope", granted, "portfolio_id", cl->portfolio_id,
 				   "property_codes", codes));
-	crypto_wipe(token, sizeof token);
 	goto out;
 bad_scope:
 	store_rollback(tx);
@@ -264,8 +206,7 @@ fail:
 fail_no_tx:
 	respond_error(c, ERR_INTERNAL, NULL, "internal error");
 out:
-	free(ids_s);
-	free(codes_s);
+	crypto_wipe(token, sizeof token);
 	json_decref(want_codes);
 	json_decref(ids);
 	json_decref(codes);
@@ -276,83 +217,39 @@ out:
 
 /* Finds the portfolio whose trusted IdP issued the assertion: the client's
  * when the client authenticated, else the only portfolio trusting that
- * issuer. Fills the IdP settings. Returns 1, 0 (refused: *why set) or < 0. */
+ * issuer. Returns 1 with *idp (the caller idp_free()s it), 0 (refused:
+ * *why set) or < 0. */
 static int find_idp(struct store_tx *tx, const char *portfolio_id, const char *issuer,
-		    char *pf_out, char **cert, char *roles_attr, size_t ra_cap, const char **why)
+		    struct idp *idp, const char **why)
 {
-	struct store_rows *r;
-	int rc, n = 0;
+	int rc = idp_find(tx, portfolio_id, issuer, idp);
 
-	rc = store_query(tx,
-			 "SELECT portfolio_id, cert_pem, roles_attribute FROM identity_providers"
-			 " WHERE entity_id = $1 AND ($2 = '' OR portfolio_id = $2)",
-			 (struct store_val[]){sv_text(issuer), sv_text(portfolio_id ? portfolio_id : "")},
-			 2, &r);
-	if (rc != STORE_OK)
-		return rc;
-	while ((rc = store_next(r)) == 1) {
-		if (n++)
-			break;
-		snprintf(pf_out, ID_MAX, "%s", store_text(r, 0));
-		*cert = strdup(store_text(r, 1));
-		snprintf(roles_attr, ra_cap, "%s", store_text(r, 2));
-	}
-	store_rows_close(r);
-	if (rc < 0)
-		return rc;
-	if (n == 0) {
+	if (rc == IDP_UNKNOWN)
 		*why = portfolio_id ? "the assertion's issuer is not this client's trusted identity provider"
 				    : "the assertion's issuer is not a trusted identity provider";
-		return 0;
-	}
-	if (n > 1) {
+	else if (rc == IDP_AMBIGUOUS)
 		*why = "ambiguous issuer: several portfolios trust it; authenticate the client";
-		return 0;
-	}
-	return *cert ? 1 : STORE_ERR;
+	return rc == IDP_FOUND ? 1 : rc < 0 ? rc : 0;
 }
 
-/* Finds or provisions (just in time) the user named by the assertion. A
- * JIT user's roles follow each assertion; a SCIM user's roles stay SCIM's.
- * Returns 1 with user_id, 0 (refused: *why) or < 0. */
+/* Finds or provisions (just in time) the user named by the assertion,
+ * appending sso.user.provisioned for a new one. A JIT user's roles follow
+ * each assertion; a SCIM user's roles stay SCIM's. Returns 1 with user_id,
+ * 0 (refused: *why) or < 0. */
 static int saml_user(struct store_tx *tx, const char *pf, const struct saml_assertion *a,
 		     char *user_id, const char **why)
 {
-	struct store_rows *r;
-	char lower[1024];
-	int rc, active = 0, jit = 0;
-	size_t i;
+	struct directory_event ev;
+	int rc = directory_user_login(tx, pf, a->name_id, a->display_name, a->roles, user_id,
+				      ID_MAX, &ev);
 
-	for (i = 0; a->name_id[i] && i + 1 < sizeof lower; i++)
-		lower[i] = (char)tolower((unsigned char)a->name_id[i]);
-	lower[i] = '\0';
-	rc = store_query(tx,
-			 "SELECT id, active, via FROM users WHERE portfolio_id = $1"
-			 " AND user_name_lower = $2",
-			 (struct store_val[]){sv_text(pf), sv_text(lower)}, 2, &r);
-	if (rc != STORE_OK)
-		return rc;
-	rc = store_next(r);
 	if (rc == 1) {
-		snprintf(user_id, ID_MAX, "%s", store_text(r, 0));
-		active = store_int(r, 1) == 1;
-		jit = !strcmp(store_text(r, 2), "saml_jit");
-	}
-	store_rows_close(r);
-	if (rc < 0)
-		return rc;
-	if (rc == 0) {
-		rc = scim_user_provision_jit(tx, pf, a->name_id, a->display_name, a->roles, user_id,
-					     ID_MAX);
-		return rc < 0 ? rc : 1;
-	}
-	if (!active) {
 		*why = "the user is deactivated";
 		return 0;
 	}
-	if (jit && (rc = scim_user_set_roles(tx, pf, user_id, a->roles)) < 0)
-		return rc;
-	return 1;
+	if (rc == 0)
+		rc = user_event_append(tx, pf, &ev);
+	return rc < 0 ? rc : 1;
 }
 
 int oauth_assertion_decode(const char *assertion, unsigned char **xml, size_t *len,
@@ -389,9 +286,9 @@ static void saml_grant(struct ctx *c, struct store_tx *tx, struct grant *cl,
 		       const char *assertion, const char *scope)
 {
 	unsigned char *xml = NULL;
-	char issuer[512], pf[ID_MAX], roles_attr[128], audience[600], recipient[600], err[256];
+	char issuer[512], audience[600], recipient[600], err[256];
 	char user_id[ID_MAX];
-	char *cert = NULL;
+	struct idp idp = {0};
 	const char *why = NULL;
 	struct saml_assertion a;
 	size_t len = 0, cap = 0;
@@ -409,8 +306,7 @@ static void saml_grant(struct ctx *c, struct store_tx *tx, struct grant *cl,
 		why = "assertion is not a SAML 2.0 Assertion with an Issuer";
 		goto refuse;
 	}
-	rc = find_idp(tx, cl->client_id ? cl->portfolio_id : NULL, issuer, pf, &cert, roles_attr,
-		      sizeof roles_attr, &why);
+	rc = find_idp(tx, cl->client_id ? cl->portfolio_id : NULL, issuer, &idp, &why);
 	if (rc < 0)
 		goto fail;
 	if (rc == 0)
@@ -418,31 +314,27 @@ static void saml_grant(struct ctx *c, struct store_tx *tx, struct grant *cl,
 	snprintf(audience, sizeof audience, "%s/saml/sp", c->svc->cfg->public_url);
 	snprintf(recipient, sizeof recipient, "%s/oauth/token", c->svc->cfg->public_url);
 	{
-		struct saml_expect e = {issuer, cert, audience, recipient, clock_now_ms(),
-					SAML_SKEW_MS, roles_attr};
+		struct saml_expect e = {issuer, idp.cert_pem, audience, recipient, clock_now_ms(),
+					SAML_SKEW_MS, idp.roles_attribute};
 
 		if (saml_verify((const char *)xml, len, &e, &a, err, sizeof err) < 0) {
 			why = err;
 			goto refuse;
 		}
 	}
-	rc = store_exec(tx,
-			"INSERT INTO saml_assertions_used (portfolio_id, assertion_id, expires_at)"
-			" VALUES ($1, $2, $3)",
-			(struct store_val[]){sv_text(pf), sv_text(a.id),
-					     sv_int(a.not_on_or_after_ms + SAML_SKEW_MS)}, 3);
-	if (rc == STORE_CONSTRAINT) {
+	rc = idp_assertion_use(tx, idp.portfolio_id, a.id, a.not_on_or_after_ms + SAML_SKEW_MS);
+	if (rc == 1) {
 		why = "the assertion was already used";
 		goto refuse;
 	}
 	if (rc < 0)
 		goto fail;
-	rc = saml_user(tx, pf, &a, user_id, &why);
+	rc = saml_user(tx, idp.portfolio_id, &a, user_id, &why);
 	if (rc < 0)
 		goto fail;
 	if (rc == 0)
 		goto refuse;
-	snprintf(cl->portfolio_id, sizeof cl->portfolio_id, "%s", pf);
+	snprintf(cl->portfolio_id, sizeof cl->portfolio_id, "%s", idp.portfolio_id);
 	if (!cl->client_id)
 		cl->scopes = AUTH_SCOPE_ALL;
 	cl->user_id = user_id;
@@ -461,7 +353,7 @@ fail:
 	respond_error(c, ERR_INTERNAL, NULL, "internal error");
 out:
 	saml_assertion_free(&a);
-	free(cert);
+	idp_free(&idp);
 	if (xml)
 		crypto_wipe(xml, cap);
 	free(xml);
@@ -523,7 +415,9 @@ void oauth_h_token(struct ctx *c)
 		goto out;
 	}
 	if (id) {
-		rc = authenticate(tx, id, secret, &cl);
+		struct auth_client ac;
+
+		rc = auth_client_verify(tx, id, secret, &ac);
 		if (rc <= 0) {
 			store_rollback(tx);
 			if (rc < 0)
@@ -532,6 +426,9 @@ void oauth_h_token(struct ctx *c)
 				oauth_error(c, "invalid_client", "client authentication failed");
 			goto out;
 		}
+		snprintf(cl.portfolio_id, sizeof cl.portfolio_id, "%s", ac.portfolio_id);
+		cl.scopes = ac.scopes;
+		cl.codes = ac.codes;
 		cl.client_id = id;
 		snprintf(c->p.client_id, sizeof c->p.client_id, "%s", id);
 	}
@@ -558,12 +455,8 @@ int oauth_purge(struct store *st, int64_t now_ms)
 
 	if (store_begin(st, 1, &tx) != STORE_OK)
 		return -1;
-	a = store_exec(tx, "DELETE FROM saml_assertions_used WHERE expires_at <= $1",
-		       (struct store_val[]){sv_int(now_ms)}, 1);
-	/* Expired tokens are kept a day so a caller still sees 401, not a
-	 * different error, and operators can trace recent use. */
-	b = store_exec(tx, "DELETE FROM access_tokens WHERE expires_at <= $1",
-		       (struct store_val[]){sv_int(now_ms - 86400000)}, 1);
+	a = idp_assertions_purge(tx, now_ms);
+	b = auth_tokens_purge(tx, now_ms);
 	if (a < 0 || b < 0) {
 		store_rollback(tx);
 		return -1;

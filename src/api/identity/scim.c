@@ -8,13 +8,13 @@
 #include <strings.h>
 
 #include "api/ctx.h"
+#include "api/identity/user_event.h"
 #include "api/respond.h"
-#include "core/clock.h"
 #include "core/embedded.h"
 #include "core/id.h"
 #include "core/jsonw.h"
 #include "core/log.h"
-#include "events/outbox.h"
+#include "identity/directory.h"
 #include "identity/scim_filter.h"
 #include "identity/scim_patch.h"
 #include "identity/scim_schema.h"
@@ -28,10 +28,7 @@
 
 #define SCIM_MAX_RESULTS 200
 #define SCIM_DEFAULT_COUNT 100
-#define SCIM_MAX_MEMBERS 10000
-#define USER_NAME_MAX 256
 
-static const char *const role_names[] = {"revenue-approver", "finance-operator", "ops-manager"};
 
 /* ---------------------------------------------------------------- output */
 
@@ -91,499 +88,40 @@ static json_t *meta_json(struct ctx *c, const char *kind, const char *id, int64_
 			 "lastModified", jsonw_time(updated), "location", loc, "version", etag);
 }
 
-/* -------------------------------------------------------- JSON helpers */
-
-static json_t *get_ci(const json_t *o, const char *key)
-{
-	const char *k;
-	json_t *v;
-
-	json_object_foreach((json_t *)o, k, v)
-		if (!strcasecmp(k, key))
-			return v;
-	return NULL;
-}
-
-static void del_ci(json_t *o, const char *key)
-{
-	const char *k;
-	json_t *v;
-	void *tmp;
-
-	json_object_foreach_safe(o, tmp, k, v)
-		if (!strcasecmp(k, key))
-			json_object_del(o, k);
-}
-
-/* RFC 7643 §4.1.1 and §7: a user's "password" is write-only and never
- * returned. revops signs users in with SAML only, so a password is accepted
- * and discarded. This drops it from a user document in every spelling a
- * client can reach it by: any case, qualified by the core User URN
- * ("urn:...:core:2.0:User:password"), or inside an object under that URN.
- * Such an object is replaced by a copy without it, so that another
- * document sharing the object is not changed. Used on every document about
- * to be stored (POST, PUT, PATCH) and on every one about to be returned,
- * which covers rows stored before this rule. */
-static void drop_password(json_t *doc)
-{
-	const char *k;
-	json_t *v, *copy;
-	void *tmp;
-
-	json_object_foreach_safe(doc, tmp, k, v) {
-		if (!strcasecmp(k, "password") || !strcasecmp(k, URN_USER ":password")) {
-			json_object_del(doc, k);
-		} else if (!strcasecmp(k, URN_USER) && json_is_object(v) && get_ci(v, "password")) {
-			copy = json_deep_copy(v);
-			del_ci(copy, "password");
-			if (!copy || json_object_set_new(doc, k, copy))
-				json_object_del(doc, k);
-		}
-	}
-}
-
-/* Drops from a user document what a client cannot set: the read-only id,
- * meta and groups (computed from group membership), and the password. */
-static void drop_unsettable(json_t *doc)
-{
-	del_ci(doc, "id");
-	del_ci(doc, "meta");
-	del_ci(doc, "groups");
-	drop_password(doc);
-}
-
-/* Copies a resource body into the stored form: read-only and write-only
- * attributes (id, meta; for users also groups and password) and top-level
- * nulls dropped. */
-static json_t *sanitize(const json_t *body, int user)
-{
-	json_t *doc = json_deep_copy(body), *v;
-	const char *k;
-	void *tmp;
-
-	del_ci(doc, "id");
-	del_ci(doc, "meta");
-	if (user)
-		drop_unsettable(doc);
-	json_object_foreach_safe(doc, tmp, k, v)
-		if (json_is_null(v))
-			json_object_del(doc, k);
-	return doc;
-}
-
-/* Puts the core schema URN first in "schemas", keeping any others sent. */
-static void fix_schemas(json_t *doc, const char *core)
-{
-	json_t *s = get_ci(doc, "schemas"), *fresh = json_pack("[s]", core), *v;
-	size_t i;
-
-	if (json_is_array(s))
-		json_array_foreach(s, i, v)
-			if (json_is_string(v) && strcmp(json_string_value(v), core))
-				json_array_append(fresh, v);
-	del_ci(doc, "schemas");
-	json_object_set_new(doc, "schemas", fresh);
-}
-
-/* -------------------------------------------------------------- columns */
-
-struct user_cols {
-	const char *user_name;
-	char lower[USER_NAME_MAX * 4 + 1];
-	const char *display_name;
-	const char *external_id;
-	int active;
-	char *roles; /* JSON array of role values; free() */
-};
-
-/* Checks a user document and extracts the columns revops keeps. Returns 0,
- * or -1 with a reason in err. */
-static int user_columns(json_t *doc, struct user_cols *u, char *err, size_t cap)
-{
-	json_t *v, *roles, *r, *list = json_array();
-	size_t i;
-
-	memset(u, 0, sizeof *u);
-	v = get_ci(doc, "userName");
-	if (!json_is_string(v) || !json_string_length(v) ||
-	    json_string_length(v) > USER_NAME_MAX) {
-		snprintf(err, cap, "userName is required (a string of 1-%d characters)",
-			 USER_NAME_MAX);
-		goto bad;
-	}
-	u->user_name = json_string_value(v);
-	for (i = 0; u->user_name[i]; i++)
-		u->lower[i] = (char)tolower((unsigned char)u->user_name[i]);
-	u->lower[i] = '\0';
-	v = get_ci(doc, "displayName");
-	if (json_is_null(v)) {
-		del_ci(doc, "displayName"); /* null = unassigned (RFC 7643 §2.5) */
-		v = NULL;
-	}
-	if (v && !json_is_string(v)) {
-		snprintf(err, cap, "displayName must be a string");
-		goto bad;
-	}
-	u->display_name = json_string_value(v);
-	v = get_ci(doc, "externalId");
-	if (v && !json_is_string(v)) {
-		snprintf(err, cap, "externalId must be a string");
-		goto bad;
-	}
-	u->external_id = json_string_value(v);
-	v = get_ci(doc, "active");
-	if (v && !json_is_boolean(v)) {
-		snprintf(err, cap, "active must be a boolean");
-		goto bad;
-	}
-	u->active = v ? json_is_true(v) : 1;
-	if (!v)
-		json_object_set_new(doc, "active", json_true());
-	roles = get_ci(doc, "roles");
-	if (roles && !json_is_array(roles)) {
-		snprintf(err, cap, "roles must be an array");
-		goto bad;
-	}
-	json_array_foreach(roles, i, r) {
-		json_t *val = json_is_object(r) ? get_ci(r, "value") : r;
-
-		if (!json_is_string(val)) {
-			snprintf(err, cap, "roles[%zu].value must be a string", i);
-			goto bad;
-		}
-		json_array_append(list, val);
-	}
-	u->roles = json_dumps(list, JSON_COMPACT);
-	json_decref(list);
-	return u->roles ? 0 : -1;
-bad:
-	json_decref(list);
-	return -1;
-}
-
-/* A string and a position, sorted by the string, then the position: a
- * member's value and its place in the members list (group_members), or a
- * member id and its group's place in a group list (memberships). */
-struct keyed {
-	const char *key;
-	size_t i;
-};
-
-static int keyed_cmp(const void *a, const void *b)
-{
-	const struct keyed *x = a, *y = b;
-	int r = strcmp(x->key, y->key);
-
-	return r ? r : (x->i > y->i) - (x->i < y->i);
-}
-
-/* Normalises group members to objects {value, display?, type?}, accepting
- * bare strings (as some clients send), dropping duplicates: of members
- * with the same value (compared exactly) the first stays, in place. The
- * values are sorted once to find duplicates, O(n log n). Returns 0, or -1
- * with a reason (the first ill-formed member, or too many members). */
-static int group_members(json_t *doc, char *err, size_t cap)
-{
-	json_t *m = get_ci(doc, "members"), *out = json_array(), *v, *val, *o;
-	struct keyed *refs = NULL;
-	unsigned char *dup = NULL;
-	size_t i, n = json_array_size(m);
-
-	if (m && !json_is_array(m)) {
-		snprintf(err, cap, "members must be an array");
-		goto bad;
-	}
-	refs = malloc((n ? n : 1) * sizeof *refs);
-	dup = calloc(n ? n : 1, 1);
-	if (!out || !refs || !dup) {
-		snprintf(err, cap, "out of memory");
-		goto bad;
-	}
-	json_array_foreach(m, i, v) {
-		val = json_is_object(v) ? get_ci(v, "value") : v;
-		if (!json_is_string(val) || !json_string_length(val) ||
-		    json_string_length(val) > 256) {
-			snprintf(err, cap, "members[%zu].value must be a non-empty string", i);
-			goto bad;
-		}
-		refs[i].key = json_string_value(val);
-		refs[i].i = i;
-	}
-	qsort(refs, n, sizeof *refs, keyed_cmp);
-	for (i = 1; i < n; i++)
-		if (!strcmp(refs[i].key, refs[i - 1].key))
-			dup[refs[i].i] = 1;
-	json_array_foreach(m, i, v) {
-		if (dup[i])
-			continue;
-		val = json_is_object(v) ? get_ci(v, "value") : v;
-		o = json_pack("{s:O}", "value", val);
-		if (json_is_object(v)) {
-			json_t *d = get_ci(v, "display"), *t = get_ci(v, "type");
-
-			if (!d)
-				d = get_ci(v, "displayName");
-			if (json_is_string(d))
-				json_object_set(o, "display", d);
-			if (json_is_string(t))
-				json_object_set(o, "type", t);
-		}
-		if (json_array_append_new(out, o)) {
-			snprintf(err, cap, "out of memory");
-			goto bad;
-		}
-	}
-	if (json_array_size(out) > SCIM_MAX_MEMBERS) {
-		snprintf(err, cap, "a group has at most %d members", SCIM_MAX_MEMBERS);
-		goto bad;
-	}
-	free(refs);
-	free(dup);
-	del_ci(doc, "members");
-	json_object_set_new(doc, "members", out);
-	return 0;
-bad:
-	free(refs);
-	free(dup);
-	json_decref(out);
-	return -1;
-}
-
-/* Drops members that name no user or group of this portfolio (ids of
- * other portfolios' users, or made-up ones, are not stored), and the group
- * itself. One indexed lookup per member; the array is rebuilt once, not
- * shifted per removal. Returns 0 or a negative store status. */
-static int drop_foreign_members(struct store_tx *tx, const char *pf, const char *self_id,
-				json_t *doc)
-{
-	json_t *m = get_ci(doc, "members"), *keep = NULL, *e;
-	const char *v;
-	int64_t one;
-	size_t i;
-	int rc = 0;
-
-	if (!json_array_size(m))
-		return 0;
-	keep = json_array();
-	if (!keep)
-		return STORE_ERR;
-	json_array_foreach(m, i, e) {
-		v = json_string_value(json_object_get(e, "value"));
-		rc = store_query_int(tx,
-				     "SELECT 1 FROM users WHERE portfolio_id = $1 AND id = $2"
-				     " UNION ALL SELECT 1 FROM scim_groups WHERE portfolio_id = $1"
-				     " AND id = $2 AND id <> $3",
-				     (struct store_val[]){sv_text(pf), sv_text(v), sv_text(self_id)}, 3,
-				     &one);
-		if (rc < 0)
-			goto out;
-		if (rc == 1 && json_array_append(keep, e)) {
-			rc = STORE_ERR;
-			goto out;
-		}
-	}
-	rc = 0;
-	if (json_array_size(keep) != json_array_size(m) &&
-	    (json_array_clear(m) || json_array_extend(m, keep)))
-		rc = STORE_ERR;
-out:
-	json_decref(keep);
-	return rc;
-}
-
-static int group_display_name(const json_t *doc, char *err, size_t cap)
-{
-	json_t *v = get_ci(doc, "displayName");
-
-	if (!json_is_string(v) || !json_string_length(v) || json_string_length(v) > 256) {
-		snprintf(err, cap, "displayName is required (a string of 1-256 characters)");
-		return -1;
-	}
-	return 0;
-}
-
-/* ---------------------------------------------------------------- loads */
-
-struct res_row {
-	char id[ID_MAX];
-	json_t *doc;
-	int64_t version, created, updated;
-};
-
-static void row_free(struct res_row *r)
-{
-	json_decref(r->doc);
-	r->doc = NULL;
-}
-
-/* Loads one stored resource; 1 found, 0 not, < 0 store status. */
-static int load_one(struct store_tx *tx, int user, const char *pf, const char *id,
-		    struct res_row *out)
-{
-	struct store_rows *r;
-	int rc;
-
-	memset(out, 0, sizeof *out);
-	rc = store_query(tx,
-			 user ? "SELECT id, scim, version, created_at, updated_at FROM users"
-				" WHERE portfolio_id = $1 AND id = $2"
-			      : "SELECT id, scim, version, created_at, updated_at FROM scim_groups"
-				" WHERE portfolio_id = $1 AND id = $2",
-			 (struct store_val[]){sv_text(pf), sv_text(id)}, 2, &r);
-	if (rc != STORE_OK)
-		return rc;
-	rc = store_next(r);
-	if (rc == 1) {
-		snprintf(out->id, sizeof out->id, "%s", store_text(r, 0));
-		out->doc = json_loads(store_text(r, 1), 0, NULL);
-		out->version = store_int(r, 2);
-		out->created = store_int(r, 3);
-		out->updated = store_int(r, 4);
-		if (!json_is_object(out->doc)) {
-			json_decref(out->doc);
-			out->doc = json_object();
-		}
-	}
-	store_rows_close(r);
-	return rc;
-}
-
-/* Loads every group of the portfolio as [{id, doc, version, created,
- * updated}] in creation order. */
-static int load_groups(struct store_tx *tx, const char *pf, json_t **out)
-{
-	struct store_rows *r;
-	json_t *doc;
-	int rc;
-
-	*out = json_array();
-	rc = store_query(tx,
-			 "SELECT id, scim, version, created_at, updated_at FROM scim_groups"
-			 " WHERE portfolio_id = $1 ORDER BY id",
-			 (struct store_val[]){sv_text(pf)}, 1, &r);
-	if (rc != STORE_OK)
-		return rc;
-	while ((rc = store_next(r)) == 1) {
-		doc = json_loads(store_text(r, 1), 0, NULL);
-		json_array_append_new(*out, json_pack("{s:s, s:o, s:I, s:I, s:I}", "id",
-						      store_text(r, 0), "doc",
-						      doc ? doc : json_object(), "version",
-						      (json_int_t)store_int(r, 2), "created",
-						      (json_int_t)store_int(r, 3), "updated",
-						      (json_int_t)store_int(r, 4)));
-	}
-	store_rows_close(r);
-	return rc < 0 ? rc : 0;
-}
-
-static int has_member(const json_t *doc, const char *user_id)
-{
-	json_t *m = get_ci(doc, "members"), *v;
-	size_t i;
-
-	json_array_foreach(m, i, v)
-		if (json_is_object(v) && json_is_string(get_ci(v, "value")) &&
-		    !strcmp(json_string_value(get_ci(v, "value")), user_id))
-			return 1;
-	return 0;
-}
-
-/* Which groups list which users: (member id, group position) pairs taken
- * from load_groups() output and sorted, so that a user's groups are found
- * by binary search. Listing n users over groups that hold m members in all
- * costs O((n + m) log m), not O(n * m): a 10,000-member group made every
- * GET /Users (Okta's check before each create) take seconds. */
-struct memberships {
-	const json_t *groups; /* load_groups() output, or NULL when none */
-	struct keyed *pairs;  /* member id (into groups), position in groups */
-	size_t n;
-};
-
-/* Indexes groups (load_groups() output, which must outlive ms) by member,
- * counting members as has_member() does: objects with a string "value".
- * Returns 0, or -1 when memory runs out (ms is then empty; free it all the
- * same with memberships_free). */
-static int memberships_index(struct memberships *ms, const json_t *groups)
-{
-	const json_t *g, *m, *v;
-	size_t i, j, total = 0;
-
-	memset(ms, 0, sizeof *ms);
-	ms->groups = groups;
-	json_array_foreach(groups, i, g)
-		total += json_array_size(get_ci(json_object_get(g, "doc"), "members"));
-	if (!total)
-		return 0;
-	ms->pairs = malloc(total * sizeof *ms->pairs);
-	if (!ms->pairs)
-		return -1;
-	json_array_foreach(groups, i, g)
-		json_array_foreach(get_ci(json_object_get(g, "doc"), "members"), j, m) {
-			v = json_is_object(m) ? get_ci(m, "value") : NULL;
-			if (json_is_string(v))
-				ms->pairs[ms->n++] = (struct keyed){json_string_value(v), i};
-		}
-	qsort(ms->pairs, ms->n, sizeof *ms->pairs, keyed_cmp);
-	return 0;
-}
-
-static void memberships_free(struct memberships *ms)
-{
-	free(ms->pairs);
-	ms->pairs = NULL;
-	ms->n = 0;
-}
-
-/* Reads every group of the portfolio under tx and indexes it: *groups
- * (json_decref it) and *ms (memberships_free it) are set either way.
- * Returns 0 or a negative store status. */
-static int load_memberships(struct store_tx *tx, const char *pf, json_t **groups,
-			    struct memberships *ms)
-{
-	int rc = load_groups(tx, pf, groups);
-
-	if (memberships_index(ms, *groups) < 0 && rc >= 0)
-		rc = STORE_ERR;
-	return rc;
-}
-
 /* ------------------------------------------------------- representation */
+
+static enum directory_kind kind_of(int user)
+{
+	return user ? DIRECTORY_USER : DIRECTORY_GROUP;
+}
 
 /* The SCIM representation of a stored user (a new object; row keeps its
  * own): the document without any password, with id, the groups that list
  * it as a member (in the order of ms->groups, each once), and meta. */
-static json_t *user_repr(struct ctx *c, const struct res_row *row, const struct memberships *ms)
+static json_t *user_repr(struct ctx *c, const struct directory_row *row,
+			 const struct directory_memberships *ms)
 {
-	json_t *out = json_object(), *v, *list = json_array();
-	const json_t *g, *gdoc;
+	json_t *out = json_object(), *v, *list = json_array(), *groups, *g;
 	const char *k, *gid;
 	char loc[600];
-	size_t lo = 0, hi = ms->n, mid, i;
+	size_t i;
 
-	json_object_set(out, "schemas", get_ci(row->doc, "schemas"));
+	json_object_set(out, "schemas", directory_get_ci(row->doc, "schemas"));
 	json_object_set_new(out, "id", json_string(row->id));
 	json_object_foreach(row->doc, k, v)
 		if (strcasecmp(k, "schemas"))
 			json_object_set(out, k, v);
-	drop_password(out);
-	while (lo < hi) { /* the first pair of this user */
-		mid = lo + (hi - lo) / 2;
-		if (strcmp(ms->pairs[mid].key, row->id) < 0)
-			lo = mid + 1;
-		else
-			hi = mid;
-	}
-	for (i = lo; i < ms->n && !strcmp(ms->pairs[i].key, row->id); i++) {
-		if (i > lo && ms->pairs[i].i == ms->pairs[i - 1].i)
-			continue;
-		g = json_array_get(ms->groups, ms->pairs[i].i);
-		gdoc = json_object_get(g, "doc");
+	directory_drop_password(out);
+	groups = directory_user_groups(ms, row->id);
+	json_array_foreach(groups, i, g) {
 		gid = json_string_value(json_object_get(g, "id"));
 		location(c, "Groups", gid, loc, sizeof loc);
 		json_array_append_new(list, json_pack("{s:s, s:s, s:O?, s:s}", "value", gid, "$ref",
-						      loc, "display", get_ci(gdoc, "displayName"),
+						      loc, "display",
+						      directory_get_ci(json_object_get(g, "doc"), "displayName"),
 						      "type", "direct"));
 	}
+	json_decref(groups);
 	json_object_set_new(out, "groups", list);
 	json_object_set_new(out, "meta",
 			    meta_json(c, "Users", row->id, row->version, row->created, row->updated));
@@ -596,7 +134,7 @@ static json_t *group_repr(struct ctx *c, const char *id, const json_t *doc, int6
 	json_t *out = json_object(), *v;
 	const char *k;
 
-	json_object_set(out, "schemas", get_ci(doc, "schemas"));
+	json_object_set(out, "schemas", directory_get_ci(doc, "schemas"));
 	json_object_set_new(out, "id", json_string(id));
 	json_object_foreach((json_t *)doc, k, v)
 		if (strcasecmp(k, "schemas"))
@@ -667,21 +205,21 @@ static json_t *project(json_t *repr, const char *attributes, const char *exclude
 			while (*tok == ' ')
 				tok++;
 			path_head(tok, head, sizeof head, sub, sizeof sub);
-			v = get_ci(repr, head);
+			v = directory_get_ci(repr, head);
 			if (!v)
 				continue;
 			if (!sub[0] || !json_is_object(v)) {
 				json_object_set(out, head, v);
 				continue;
 			}
-			if (!get_ci(v, sub))
+			if (!directory_get_ci(v, sub))
 				continue;
 			dst = json_object_get(out, head);
 			if (!json_is_object(dst)) {
 				dst = json_object();
 				json_object_set_new(out, head, dst);
 			}
-			json_object_set(dst, sub, get_ci(v, sub));
+			json_object_set(dst, sub, directory_get_ci(v, sub));
 		}
 		free(list);
 		json_decref(repr);
@@ -696,9 +234,9 @@ static json_t *project(json_t *repr, const char *attributes, const char *exclude
 			if (!strcasecmp(head, "id") || !strcasecmp(head, "schemas"))
 				continue;
 			if (!sub[0])
-				del_ci(repr, head);
-			else if (json_is_object(get_ci(repr, head)))
-				del_ci(get_ci(repr, head), sub);
+				directory_del_ci(repr, head);
+			else if (json_is_object(directory_get_ci(repr, head)))
+				directory_del_ci(directory_get_ci(repr, head), sub);
 		}
 		free(list);
 	}
@@ -733,19 +271,19 @@ static const char *sort_key(const json_t *res, const char *path)
 	size_t i;
 
 	path_head(path, head, sizeof head, sub, sizeof sub);
-	v = get_ci(res, head);
+	v = directory_get_ci(res, head);
 	if (json_is_array(v)) {
 		json_t *pick = json_array_get(v, 0);
 
 		json_array_foreach(v, i, e)
-			if (json_is_object(e) && json_is_true(get_ci(e, "primary")))
+			if (json_is_object(e) && json_is_true(directory_get_ci(e, "primary")))
 				pick = e;
 		v = pick;
 		if (json_is_object(v) && !sub[0])
 			snprintf(sub, sizeof sub, "value");
 	}
 	if (sub[0] && json_is_object(v))
-		v = get_ci(v, sub);
+		v = directory_get_ci(v, sub);
 	return json_is_string(v) ? json_string_value(v) : NULL;
 }
 
@@ -957,51 +495,34 @@ out:
 void scim_h_users_list(struct ctx *c)
 {
 	struct store_tx *tx;
-	struct store_rows *r = NULL;
-	struct memberships ms = {0};
-	json_t *groups = NULL, *all = json_array();
-	struct res_row row;
+	struct directory_memberships ms = {0};
+	struct directory_row row = {0};
+	json_t *users = NULL, *all = json_array(), *u;
+	size_t i;
 	int rc;
 
 	if ((rc = store_begin(c->svc->store, 0, &tx)) != STORE_OK)
-		goto fail_notx;
-	if ((rc = load_memberships(tx, c->p.portfolio_id, &groups, &ms)) < 0)
 		goto fail;
-	rc = store_query(tx,
-			 "SELECT id, scim, version, created_at, updated_at FROM users"
-			 " WHERE portfolio_id = $1 ORDER BY id",
-			 (struct store_val[]){sv_text(c->p.portfolio_id)}, 1, &r);
-	if (rc != STORE_OK)
-		goto fail;
-	while ((rc = store_next(r)) == 1) {
-		memset(&row, 0, sizeof row);
-		snprintf(row.id, sizeof row.id, "%s", store_text(r, 0));
-		row.doc = json_loads(store_text(r, 1), 0, NULL);
-		if (!json_is_object(row.doc)) {
-			json_decref(row.doc);
-			row.doc = json_object();
-		}
-		row.version = store_int(r, 2);
-		row.created = store_int(r, 3);
-		row.updated = store_int(r, 4);
-		json_array_append_new(all, user_repr(c, &row, &ms));
-		row_free(&row);
-	}
-	store_rows_close(r);
-	r = NULL;
+	if ((rc = directory_memberships_load(tx, c->p.portfolio_id, &ms)) >= 0)
+		rc = directory_list(tx, DIRECTORY_USER, c->p.portfolio_id, &users);
+	store_rollback(tx);
 	if (rc < 0)
 		goto fail;
-	store_rollback(tx);
-	memberships_free(&ms);
-	json_decref(groups);
+	json_array_foreach(users, i, u) {
+		snprintf(row.id, sizeof row.id, "%s", json_string_value(json_object_get(u, "id")));
+		row.doc = json_object_get(u, "doc");
+		row.version = json_integer_value(json_object_get(u, "version"));
+		row.created = json_integer_value(json_object_get(u, "created"));
+		row.updated = json_integer_value(json_object_get(u, "updated"));
+		json_array_append_new(all, user_repr(c, &row, &ms));
+	}
+	directory_memberships_free(&ms);
+	json_decref(users);
 	send_list(c, all, 1);
 	return;
 fail:
-	store_rows_close(r);
-	store_rollback(tx);
-fail_notx:
-	memberships_free(&ms);
-	json_decref(groups);
+	directory_memberships_free(&ms);
+	json_decref(users);
 	json_decref(all);
 	db_error(c, rc);
 }
@@ -1018,7 +539,7 @@ void scim_h_groups_list(struct ctx *c)
 		db_error(c, rc);
 		return;
 	}
-	rc = load_groups(tx, c->p.portfolio_id, &groups);
+	rc = directory_list(tx, DIRECTORY_GROUP, c->p.portfolio_id, &groups);
 	store_rollback(tx);
 	if (rc < 0) {
 		json_decref(groups);
@@ -1056,105 +577,39 @@ static int check_if_match(struct ctx *c, int64_t version)
 	return -1;
 }
 
-static int emit_user_event(struct store_tx *tx, const char *pf, const char *type,
-			   const char *user_id, const char *user_name, const char *via,
-			   int revoked)
-{
-	json_t *props = json_array(), *data;
-	int rc;
 
-	data = json_pack("{s:s, s:s, s:s}", "user_id", user_id, "user_name", user_name, "via", via);
-	if (revoked >= 0)
-		json_object_set_new(data, "revoked_tokens", json_integer(revoked));
-	rc = outbox_append(tx, "v2", type, pf, props, data, NULL, 0);
-	json_decref(props);
-	json_decref(data);
-	return rc;
-}
-
-static int insert_user(struct store_tx *tx, const char *pf, const char *id,
-		       const struct user_cols *u, const char *doc_s, const char *via)
-{
-	int64_t now = clock_now_ms();
-
-	return store_exec(tx,
-			  "INSERT INTO users (id, portfolio_id, user_name, user_name_lower,"
-			  " display_name, external_id, active, roles, scim, version, via,"
-			  " created_at, updated_at) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, 1,"
-			  " $10, $11, $11)",
-			  (struct store_val[]){sv_text(id), sv_text(pf), sv_text(u->user_name),
-					       sv_text(u->lower), sv_text(u->display_name),
-					       sv_text(u->external_id), sv_int(u->active),
-					       sv_text(u->roles), sv_text(doc_s), sv_text(via),
-					       sv_int(now)}, 11);
-}
-
-/* The stored form of a user document, made in place: what a client cannot
- * set dropped (drop_unsettable: id, meta, groups, password), the Okta/Entra
- * quirks normalised, every attribute checked against the published schemas
- * (scim_schema_check, with before the stored user or NULL for a new one:
- * values equal to the stored ones pass as they are), the core schema first
- * in "schemas"; then the columns revops keeps in *u (pointing into doc,
- * except u->roles, which the caller frees) and the document's text in
- * *doc_s (the caller frees it). Every user write (POST, PUT, PATCH) stores
- * what this made, so none can store a password or a wrong-typed value.
- * Touches no store, so it runs before the write transaction. Returns 0, or
- * a refusal with a reason in err for prepare_refused(): SCIM_SCHEMA_INVALID_
- * SYNTAX (an attribute given twice) or SCIM_SCHEMA_INVALID_VALUE (anything
- * else). Nothing to free on a refusal. */
-static int user_prepare(json_t *doc, const json_t *before, struct user_cols *u, char **doc_s,
-			char *err, size_t cap)
-{
-	int rc = SCIM_SCHEMA_INVALID_VALUE;
-
-	*doc_s = NULL;
-	memset(u, 0, sizeof *u);
-	snprintf(err, cap, "out of memory");
-	drop_unsettable(doc);
-	if (scim_patch_normalize(doc, err, cap) != SCIM_PATCH_OK ||
-	    (rc = scim_schema_check(scim_schemas_builtin(), "User", doc, before, err, cap)) < 0)
-		goto bad;
-	rc = SCIM_SCHEMA_INVALID_VALUE;
-	fix_schemas(doc, URN_USER);
-	if (user_columns(doc, u, err, cap) < 0)
-		goto bad;
-	*doc_s = json_dumps(doc, JSON_COMPACT | JSON_PRESERVE_ORDER);
-	if (!*doc_s) {
-		free(u->roles);
-		u->roles = NULL;
-		snprintf(err, cap, "out of memory");
-		return rc;
-	}
-	return 0;
-bad:
-	if (!err[0])
-		snprintf(err, cap, "out of memory");
-	return rc;
-}
-
-/* Answers 400 for a refusal of user_prepare() or group_prepare(). */
+/* Answers 400 for a refusal of directory_user_prepare() or
+ * directory_group_prepare(). */
 static void prepare_refused(struct ctx *c, int rc, const char *err)
 {
 	scim_error(c, 400, rc == SCIM_SCHEMA_INVALID_SYNTAX ? "invalidSyntax" : "invalidValue", "%s",
 		   err);
 }
 
+/* Answers 409 when a user write found its userName taken, else the store
+ * error rc. */
+static void user_write_failed(struct ctx *c, int rc, const struct directory_user *u)
+{
+	if (rc == STORE_CONSTRAINT)
+		scim_error(c, 409, "uniqueness", "userName \"%s\" is already taken in this portfolio",
+			   u->user_name);
+	else
+		db_error(c, rc);
+}
+
 void scim_h_users_create(struct ctx *c)
 {
-	char err[256], id[ID_MAX], *doc_s = NULL;
-	struct user_cols u = {0};
+	char err[256], id[ID_MAX];
+	struct directory_user u = {0};
+	struct directory_event ev;
 	struct store_tx *tx = NULL;
-	struct res_row row = {0};
-	struct memberships none = {0}; /* a new user is in no group */
-	json_t *doc = sanitize(c->body, 1);
+	struct directory_row row = {0};
+	struct directory_memberships none = {0}; /* a new user is in no group */
+	json_t *doc = directory_sanitize(c->body, 1);
 	int rc;
 
-	if ((rc = user_prepare(doc, NULL, &u, &doc_s, err, sizeof err)) < 0) {
+	if ((rc = directory_user_prepare(doc, NULL, &u, err, sizeof err)) < 0) {
 		prepare_refused(c, rc, err);
-		goto out;
-	}
-	if (id_new("usr_", id, sizeof id) < 0) {
-		scim_error(c, 500, NULL, "internal error");
 		goto out;
 	}
 	if ((rc = store_begin(c->svc->store, 1, &tx)) != STORE_OK) {
@@ -1162,15 +617,13 @@ void scim_h_users_create(struct ctx *c)
 		db_error(c, rc);
 		goto out;
 	}
-	rc = insert_user(tx, c->p.portfolio_id, id, &u, doc_s, "scim");
-	if (rc == STORE_CONSTRAINT) {
-		scim_error(c, 409, "uniqueness", "userName \"%s\" is already taken in this portfolio",
-			   u.user_name);
+	rc = directory_user_add(tx, c->p.portfolio_id, &u, id, sizeof id, &ev);
+	if (rc < 0) {
+		user_write_failed(c, rc, &u);
 		goto out;
 	}
-	if (rc < 0 || (rc = emit_user_event(tx, c->p.portfolio_id, "sso.user.provisioned", id,
-					    u.user_name, "scim", -1)) < 0 ||
-	    (rc = load_one(tx, 1, c->p.portfolio_id, id, &row)) != 1) {
+	if ((rc = user_event_append(tx, c->p.portfolio_id, &ev)) < 0 ||
+	    (rc = directory_load(tx, DIRECTORY_USER, c->p.portfolio_id, id, &row)) != 1) {
 		db_error(c, rc);
 		goto out;
 	}
@@ -1183,26 +636,24 @@ void scim_h_users_create(struct ctx *c)
 	send_resource(c, 201, user_repr(c, &row, &none));
 out:
 	store_rollback(tx);
-	row_free(&row);
-	free(u.roles);
-	free(doc_s);
+	directory_row_free(&row);
+	directory_user_release(&u);
 	json_decref(doc);
 }
 
 void scim_h_user_get(struct ctx *c)
 {
 	struct store_tx *tx;
-	struct res_row row;
-	struct memberships ms = {0};
-	json_t *groups = NULL;
+	struct directory_row row;
+	struct directory_memberships ms = {0};
 	int rc;
 
 	if ((rc = store_begin(c->svc->store, 0, &tx)) != STORE_OK) {
 		db_error(c, rc);
 		return;
 	}
-	rc = load_one(tx, 1, c->p.portfolio_id, ctx_param(c, 0), &row);
-	if (rc == 1 && load_memberships(tx, c->p.portfolio_id, &groups, &ms) < 0)
+	rc = directory_load(tx, DIRECTORY_USER, c->p.portfolio_id, ctx_param(c, 0), &row);
+	if (rc == 1 && directory_memberships_load(tx, c->p.portfolio_id, &ms) < 0)
 		rc = STORE_ERR;
 	store_rollback(tx);
 	if (rc == 1)
@@ -1211,15 +662,15 @@ void scim_h_user_get(struct ctx *c)
 		scim_error(c, 404, NULL, "no user %s", ctx_param(c, 0));
 	else
 		db_error(c, rc);
-	row_free(&row);
-	memberships_free(&ms);
-	json_decref(groups);
+	directory_row_free(&row);
+	directory_memberships_free(&ms);
 }
 
 /* Opens a write transaction and loads the resource named by the path
  * under it, checking If-Match. Returns 1 with *tx and *row (the caller
  * finishes both), or 0 after answering (nothing left open). */
-static int load_for_change(struct ctx *c, int user, struct store_tx **tx, struct res_row *row)
+static int load_for_change(struct ctx *c, int user, struct store_tx **tx,
+			   struct directory_row *row)
 {
 	int rc;
 
@@ -1229,7 +680,7 @@ static int load_for_change(struct ctx *c, int user, struct store_tx **tx, struct
 		db_error(c, rc);
 		return 0;
 	}
-	rc = load_one(*tx, user, c->p.portfolio_id, ctx_param(c, 0), row);
+	rc = directory_load(*tx, kind_of(user), c->p.portfolio_id, ctx_param(c, 0), row);
 	if (rc == 1 && check_if_match(c, row->version) == 0)
 		return 1;
 	if (rc == 0)
@@ -1238,7 +689,7 @@ static int load_for_change(struct ctx *c, int user, struct store_tx **tx, struct
 		db_error(c, rc);
 	store_rollback(*tx);
 	*tx = NULL;
-	row_free(row);
+	directory_row_free(row);
 	return 0;
 }
 
@@ -1255,7 +706,7 @@ static int load_for_change(struct ctx *c, int user, struct store_tx **tx, struct
 /* Reads the resource the path names in a read transaction, checking
  * If-Match. Returns 1 with *row (the caller frees it), or 0 after
  * answering (404, 412 or a store error). */
-static int load_snapshot(struct ctx *c, int user, struct res_row *row)
+static int load_snapshot(struct ctx *c, int user, struct directory_row *row)
 {
 	struct store_tx *tx;
 	int rc;
@@ -1265,7 +716,7 @@ static int load_snapshot(struct ctx *c, int user, struct res_row *row)
 		db_error(c, rc);
 		return 0;
 	}
-	rc = load_one(tx, user, c->p.portfolio_id, ctx_param(c, 0), row);
+	rc = directory_load(tx, kind_of(user), c->p.portfolio_id, ctx_param(c, 0), row);
 	store_rollback(tx);
 	if (rc == 1 && check_if_match(c, row->version) == 0)
 		return 1;
@@ -1273,7 +724,7 @@ static int load_snapshot(struct ctx *c, int user, struct res_row *row)
 		scim_error(c, 404, NULL, "no %s %s", user ? "user" : "group", ctx_param(c, 0));
 	else if (rc < 0)
 		db_error(c, rc);
-	row_free(row);
+	directory_row_free(row);
 	return 0;
 }
 
@@ -1282,7 +733,7 @@ static int load_snapshot(struct ctx *c, int user, struct res_row *row)
  * is still row->version; 0 with *tx open and *row reloaded under the lock
  * (If-Match checked again) when it has changed, so that the caller works
  * the change out again; or -1 after answering, with nothing left open. */
-static int begin_change(struct ctx *c, int user, struct res_row *row, struct store_tx **tx)
+static int begin_change(struct ctx *c, int user, struct directory_row *row, struct store_tx **tx)
 {
 	int64_t version = -1;
 	int rc;
@@ -1292,16 +743,12 @@ static int begin_change(struct ctx *c, int user, struct res_row *row, struct sto
 		db_error(c, rc);
 		return -1;
 	}
-	rc = store_query_int(*tx,
-			     user ? "SELECT version FROM users WHERE portfolio_id = $1 AND id = $2"
-				  : "SELECT version FROM scim_groups WHERE portfolio_id = $1 AND id = $2",
-			     (struct store_val[]){sv_text(c->p.portfolio_id), sv_text(row->id)}, 2,
-			     &version);
+	rc = directory_version(*tx, kind_of(user), c->p.portfolio_id, row->id, &version);
 	if (rc == 1 && version == row->version)
 		return 1;
 	if (rc >= 0) {
-		row_free(row);
-		rc = load_one(*tx, user, c->p.portfolio_id, ctx_param(c, 0), row);
+		directory_row_free(row);
+		rc = directory_load(*tx, kind_of(user), c->p.portfolio_id, ctx_param(c, 0), row);
 		if (rc == 1 && check_if_match(c, row->version) == 0)
 			return 0;
 		if (rc == 0)
@@ -1331,20 +778,19 @@ static int apply_patch(struct ctx *c, json_t *doc, const json_t *body)
 }
 
 /* The user document a PUT (the body) or PATCH (the body applied to
- * stored) makes, prepared for storing by user_prepare (*u and *doc_s as
+ * stored) makes, prepared for storing by directory_user_prepare (*u as
  * there; values equal to stored's pass its schema check as they are, so a
  * user stored with a wrong type before that check existed can still be
  * changed and deactivated). Touches no store. Returns the new document,
  * or NULL after answering 400. */
-static json_t *user_change(struct ctx *c, const json_t *stored, int patch, struct user_cols *u,
-			   char **doc_s)
+static json_t *user_change(struct ctx *c, const json_t *stored, int patch,
+			   struct directory_user *u)
 {
 	char err[256];
 	json_t *doc;
 	int rc;
 
 	memset(u, 0, sizeof *u);
-	*doc_s = NULL;
 	if (patch) {
 		doc = json_deep_copy(stored);
 		if (apply_patch(c, doc, c->body) < 0) {
@@ -1352,9 +798,9 @@ static json_t *user_change(struct ctx *c, const json_t *stored, int patch, struc
 			return NULL;
 		}
 	} else {
-		doc = sanitize(c->body, 1);
+		doc = directory_sanitize(c->body, 1);
 	}
-	if ((rc = user_prepare(doc, stored, u, doc_s, err, sizeof err)) < 0) {
+	if ((rc = directory_user_prepare(doc, stored, u, err, sizeof err)) < 0) {
 		prepare_refused(c, rc, err);
 		json_decref(doc);
 		return NULL;
@@ -1362,124 +808,120 @@ static json_t *user_change(struct ctx *c, const json_t *stored, int patch, struc
 	return doc;
 }
 
-/* Stores a prepared user document (user_change) over old inside tx:
- * columns, version, and on deactivation the revocation of every token of
- * the user with an sso.user.deprovisioned event. Answers and returns -1 on
- * a refusal or a store error; 0 when stored. */
-static int save_user(struct ctx *c, struct store_tx *tx, const struct res_row *old,
-		     const struct user_cols *u, const char *doc_s)
+/* Stores a prepared user document (user_change) over old inside tx, with
+ * the sso.user.deprovisioned event of a deactivation. Answers and returns
+ * -1 on a refusal or a store error; 0 when stored. */
+static int save_user(struct ctx *c, struct store_tx *tx, const struct directory_row *old,
+		     const struct directory_user *u)
 {
-	json_t *was = get_ci(old->doc, "active");
-	int was_active = !was || json_is_true(was), rc, revoked;
+	struct directory_event ev;
+	int rc = directory_user_update(tx, c->p.portfolio_id, old, u, &ev);
 
-	rc = store_exec(tx,
-			"UPDATE users SET user_name = $3, user_name_lower = $4,"
-			" display_name = $5, external_id = $6, active = $7, roles = $8,"
-			" scim = $9, version = version + 1, updated_at = $10"
-			" WHERE portfolio_id = $1 AND id = $2",
-			(struct store_val[]){sv_text(c->p.portfolio_id), sv_text(old->id),
-					     sv_text(u->user_name), sv_text(u->lower),
-					     sv_text(u->display_name), sv_text(u->external_id),
-					     sv_int(u->active), sv_text(u->roles), sv_text(doc_s),
-					     sv_int(clock_now_ms())}, 10);
-	if (rc == STORE_CONSTRAINT) {
-		scim_error(c, 409, "uniqueness", "userName \"%s\" is already taken in this portfolio",
-			   u->user_name);
+	if (rc < 0) {
+		user_write_failed(c, rc, u);
 		return -1;
 	}
-	if (rc >= 0 && was_active && !u->active) {
-		revoked = auth_revoke_user_tokens(tx, old->id, clock_now_ms());
-		rc = revoked < 0 ? revoked
-				 : emit_user_event(tx, c->p.portfolio_id, "sso.user.deprovisioned",
-						   old->id, u->user_name, "scim", revoked);
-	}
-	if (rc < 0) {
+	if ((rc = user_event_append(tx, c->p.portfolio_id, &ev)) < 0) {
 		db_error(c, rc);
 		return -1;
 	}
 	return 0;
 }
 
-/* load_memberships in a read transaction of its own. */
-static int load_memberships_read(struct ctx *c, json_t **groups, struct memberships *ms)
+/* directory_memberships_load in a read transaction of its own. */
+static int load_memberships_read(struct ctx *c, struct directory_memberships *ms)
 {
 	struct store_tx *tx;
 	int rc;
 
-	*groups = NULL;
 	memset(ms, 0, sizeof *ms);
 	if ((rc = store_begin(c->svc->store, 0, &tx)) != STORE_OK)
 		return rc;
-	rc = load_memberships(tx, c->p.portfolio_id, groups, ms);
+	rc = directory_memberships_load(tx, c->p.portfolio_id, ms);
 	store_rollback(tx);
 	return rc;
 }
 
-/* The common frame of PUT and PATCH on a user: work the new document out
- * from a snapshot, store it under the write lock (begin_change), answer
- * with the resource (PUT; PATCH when attributes are asked for) or 204. The
- * groups of the answer are read after the commit: that reads every group
- * of the portfolio, which need not happen under the lock. */
-static void modify_user(struct ctx *c, int patch)
+/* Answers a PATCH that asked for no attributes: 204 with the new ETag. */
+static void send_no_content(struct ctx *c, int64_t version)
+{
+	char etag[32];
+
+	snprintf(etag, sizeof etag, "W/\"%lld\"", (long long)version);
+	(void)response_header(c->res, "ETag", etag);
+	c->res->status = 204;
+	buf_reset(&c->res->body);
+}
+
+/* Stores the user change worked out from *row (user_change) under the
+ * write lock (begin_change, working it out again if the user changed in
+ * between). Returns 0 with the stored user in *fresh (the caller frees
+ * it), or -1 after answering. */
+static int store_user_change(struct ctx *c, int patch, struct directory_row *row,
+			     struct directory_row *fresh)
 {
 	struct store_tx *tx = NULL;
-	struct res_row row = {0}, fresh = {0};
-	struct user_cols u = {0};
-	struct memberships ms = {0};
-	json_t *doc = NULL, *groups = NULL;
-	char *doc_s = NULL, etag[32];
-	int rc;
+	struct directory_user u = {0};
+	json_t *doc = user_change(c, row->doc, patch, &u);
+	int rc = -1;
 
-	if (!load_snapshot(c, 1, &row))
-		return;
-	doc = user_change(c, row.doc, patch, &u, &doc_s);
 	if (!doc)
 		goto out;
-	rc = begin_change(c, 1, &row, &tx);
-	if (rc < 0)
-		goto out;
+	rc = begin_change(c, 1, row, &tx);
 	if (rc == 0) {
 		json_decref(doc);
-		free(u.roles);
-		free(doc_s);
-		doc = user_change(c, row.doc, patch, &u, &doc_s);
-		if (!doc)
-			goto out;
+		directory_user_release(&u);
+		doc = user_change(c, row->doc, patch, &u);
 	}
-	if (save_user(c, tx, &row, &u, doc_s) < 0)
+	rc = -1;
+	if (!doc || !tx || save_user(c, tx, row, &u) < 0)
 		goto out;
-	if ((rc = load_one(tx, 1, c->p.portfolio_id, row.id, &fresh)) != 1) {
+	if ((rc = directory_load(tx, DIRECTORY_USER, c->p.portfolio_id, row->id, fresh)) != 1) {
 		db_error(c, rc == 0 ? STORE_ERR : rc);
+		rc = -1;
 		goto out;
 	}
 	rc = store_commit(tx);
 	tx = NULL;
-	if (rc != STORE_OK) {
+	if (rc != STORE_OK)
 		db_error(c, rc);
+	rc = rc == STORE_OK ? 0 : -1;
+out:
+	store_rollback(tx);
+	directory_user_release(&u);
+	json_decref(doc);
+	return rc;
+}
+
+/* The common frame of PUT and PATCH on a user: work the new document out
+ * from a snapshot, store it under the write lock (store_user_change),
+ * answer with the resource (PUT; PATCH when attributes are asked for) or
+ * 204. The groups of the answer are read after the commit: that reads
+ * every group of the portfolio, which need not happen under the lock. */
+static void modify_user(struct ctx *c, int patch)
+{
+	struct directory_row row = {0}, fresh = {0};
+	struct directory_memberships ms = {0};
+	int rc;
+
+	if (!load_snapshot(c, 1, &row))
+		return;
+	if (store_user_change(c, patch, &row, &fresh) < 0)
 		goto out;
-	}
 	auth_revocation_bump(); /* entries cached while the change committed */
 	if (patch && !wants_body(c)) {
-		snprintf(etag, sizeof etag, "W/\"%lld\"", (long long)fresh.version);
-		(void)response_header(c->res, "ETag", etag);
-		c->res->status = 204;
-		buf_reset(&c->res->body);
+		send_no_content(c, fresh.version);
 		goto out;
 	}
-	if ((rc = load_memberships_read(c, &groups, &ms)) < 0) {
+	if ((rc = load_memberships_read(c, &ms)) < 0) {
 		db_error(c, rc);
 		goto out;
 	}
 	send_resource(c, 200, user_repr(c, &fresh, &ms));
 out:
-	store_rollback(tx);
-	row_free(&row);
-	row_free(&fresh);
-	memberships_free(&ms);
-	free(u.roles);
-	free(doc_s);
-	json_decref(doc);
-	json_decref(groups);
+	directory_row_free(&row);
+	directory_row_free(&fresh);
+	directory_memberships_free(&ms);
 }
 
 void scim_h_user_put(struct ctx *c)
@@ -1492,60 +934,18 @@ void scim_h_user_patch(struct ctx *c)
 	modify_user(c, 1);
 }
 
-/* Removes user_id from every group of the portfolio inside tx. */
-static int drop_memberships(struct store_tx *tx, const char *pf, const char *user_id)
-{
-	json_t *groups = NULL, *g, *m, *v;
-	size_t i, j;
-	char *doc_s;
-	int rc;
-
-	rc = load_groups(tx, pf, &groups);
-	json_array_foreach(groups, i, g) {
-		json_t *doc = json_object_get(g, "doc");
-
-		if (rc < 0 || !has_member(doc, user_id))
-			continue;
-		m = get_ci(doc, "members");
-		for (j = json_array_size(m); j-- > 0;) {
-			v = get_ci(json_array_get(m, j), "value");
-			if (json_is_string(v) && !strcmp(json_string_value(v), user_id))
-				json_array_remove(m, j);
-		}
-		doc_s = json_dumps(doc, JSON_COMPACT | JSON_PRESERVE_ORDER);
-		rc = store_exec(tx,
-				"UPDATE scim_groups SET scim = $2, version = version + 1,"
-				" updated_at = $3 WHERE id = $1",
-				(struct store_val[]){sv_text(json_string_value(json_object_get(g, "id"))),
-						     sv_text(doc_s), sv_int(clock_now_ms())}, 3);
-		free(doc_s);
-	}
-	json_decref(groups);
-	return rc < 0 ? rc : 0;
-}
-
 void scim_h_user_delete(struct ctx *c)
 {
 	struct store_tx *tx = NULL;
-	struct res_row row = {0};
-	char name[USER_NAME_MAX * 4 + 1];
-	int rc, revoked;
+	struct directory_row row = {0};
+	struct directory_event ev;
+	int rc;
 
 	if (!load_for_change(c, 1, &tx, &row))
 		return;
-	snprintf(name, sizeof name, "%s", json_string_value(get_ci(row.doc, "userName")) ?
-		 json_string_value(get_ci(row.doc, "userName")) : "");
-	revoked = auth_revoke_user_tokens(tx, row.id, clock_now_ms());
-	rc = revoked;
+	rc = directory_user_delete(tx, c->p.portfolio_id, &row, &ev);
 	if (rc >= 0)
-		rc = drop_memberships(tx, c->p.portfolio_id, row.id);
-	if (rc >= 0)
-		rc = store_exec(tx, "DELETE FROM users WHERE portfolio_id = $1 AND id = $2",
-				(struct store_val[]){sv_text(c->p.portfolio_id), sv_text(row.id)},
-				2);
-	if (rc >= 0)
-		rc = emit_user_event(tx, c->p.portfolio_id, "sso.user.deprovisioned", row.id, name,
-				     "scim", revoked);
+		rc = user_event_append(tx, c->p.portfolio_id, &ev);
 	if (rc < 0) {
 		db_error(c, rc);
 		goto out;
@@ -1561,108 +961,27 @@ void scim_h_user_delete(struct ctx *c)
 	buf_reset(&c->res->body);
 out:
 	store_rollback(tx);
-	row_free(&row);
+	directory_row_free(&row);
 }
 
 /* -------------------------------------------------------------- groups */
 
-static int save_group_doc(struct store_tx *tx, const char *pf, const char *id, json_t *doc,
-			  int insert)
-{
-	char *doc_s = json_dumps(doc, JSON_COMPACT | JSON_PRESERVE_ORDER);
-	json_t *ext = get_ci(doc, "externalId");
-	int64_t now = clock_now_ms();
-	int rc;
-
-	if (!doc_s)
-		return STORE_ERR;
-	if (insert)
-		rc = store_exec(tx,
-				"INSERT INTO scim_groups (id, portfolio_id, display_name, external_id,"
-				" scim, version, created_at, updated_at)"
-				" VALUES ($1, $2, $3, $4, $5, 1, $6, $6)",
-				(struct store_val[]){sv_text(id), sv_text(pf),
-						     sv_text(json_string_value(get_ci(doc, "displayName"))),
-						     sv_text(json_string_value(ext)), sv_text(doc_s),
-						     sv_int(now)}, 6);
-	else
-		rc = store_exec(tx,
-				"UPDATE scim_groups SET display_name = $3, external_id = $4, scim = $5,"
-				" version = version + 1, updated_at = $6"
-				" WHERE portfolio_id = $2 AND id = $1",
-				(struct store_val[]){sv_text(id), sv_text(pf),
-						     sv_text(json_string_value(get_ci(doc, "displayName"))),
-						     sv_text(json_string_value(ext)), sv_text(doc_s),
-						     sv_int(now)}, 6);
-	free(doc_s);
-	return rc;
-}
-
-/* The stored form of a group document, made in place: every attribute
- * checked against the published schemas (scim_schema_check, with before
- * the stored group or NULL for a new one, as for users), the core schema
- * first in "schemas", displayName checked, members normalised and
- * de-duplicated (group_members). Touches no store, so it runs before the
- * write transaction. Returns 0, or a refusal with a reason in err, as
- * user_prepare(). */
-static int group_prepare(json_t *doc, const json_t *before, char *err, size_t cap)
-{
-	int rc = scim_schema_check(scim_schemas_builtin(), "Group", doc, before, err, cap);
-
-	if (rc < 0)
-		return rc;
-	fix_schemas(doc, URN_GROUP);
-	if (group_display_name(doc, err, cap) < 0 || group_members(doc, err, cap) < 0)
-		return SCIM_SCHEMA_INVALID_VALUE;
-	return 0;
-}
-
-json_t *scim_prepare(const json_t *body, int user, const json_t *before, int *rc, char *err,
-		     size_t cap)
-{
-	json_t *doc = sanitize(body, user);
-	struct user_cols u = {0};
-	char *doc_s = NULL;
-
-	err[0] = '\0';
-	*rc = SCIM_SCHEMA_INVALID_VALUE;
-	if (!doc) {
-		snprintf(err, cap, "out of memory");
-		return NULL;
-	}
-	*rc = user ? user_prepare(doc, before, &u, &doc_s, err, cap)
-		   : group_prepare(doc, before, err, cap);
-	free(u.roles);
-	free(doc_s);
-	if (*rc < 0) {
-		json_decref(doc);
-		return NULL;
-	}
-	return doc;
-}
-
-/* Stores a prepared group document (group_prepare) inside tx, without the
- * members that name nothing in this portfolio, then answers with the
- * resource (status 201/200) or 204 (PATCH without attributes). Ends tx
- * either way (committed or rolled back): the caller must not use it
- * afterwards. */
+/* Stores a prepared group document (directory_group_prepare) inside tx,
+ * then answers with the resource (status 201/200) or 204 (PATCH without
+ * attributes). Ends tx either way (committed or rolled back): the caller
+ * must not use it afterwards. */
 static void finish_group(struct ctx *c, struct store_tx *tx, const char *id, json_t *doc,
 			 int insert, int status)
 {
-	struct res_row row = {0};
+	struct directory_row row = {0};
 	int64_t version = 0;
-	char etag[32];
 	int rc;
 
-	if ((rc = drop_foreign_members(tx, c->p.portfolio_id, id, doc)) >= 0 &&
-	    (rc = save_group_doc(tx, c->p.portfolio_id, id, doc, insert)) >= 0) {
+	if ((rc = directory_group_save(tx, c->p.portfolio_id, id, doc, insert)) >= 0) {
 		if (status == 204)
-			rc = store_query_int(tx, "SELECT version FROM scim_groups"
-					     " WHERE portfolio_id = $1 AND id = $2",
-					     (struct store_val[]){sv_text(c->p.portfolio_id),
-								  sv_text(id)}, 2, &version);
+			rc = directory_version(tx, DIRECTORY_GROUP, c->p.portfolio_id, id, &version);
 		else
-			rc = load_one(tx, 0, c->p.portfolio_id, id, &row);
+			rc = directory_load(tx, DIRECTORY_GROUP, c->p.portfolio_id, id, &row);
 		if (rc != 1)
 			rc = rc == 0 ? STORE_ERR : rc;
 	}
@@ -1671,25 +990,22 @@ static void finish_group(struct ctx *c, struct store_tx *tx, const char *id, jso
 		goto out;
 	}
 	if (status == 204) {
-		snprintf(etag, sizeof etag, "W/\"%lld\"", (long long)version);
-		(void)response_header(c->res, "ETag", etag);
-		c->res->status = 204;
-		buf_reset(&c->res->body);
+		send_no_content(c, version);
 		goto out;
 	}
 	send_resource(c, status, group_repr(c, id, row.doc, row.version, row.created, row.updated));
 out:
-	row_free(&row);
+	directory_row_free(&row);
 }
 
 void scim_h_groups_create(struct ctx *c)
 {
 	struct store_tx *tx;
-	json_t *doc = sanitize(c->body, 0);
+	json_t *doc = directory_sanitize(c->body, 0);
 	char id[ID_MAX], err[256];
 	int rc;
 
-	if ((rc = group_prepare(doc, NULL, err, sizeof err)) < 0) {
+	if ((rc = directory_group_prepare(doc, NULL, err, sizeof err)) < 0) {
 		prepare_refused(c, rc, err);
 	} else if (id_new("grp_", id, sizeof id) < 0) {
 		scim_error(c, 500, NULL, "internal error");
@@ -1704,14 +1020,14 @@ void scim_h_groups_create(struct ctx *c)
 void scim_h_group_get(struct ctx *c)
 {
 	struct store_tx *tx;
-	struct res_row row;
+	struct directory_row row;
 	int rc;
 
 	if ((rc = store_begin(c->svc->store, 0, &tx)) != STORE_OK) {
 		db_error(c, rc);
 		return;
 	}
-	rc = load_one(tx, 0, c->p.portfolio_id, ctx_param(c, 0), &row);
+	rc = directory_load(tx, DIRECTORY_GROUP, c->p.portfolio_id, ctx_param(c, 0), &row);
 	store_rollback(tx);
 	if (rc == 1)
 		send_resource(c, 200, group_repr(c, row.id, row.doc, row.version, row.created,
@@ -1720,19 +1036,19 @@ void scim_h_group_get(struct ctx *c)
 		scim_error(c, 404, NULL, "no group %s", ctx_param(c, 0));
 	else
 		db_error(c, rc);
-	row_free(&row);
+	directory_row_free(&row);
 }
 
 /* Rewrites member operations into the array form the PATCH engine expects:
  * clients send a bare id string or a single object as the value. */
 static json_t *normalize_member_ops(const json_t *body)
 {
-	json_t *copy = json_deep_copy(body), *ops = get_ci(copy, "Operations"), *op, *v, *path;
+	json_t *copy = json_deep_copy(body), *ops = directory_get_ci(copy, "Operations"), *op, *v, *path;
 	size_t i;
 
 	json_array_foreach(ops, i, op) {
-		path = json_is_object(op) ? get_ci(op, "path") : NULL;
-		v = json_is_object(op) ? get_ci(op, "value") : NULL;
+		path = json_is_object(op) ? directory_get_ci(op, "path") : NULL;
+		v = json_is_object(op) ? directory_get_ci(op, "value") : NULL;
 		if (!json_is_string(path) || strcasecmp(json_string_value(path), "members"))
 			continue;
 		if (json_is_string(v))
@@ -1744,8 +1060,8 @@ static json_t *normalize_member_ops(const json_t *body)
 }
 
 /* The group document a PUT (the body) or PATCH (the body applied to
- * stored) makes, prepared for storing (group_prepare). Touches no store.
- * Returns the new document, or NULL after answering 400. */
+ * stored) makes, prepared for storing (directory_group_prepare). Touches
+ * no store. Returns the new document, or NULL after answering 400. */
 static json_t *group_change(struct ctx *c, const json_t *stored, int patch)
 {
 	json_t *doc, *body;
@@ -1761,12 +1077,12 @@ static json_t *group_change(struct ctx *c, const json_t *stored, int patch)
 			json_decref(doc);
 			return NULL;
 		}
-		del_ci(doc, "id");
-		del_ci(doc, "meta");
+		directory_del_ci(doc, "id");
+		directory_del_ci(doc, "meta");
 	} else {
-		doc = sanitize(c->body, 0);
+		doc = directory_sanitize(c->body, 0);
 	}
-	if ((rc = group_prepare(doc, stored, err, sizeof err)) < 0) {
+	if ((rc = directory_group_prepare(doc, stored, err, sizeof err)) < 0) {
 		prepare_refused(c, rc, err);
 		json_decref(doc);
 		return NULL;
@@ -1780,7 +1096,7 @@ static json_t *group_change(struct ctx *c, const json_t *stored, int patch)
 static void modify_group(struct ctx *c, int patch)
 {
 	struct store_tx *tx = NULL;
-	struct res_row row = {0};
+	struct directory_row row = {0};
 	json_t *doc = NULL;
 	int rc;
 
@@ -1802,7 +1118,7 @@ static void modify_group(struct ctx *c, int patch)
 	tx = NULL; /* finish_group ended it */
 out:
 	store_rollback(tx);
-	row_free(&row);
+	directory_row_free(&row);
 	json_decref(doc);
 }
 
@@ -1819,14 +1135,13 @@ void scim_h_group_patch(struct ctx *c)
 void scim_h_group_delete(struct ctx *c)
 {
 	struct store_tx *tx;
-	struct res_row row;
+	struct directory_row row;
 	int rc;
 
 	if (!load_for_change(c, 0, &tx, &row))
 		return;
-	rc = store_exec(tx, "DELETE FROM scim_groups WHERE portfolio_id = $1 AND id = $2",
-			(struct store_val[]){sv_text(c->p.portfolio_id), sv_text(row.id)}, 2);
-	row_free(&row);
+	rc = directory_group_delete(tx, c->p.portfolio_id, row.id);
+	directory_row_free(&row);
 	if (rc < 0) {
 		store_rollback(tx);
 		db_error(c, rc);
@@ -1931,149 +1246,6 @@ void scim_h_schema(struct ctx *c)
 	discovery(c, "schemas", "Schema", "Schemas", ctx_param(c, 0));
 }
 
-/* ------------------------------------------------------- used elsewhere */
-
-static int is_role(const char *s)
-{
-	size_t i;
-
-	for (i = 0; i < ARRAY_LEN(role_names); i++)
-		if (!strcmp(role_names[i], s))
-			return 1;
-	return 0;
-}
-
-static void add_role(json_t *roles, const char *name)
-{
-	json_t *v;
-	size_t i;
-
-	if (!is_role(name))
-		return;
-	json_array_foreach(roles, i, v)
-		if (!strcmp(json_string_value(v), name))
-			return;
-	json_array_append_new(roles, json_string(name));
-}
-
-int scim_user_roles(struct store_tx *tx, const char *portfolio_id, const char *user_id,
-		    json_t **roles)
-{
-	struct store_rows *r;
-	json_t *own = NULL, *groups = NULL, *v, *g;
-	size_t i;
-	int rc, active = 0;
-
-	*roles = NULL;
-	rc = store_query(tx, "SELECT active, roles FROM users WHERE portfolio_id = $1 AND id = $2",
-			 (struct store_val[]){sv_text(portfolio_id), sv_text(user_id)}, 2, &r);
-	if (rc != STORE_OK)
-		return rc;
-	rc = store_next(r);
-	if (rc == 1) {
-		active = store_int(r, 0) == 1;
-		own = json_loads(store_text(r, 1), 0, NULL);
-	}
-	store_rows_close(r);
-	if (rc <= 0 || !active) {
-		json_decref(own);
-		return rc < 0 ? rc : 1;
-	}
-	rc = load_groups(tx, portfolio_id, &groups);
-	if (rc < 0) {
-		json_decref(own);
-		json_decref(groups);
-		return rc;
-	}
-	*roles = json_array();
-	json_array_foreach(own, i, v)
-		if (json_is_string(v))
-			add_role(*roles, json_string_value(v));
-	json_array_foreach(groups, i, g) {
-		json_t *doc = json_object_get(g, "doc"), *name = get_ci(doc, "displayName");
-
-		if (json_is_string(name) && has_member(doc, user_id))
-			add_role(*roles, json_string_value(name));
-	}
-	json_decref(own);
-	json_decref(groups);
-	return 0;
-}
-
-int scim_user_provision_jit(struct store_tx *tx, const char *portfolio_id, const char *user_name,
-			    const char *display_name, const json_t *roles, char *id_out,
-			    size_t id_cap)
-{
-	json_t *doc, *v;
-	struct user_cols u;
-	char err[256], id[ID_MAX], *doc_s = NULL;
-	size_t i;
-	int rc = STORE_ERR;
-
-	doc = json_pack("{s:[s], s:s, s:b, s:[]}", "schemas", URN_USER, "userName", user_name,
-			"active", 1, "roles");
-	if (display_name && *display_name)
-		json_object_set_new(doc, "displayName", json_string(display_name));
-	json_array_foreach(roles, i, v)
-		if (json_is_string(v))
-			json_array_append_new(json_object_get(doc, "roles"),
-					      json_pack("{s:O}", "value", v));
-	if (user_columns(doc, &u, err, sizeof err) < 0 || id_new("usr_", id, sizeof id) < 0)
-		goto out;
-	doc_s = json_dumps(doc, JSON_COMPACT | JSON_PRESERVE_ORDER);
-	if (!doc_s)
-		goto out;
-	rc = insert_user(tx, portfolio_id, id, &u, doc_s, "saml_jit");
-	if (rc >= 0)
-		rc = emit_user_event(tx, portfolio_id, "sso.user.provisioned", id, user_name,
-				     "saml_jit", -1);
-	if (rc >= 0) {
-		snprintf(id_out, id_cap, "%s", id);
-		rc = 0;
-	}
-out:
-	free(u.roles);
-	free(doc_s);
-	json_decref(doc);
-	return rc;
-}
-
-int scim_user_set_roles(struct store_tx *tx, const char *portfolio_id, const char *user_id,
-			const json_t *roles)
-{
-	struct res_row row;
-	json_t *list = json_array(), *v;
-	char *doc_s = NULL, *roles_s = NULL;
-	size_t i;
-	int rc;
-
-	rc = load_one(tx, 1, portfolio_id, user_id, &row);
-	if (rc <= 0) {
-		json_decref(list);
-		return rc < 0 ? rc : STORE_ERR;
-	}
-	json_array_foreach(roles, i, v)
-		if (json_is_string(v))
-			json_array_append_new(list, json_pack("{s:O}", "value", v));
-	del_ci(row.doc, "roles");
-	json_object_set_new(row.doc, "roles", list);
-	drop_password(row.doc); /* one an older version stored goes now */
-	doc_s = json_dumps(row.doc, JSON_COMPACT | JSON_PRESERVE_ORDER);
-	roles_s = json_dumps(roles, JSON_COMPACT);
-	rc = doc_s && roles_s
-		     ? store_exec(tx,
-				  "UPDATE users SET scim = $3, roles = $4, version = version + 1,"
-				  " updated_at = $5 WHERE portfolio_id = $1 AND id = $2",
-				  (struct store_val[]){sv_text(portfolio_id), sv_text(user_id),
-						       sv_text(doc_s), sv_text(roles_s),
-						       sv_int(clock_now_ms())}, 5)
-		     : STORE_ERR;
-	free(doc_s);
-	free(roles_s);
-	row_free(&row);
-	return rc < 0 ? rc : 0;
-}
-
 static const struct route routes[] = {
 	ROUTE_SCIM_ENTRY("GET", "/scim/v2/ServiceProviderConfig", scim_h_service_provider_config,
 			 BODY_NONE),
@@ -2097,3 +1269,4 @@ static const struct route routes[] = {
 	ROUTE_SCIM_ENTRY("DELETE", "/scim/v2/Groups/{id}", scim_h_group_delete, BODY_NONE),
 };
 const struct route_table scim_routes = ROUTE_TABLE(routes);
+

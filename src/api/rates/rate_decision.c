@@ -7,7 +7,7 @@
 #include <strings.h>
 
 #include "api/ctx.h"
-#include "api/identity/scim.h"
+#include "identity/directory.h"
 #include "api/respond.h"
 #include "core/clock.h"
 #include "core/currency.h"
@@ -136,7 +136,7 @@ static int check_approver(struct store_tx *tx, const char *pf, const char *subje
 		*why = "the approver is not a user of this portfolio";
 		return 1;
 	}
-	rc = scim_user_roles(tx, pf, user_id, roles);
+	rc = directory_user_roles(tx, pf, user_id, roles);
 	if (rc < 0)
 		return rc;
 	if (rc == 1) {
