@@ -19,6 +19,7 @@
 #include "api/identity/oauth.h"
 #include "api/identity/scim.h"
 #include "api/rates/rate_decision.h"
+#include "rates/decision.h"
 #include "api/routes.h"
 #include "core/clock.h"
 #include "core/config.h"
@@ -118,7 +119,7 @@ int main(int argc, char **argv)
 	svc.error_shape = scim_error_shape;
 	if (pms_open(cfg.pms_url, &svc.pms) < 0)
 		goto out;
-	rc = rate_decision_recover(st);
+	rc = decision_recover(st);
 	if (rc < 0)
 		goto out;
 	if (rc > 0)

@@ -90,3 +90,17 @@ int64_t deprecation_sunset_ms(int64_t announced_ms, const char *plan)
 {
 	return clock_add_months(announced_ms, strcmp(plan, "enterprise") ? 12 : 18);
 }
+
+int deprecation_record(struct store_tx *tx, const char *method, const char *route,
+		       int64_t announced_ms, const char *note)
+{
+	int rc = store_exec(tx,
+			    "INSERT INTO deprecations (method, route, announced_at, note, created_at)"
+			    " VALUES ($1, $2, $3, $4, $5) ON CONFLICT (method, route) DO UPDATE SET"
+			    " announced_at = $3, note = $4",
+			    (struct store_val[]){sv_text(method), sv_text(route), sv_int(announced_ms),
+						 sv_text(note), sv_int(clock_now_ms())},
+			    5);
+
+	return rc < 0 ? rc : 0;
+}

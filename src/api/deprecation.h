@@ -16,6 +16,11 @@ int deprecation_reload(struct deprecation *d, struct store *st);
 /* 1 with *announced_ms set when method + route pattern is deprecated. */
 int deprecation_lookup(struct deprecation *d, const char *method, const char *route,
 		       int64_t *announced_ms);
+/* Records (or replaces) the announcement of route (a pattern) for method
+ * at announced_ms inside tx. Returns 0 or a negative store status. */
+struct store_tx;
+int deprecation_record(struct store_tx *tx, const char *method, const char *route,
+		       int64_t announced_ms, const char *note) WUR;
 /* The Sunset time: announcement + 18 months (enterprise) or 12 months. */
 int64_t deprecation_sunset_ms(int64_t announced_ms, const char *plan);
 

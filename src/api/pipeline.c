@@ -363,16 +363,150 @@ static void add_deprecation(struct ctx *c)
 	(void)response_header(c->res, "Sunset", v);
 }
 
+/* Reads the bearer token (any route but a public one) and looks it up:
+ * SCIM routes take the portfolio's SCIM token, the others an access token.
+ * *tok is auth_bearer's result, *lookup the lookup's (AUTH_NONE when none
+ * was made). */
+static void authenticate(struct ctx *c, const struct route *rt, int *tok, int *lookup)
+{
+	char token[AUTH_TOKEN_MAX];
+
+	*tok = *lookup = AUTH_NONE;
+	if (rt && rt->auth == ROUTE_PUBLIC)
+		return;
+	*tok = auth_bearer(http_header(c->req, "Authorization"), token, sizeof token);
+	if (*tok != AUTH_OK)
+		return;
+	*lookup = rt && rt->auth == ROUTE_SCIM
+			  ? auth_lookup_scim_token(c->svc->store, token, &c->p)
+			  : auth_lookup_token(c->svc->store, token, clock_now_ms(), &c->p);
+	c->authenticated = *lookup == AUTH_OK;
+	crypto_wipe(token, sizeof token);
+}
+
+/* Takes one request from the caller's bucket: the portfolio's (SCIM calls
+ * a bucket of their own, so an identity provider's bulk provisioning does
+ * not starve the portfolio's API calls) or, unauthenticated, the client
+ * address's. Returns 0, or -1 after answering 429. On out-of-memory the
+ * limiter fails open (rl says allowed). */
+static int take_rate_limit(struct ctx *c, const struct route *rt, struct rl_result *rl)
+{
+	struct service *a = c->svc;
+	char key[ID_MAX + 8];
+	int rc;
+
+	if (c->authenticated) {
+		snprintf(key, sizeof key, "%s%s", rt && rt->auth == ROUTE_SCIM ? "scim:" : "",
+			 c->p.portfolio_id);
+		rc = ratelimit_take(a->rl_portfolio, key, c->p.rate_limit, clock_mono_ms(), rl);
+	} else {
+		rc = ratelimit_take(a->rl_anon, c->req->client, a->cfg->anon_per_minute,
+				    clock_mono_ms(), rl);
+	}
+	if (rc < 0)
+		log_msg(LOG_WARN, "ratelimit", "out of memory; request allowed");
+	if (rl->allowed)
+		return 0;
+	set_int_header(c->res, "Retry-After", rl->retry_after_s);
+	respond_error(c, ERR_RATE_LIMITED, NULL,
+		      "rate limit of %lld requests per minute exceeded; retry in %lld s",
+		      (long long)rl->limit, (long long)rl->retry_after_s);
+	return -1;
+}
+
+/* The refusals of a request before its route: framing, query, no route or
+ * method, and an unavailable token store. Returns 0, or -1 after answering. */
+static int check_request(struct ctx *c, int m, const struct buf *allow, int lookup)
+{
+	struct request *req = c->req;
+
+	if (req->framing_status) {
+		respond_error(c, req->framing_status == 413 ? ERR_PAYLOAD_TOO_LARGE
+							    : ERR_REQUEST_MALFORMED,
+			      NULL, "%s", req->framing_msg);
+		c->res->close = 1;
+	} else if (http_query_malformed(req)) {
+		respond_error(c, ERR_REQUEST_MALFORMED, NULL,
+			      "the query string has a malformed %%-escape, an encoded NUL, or more "
+			      "than 31 parameters");
+	} else if (m == 404) {
+		respond_error(c, ERR_NOT_FOUND, NULL, "no route for %s", req->path);
+	} else if (m == 405) {
+		(void)response_header(c->res, "Allow", allow->data);
+		respond_error(c, ERR_METHOD_NOT_ALLOWED, NULL, "%s is not allowed here (allowed: %s)",
+			      req->method, allow->data);
+	} else if (lookup == AUTH_ERROR) {
+		respond_error(c, ERR_UNAVAILABLE, NULL, "database unavailable");
+	} else {
+		return 0;
+	}
+	return -1;
+}
+
+/* What the route asks of the caller and the body: its kind of token, the
+ * scope, a JSON or SCIM body. Returns 0, or -1 after answering. */
+static int check_route(struct ctx *c, const struct route *rt, int tok)
+{
+	if (rt->auth == ROUTE_SCIM && !c->authenticated) {
+		(void)response_header(c->res, "WWW-Authenticate", "Bearer realm=\"revops-scim\"");
+		respond_error(c, ERR_UNAUTHENTICATED, NULL, "a valid SCIM bearer token is required");
+		return -1;
+	}
+	if (rt->auth == ROUTE_BEARER && !c->authenticated) {
+		(void)response_header(c->res, "WWW-Authenticate",
+				      tok == AUTH_NONE ? "Bearer realm=\"revops\""
+						       : "Bearer realm=\"revops\", error=\"invalid_token\"");
+		respond_error(c, ERR_UNAUTHENTICATED, NULL,
+			      tok == AUTH_NONE ? "a bearer token is required"
+					       : "the bearer token is invalid, expired or revoked");
+		return -1;
+	}
+	if (rt->auth == ROUTE_BEARER && check_scope(c) < 0)
+		return -1;
+	if (rt->body == BODY_JSON && check_json_body(c) < 0)
+		return -1;
+	if (rt->body == BODY_SCIM && check_scim_body(c) < 0)
+		return -1;
+	return 0;
+}
+
+/* The answer's common headers, the metrics and the access log line. */
+static void finish(struct ctx *c, const struct route *rt, int m, const struct rl_result *rl)
+{
+	struct request *req = c->req;
+	struct response *res = c->res;
+	double secs = (double)(clock_mono_us() - req->start_us) / 1e6;
+	struct log_access la;
+
+	add_deprecation(c);
+	(void)response_header(res, "X-Request-Id", c->request_id);
+	set_int_header(res, "X-Service-Ratelimit-Remaining", rl->remaining);
+	set_int_header(res, "X-Service-Ratelimit-Reset", rl->reset_s);
+	metrics_observe(c->svc->metrics, rt ? rt->pattern : (m == 405 ? "(method)" : "(unmatched)"),
+			req->method, res->status, secs);
+	memset(&la, 0, sizeof la);
+	la.request_id = c->request_id;
+	la.method = req->method;
+	la.path = req->path;
+	la.route = rt ? rt->pattern : NULL;
+	la.status = res->status;
+	la.duration_ms = secs * 1000;
+	la.client = req->client;
+	la.portfolio = c->authenticated ? c->p.portfolio_id : NULL;
+	la.principal = c->authenticated ? (c->p.user_id[0] ? c->p.user_id : c->p.client_id) : NULL;
+	la.error_code = c->error_code;
+	la.bytes = res->body.len;
+	log_access(&la);
+}
+
 void pipeline_handle(void *arg, struct request *req, struct response *res)
 {
 	struct service *a = arg;
 	struct ctx *c = calloc(1, sizeof *c);
 	struct buf allow;
 	struct rl_result rl;
-	char token[AUTH_TOKEN_MAX], rl_key[ID_MAX + 8];
-	int m, tok = AUTH_NONE, lookup = AUTH_NONE;
+	int m, tok, lookup;
 	const struct route *rt;
-	struct log_access la;
 
 	if (!c) {
 		res->status = 503;
@@ -392,111 +526,11 @@ void pipeline_handle(void *arg, struct request *req, struct response *res)
 	    (a->error_shape_prefix &&
 	     !strncmp(req->path, a->error_shape_prefix, strlen(a->error_shape_prefix))))
 		c->error_shape = a->error_shape;
-	if (!rt || rt->auth != ROUTE_PUBLIC) {
-		tok = auth_bearer(http_header(req, "Authorization"), token, sizeof token);
-		if (tok == AUTH_OK) {
-			lookup = rt && rt->auth == ROUTE_SCIM
-					 ? auth_lookup_scim_token(a->store, token, &c->p)
-					 : auth_lookup_token(a->store, token, clock_now_ms(), &c->p);
-			c->authenticated = lookup == AUTH_OK;
-			crypto_wipe(token, sizeof token);
-		}
-	}
-	/* On out-of-memory the limiter fails open (rl says allowed). */
-	/* SCIM calls get a bucket of their own: an identity provider's bulk
-	 * provisioning must not starve the portfolio's API calls. */
-	if (c->authenticated && rt && rt->auth == ROUTE_SCIM)
-		snprintf(rl_key, sizeof rl_key, "scim:%s", c->p.portfolio_id);
-	else if (c->authenticated)
-		snprintf(rl_key, sizeof rl_key, "%s", c->p.portfolio_id);
-	if ((c->authenticated ? ratelimit_take(a->rl_portfolio, rl_key,
-					       c->p.rate_limit, clock_mono_ms(), &rl)
-			      : ratelimit_take(a->rl_anon, req->client, a->cfg->anon_per_minute,
-					       clock_mono_ms(), &rl)) < 0)
-		log_msg(LOG_WARN, "ratelimit", "out of memory; request allowed");
-	if (!rl.allowed) {
-		set_int_header(res, "Retry-After", rl.retry_after_s);
-		respond_error(c, ERR_RATE_LIMITED, NULL,
-			      "rate limit of %lld requests per minute exceeded; retry in %lld s",
-			      (long long)rl.limit, (long long)rl.retry_after_s);
-		goto finish;
-	}
-	if (req->framing_status) {
-		respond_error(c, req->framing_status == 413 ? ERR_PAYLOAD_TOO_LARGE
-							    : ERR_REQUEST_MALFORMED,
-			      NULL, "%s", req->framing_msg);
-		res->close = 1;
-		goto finish;
-	}
-	if (http_query_malformed(req)) {
-		respond_error(c, ERR_REQUEST_MALFORMED, NULL,
-			      "the query string has a malformed %%-escape, an encoded NUL, or more "
-			      "than 31 parameters");
-		goto finish;
-	}
-	if (m == 404) {
-		respond_error(c, ERR_NOT_FOUND, NULL, "no route for %s", req->path);
-		goto finish;
-	}
-	if (m == 405) {
-		(void)response_header(res, "Allow", allow.data);
-		respond_error(c, ERR_METHOD_NOT_ALLOWED, NULL, "%s is not allowed here (allowed: %s)",
-			      req->method, allow.data);
-		goto finish;
-	}
-	if (lookup == AUTH_ERROR) {
-		respond_error(c, ERR_UNAVAILABLE, NULL, "database unavailable");
-		goto finish;
-	}
-	if (rt->auth == ROUTE_SCIM && !c->authenticated) {
-		(void)response_header(res, "WWW-Authenticate", "Bearer realm=\"revops-scim\"");
-		respond_error(c, ERR_UNAUTHENTICATED, NULL, "a valid SCIM bearer token is required");
-		goto finish;
-	}
-	if (rt->auth == ROUTE_BEARER) {
-		if (!c->authenticated) {
-			(void)response_header(res, "WWW-Authenticate",
-					      tok == AUTH_NONE
-						      ? "Bearer realm=\"revops\""
-						      : "Bearer realm=\"revops\", error=\"invalid_token\"");
-			respond_error(c, ERR_UNAUTHENTICATED, NULL,
-				      tok == AUTH_NONE ? "a bearer token is required"
-						       : "the bearer token is invalid, expired or revoked");
-			goto finish;
-		}
-		if (check_scope(c) < 0)
-			goto finish;
-	}
-	if (rt->body == BODY_JSON && check_json_body(c) < 0)
-		goto finish;
-	if (rt->body == BODY_SCIM && check_scim_body(c) < 0)
-		goto finish;
-	run_handler(c);
-finish:
-	add_deprecation(c);
-	(void)response_header(res, "X-Request-Id", c->request_id);
-	set_int_header(res, "X-Service-Ratelimit-Remaining", rl.remaining);
-	set_int_header(res, "X-Service-Ratelimit-Reset", rl.reset_s);
-	{
-		double secs = (double)(clock_mono_us() - req->start_us) / 1e6;
-
-		metrics_observe(a->metrics, rt ? rt->pattern : (m == 405 ? "(method)" : "(unmatched)"),
-				req->method, res->status, secs);
-		memset(&la, 0, sizeof la);
-		la.request_id = c->request_id;
-		la.method = req->method;
-		la.path = req->path;
-		la.route = rt ? rt->pattern : NULL;
-		la.status = res->status;
-		la.duration_ms = secs * 1000;
-		la.client = req->client;
-		la.portfolio = c->authenticated ? c->p.portfolio_id : NULL;
-		la.principal = c->authenticated ? (c->p.user_id[0] ? c->p.user_id : c->p.client_id)
-						: NULL;
-		la.error_code = c->error_code;
-		la.bytes = res->body.len;
-		log_access(&la);
-	}
+	authenticate(c, rt, &tok, &lookup);
+	if (take_rate_limit(c, rt, &rl) == 0 && check_request(c, m, &allow, lookup) == 0 &&
+	    check_route(c, rt, tok) == 0)
+		run_handler(c);
+	finish(c, rt, m, &rl);
 	json_decref(c->body);
 	buf_free(&allow);
 	free(c);

@@ -648,6 +648,129 @@ static int expect_ok(const struct saml_expect *e)
 	       e->skew_ms <= 24LL * 3600 * 1000 && e->now_ms > 0 && e->now_ms < INT64_MAX / 2;
 }
 
+/* What is refused before parsing. */
+static const char *check_input(const char *xml, size_t len, const struct saml_expect *e,
+			       const struct saml_assertion *out)
+{
+	if (out == NULL || !expect_ok(e))
+		return "SAML is not configured";
+	if (!saml_ready)
+		return "SAML is not initialised";
+	if (xml == NULL || len == 0)
+		return "assertion is empty";
+	if (len > SAML_MAX_XML)
+		return "assertion too large";
+	return NULL;
+}
+
+/* Parses xml into *doc, refusing DTDs. */
+static const char *parse_checked(const char *xml, size_t len, xmlDocPtr *doc)
+{
+	int dtd = 0;
+
+	*doc = parse_xml(xml, len, &dtd);
+	if (dtd || (*doc != NULL && ((*doc)->intSubset != NULL || (*doc)->extSubset != NULL)))
+		return "DTDs are not allowed";
+	if (*doc == NULL)
+		return "assertion is not well-formed XML";
+	return NULL;
+}
+
+/* The document's shape: one Assertion as the root, version 2.0, with a
+ * valid ID (*id, *id_attr), no entities, no other IDs, and exactly one
+ * Signature, a child of the root (*sig). */
+static const char *check_shape(xmlDocPtr doc, xmlNodePtr root, const char **id,
+			       xmlAttrPtr *id_attr, xmlNodePtr *sig)
+{
+	struct scan sc = {0, 0, 0};
+	const char *v;
+
+	if (!is_el(root, NS_SAML, "Assertion"))
+		return "root element is not a SAML 2.0 Assertion";
+	scan_tree(root, &sc);
+	if (sc.entities)
+		return "entity references are not allowed";
+	if (sc.assertions != 1)
+		return "document must contain exactly one Assertion";
+	/* The parser registers xml:id attributes as IDs; any such ID could be a
+	 * second target for a Reference, so none may exist. */
+	if (doc->ids != NULL)
+		return "unexpected ID attributes";
+	*id_attr = xmlHasNsProp(root, (const xmlChar *)"ID", NULL);
+	*id = attr(root, "ID");
+	if (*id_attr == NULL || *id == NULL || !valid_id(*id))
+		return "Assertion has no valid ID";
+	v = attr(root, "Version");
+	if (v == NULL || strcmp(v, "2.0") != 0)
+		return "Assertion Version must be 2.0";
+	if (children_named(root, NS_DSIG, "Signature", sig) == 0)
+		return sc.signatures == 0 ? "assertion is not signed"
+					  : "Signature is not a child of the Assertion";
+	if (sc.signatures != 1)
+		return "more than one Signature";
+	return NULL;
+}
+
+/* Verifies the signature over the root (and only the root) with the IdP's
+ * certificate. */
+static const char *check_signature(xmlDocPtr doc, xmlNodePtr sig, const char *id,
+				   xmlAttrPtr id_attr, const struct saml_expect *e)
+{
+	const char *why = check_signed_info(sig, id);
+
+	if (why != NULL)
+		return why;
+	/* Register the root's ID, and only it, so "#id" resolves to the root. */
+	if (xmlAddID(NULL, doc, (const xmlChar *)id, id_attr) == NULL ||
+	    xmlGetID(doc, (const xmlChar *)id) != id_attr)
+		return "Assertion has no valid ID";
+	return verify_signature(sig, e->idp_cert_pem);
+}
+
+/* The Issuer: one, of entity format, a single text node equal to the
+ * expected entity id. */
+static const char *read_issuer(xmlNodePtr root, const struct saml_expect *e,
+			       struct saml_assertion *out)
+{
+	xmlNodePtr issuer;
+	const char *v;
+
+	if (children_named(root, NS_SAML, "Issuer", &issuer) != 1)
+		return "Issuer missing";
+	v = attr(issuer, "Format");
+	if (v != NULL && strcmp(v, NAMEID_ENTITY) != 0)
+		return "Issuer Format must be entity";
+	v = single_text(issuer);
+	if (v == NULL)
+		return "Issuer must be a single text node";
+	if (strcmp(v, e->idp_entity_id) != 0)
+		return "issuer mismatch";
+	if (copy_str(out->issuer, sizeof out->issuer, v) < 0)
+		return "Issuer too long";
+	return NULL;
+}
+
+/* What a verified assertion says: issuer, conditions, subject, roles. Only
+ * the root's own subtree is read. */
+static const char *read_verified(xmlNodePtr root, const char *id, const struct saml_expect *e,
+				 struct saml_assertion *out)
+{
+	int64_t cond_noa, scd_noa = INT64_MAX;
+	const char *why;
+
+	if (copy_str(out->id, sizeof out->id, id) < 0)
+		return "Assertion has no valid ID";
+	if ((why = read_issuer(root, e, out)) != NULL ||
+	    (why = check_conditions(root, e, &cond_noa)) != NULL ||
+	    (why = check_subject(root, e, out, &scd_noa)) != NULL)
+		return why;
+	out->not_on_or_after_ms = cond_noa < scd_noa ? cond_noa : scd_noa;
+	out->roles = json_array();
+	if (out->roles == NULL)
+		return "out of memory";
+	return read_attributes(root, e, out);
+}
+
 int saml_verify(const char *xml, size_t len, const struct saml_expect *e, struct saml_assertion *out,
 		char *err, size_t errcap)
 {
@@ -656,154 +779,30 @@ int saml_verify(const char *xml, size_t len, const struct saml_expect *e, struct
 	xmlStructuredErrorFunc old_st = xmlStructuredError;
 	void *old_st_ctx = xmlStructuredErrorContext;
 	xmlDocPtr doc = NULL;
-	xmlNodePtr root, sig, issuer;
-	xmlAttrPtr id_attr;
-	struct scan sc = {0, 0, 0};
-	const char *why = "internal error", *id, *v;
-	int64_t cond_noa, scd_noa = INT64_MAX;
-	int dtd = 0, rc = -1;
+	xmlNodePtr root = NULL, sig = NULL;
+	xmlAttrPtr id_attr = NULL;
+	const char *why, *id = NULL;
 
 	if (out != NULL)
 		memset(out, 0, sizeof *out);
 	xmlSetGenericErrorFunc(NULL, quiet_generic);
 	xmlSetStructuredErrorFunc(NULL, quiet_structured);
-	if (out == NULL || !expect_ok(e)) {
-		why = "SAML is not configured";
-		goto out;
-	}
-	if (!saml_ready) {
-		why = "SAML is not initialised";
-		goto out;
-	}
-	if (xml == NULL || len == 0) {
-		why = "assertion is empty";
-		goto out;
-	}
-	if (len > SAML_MAX_XML) {
-		why = "assertion too large";
-		goto out;
-	}
-	doc = parse_xml(xml, len, &dtd);
-	if (dtd || (doc != NULL && (doc->intSubset != NULL || doc->extSubset != NULL))) {
-		why = "DTDs are not allowed";
-		goto out;
-	}
-	if (doc == NULL) {
-		why = "assertion is not well-formed XML";
-		goto out;
-	}
-	root = xmlDocGetRootElement(doc);
-	if (!is_el(root, NS_SAML, "Assertion")) {
-		why = "root element is not a SAML 2.0 Assertion";
-		goto out;
-	}
-	scan_tree(root, &sc);
-	if (sc.entities) {
-		why = "entity references are not allowed";
-		goto out;
-	}
-	if (sc.assertions != 1) {
-		why = "document must contain exactly one Assertion";
-		goto out;
-	}
-	/* The parser registers xml:id attributes as IDs; any such ID could be a
-	 * second target for a Reference, so none may exist. */
-	if (doc->ids != NULL) {
-		why = "unexpected ID attributes";
-		goto out;
-	}
-	id_attr = xmlHasNsProp(root, (const xmlChar *)"ID", NULL);
-	id = attr(root, "ID");
-	if (id_attr == NULL || id == NULL || !valid_id(id)) {
-		why = "Assertion has no valid ID";
-		goto out;
-	}
-	v = attr(root, "Version");
-	if (v == NULL || strcmp(v, "2.0") != 0) {
-		why = "Assertion Version must be 2.0";
-		goto out;
-	}
-	if (children_named(root, NS_DSIG, "Signature", &sig) == 0) {
-		why = sc.signatures == 0 ? "assertion is not signed"
-					 : "Signature is not a child of the Assertion";
-		goto out;
-	}
-	if (sc.signatures != 1) {
-		why = "more than one Signature";
-		goto out;
-	}
-	why = check_signed_info(sig, id);
-	if (why != NULL)
-		goto out;
-	/* Register the root's ID, and only it, so "#id" resolves to the root. */
-	if (xmlAddID(NULL, doc, (const xmlChar *)id, id_attr) == NULL ||
-	    xmlGetID(doc, (const xmlChar *)id) != id_attr) {
-		why = "Assertion has no valid ID";
-		goto out;
-	}
-	why = verify_signature(sig, e->idp_cert_pem);
-	if (why != NULL)
-		goto out;
-
-	/* Verified. From here on only the root's own subtree is read. */
-	if (copy_str(out->id, sizeof out->id, id) < 0) {
-		why = "Assertion has no valid ID";
-		goto out;
-	}
-	if (children_named(root, NS_SAML, "Issuer", &issuer) != 1) {
-		why = "Issuer missing";
-		goto out;
-	}
-	v = attr(issuer, "Format");
-	if (v != NULL && strcmp(v, NAMEID_ENTITY) != 0) {
-		why = "Issuer Format must be entity";
-		goto out;
-	}
-	v = single_text(issuer);
-	if (v == NULL) {
-		why = "Issuer must be a single text node";
-		goto out;
-	}
-	if (strcmp(v, e->idp_entity_id) != 0) {
-		why = "issuer mismatch";
-		goto out;
-	}
-	if (copy_str(out->issuer, sizeof out->issuer, v) < 0) {
-		why = "Issuer too long";
-		goto out;
-	}
-	why = check_conditions(root, e, &cond_noa);
-	if (why != NULL)
-		goto out;
-	why = check_subject(root, e, out, &scd_noa);
-	if (why != NULL)
-		goto out;
-	out->not_on_or_after_ms = cond_noa < scd_noa ? cond_noa : scd_noa;
-	out->roles = json_array();
-	if (out->roles == NULL) {
-		why = "out of memory";
-		goto out;
-	}
-	why = read_attributes(root, e, out);
-	if (why != NULL)
-		goto out;
-	rc = 0;
-out:
+	if ((why = check_input(xml, len, e, out)) == NULL &&
+	    (why = parse_checked(xml, len, &doc)) == NULL &&
+	    (why = check_shape(doc, root = xmlDocGetRootElement(doc), &id, &id_attr, &sig)) == NULL &&
+	    (why = check_signature(doc, sig, id, id_attr, e)) == NULL)
+		why = read_verified(root, id, e, out);
 	if (doc != NULL)
 		xmlFreeDoc(doc);
 	xmlSetStructuredErrorFunc(old_st_ctx, old_st);
 	xmlSetGenericErrorFunc(old_gen_ctx, old_gen);
-	if (rc < 0) {
-		if (out != NULL) {
-			saml_assertion_free(out);
-			memset(out, 0, sizeof *out);
-		}
-		if (err != NULL && errcap > 0)
-			snprintf(err, errcap, "%s", why);
-	} else if (err != NULL && errcap > 0) {
-		err[0] = '\0';
+	if (why != NULL && out != NULL) {
+		saml_assertion_free(out);
+		memset(out, 0, sizeof *out);
 	}
-	return rc;
+	if (err != NULL && errcap > 0)
+		snprintf(err, errcap, "%s", why ? why : "");
+	return why ? -1 : 0;
 }
 
 int saml_peek_issuer(const char *xml, size_t len, char *out, size_t cap)

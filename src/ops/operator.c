@@ -7,6 +7,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "api/deprecation.h"
 #include "api/webhooks/webhook.h"
 #include "core/clock.h"
 #include "core/crypto.h"
@@ -634,13 +635,7 @@ int operator_deprecation_add(struct store *st, const char *method, const char *r
 		return fail(err, "--announced must be RFC 3339 UTC, e.g. 2026-06-01T00:00:00Z");
 	if (begin(st, &tx, err) < 0)
 		return -1;
-	if (store_exec(tx,
-		       "INSERT INTO deprecations (method, route, announced_at, note, created_at)"
-		       " VALUES ($1, $2, $3, $4, $5) ON CONFLICT (method, route) DO UPDATE SET"
-		       " announced_at = $3, note = $4",
-		       (struct store_val[]){sv_text(method), sv_text(route), sv_int(at),
-					    sv_text(note ? note : ""), sv_int(clock_now_ms())},
-		       5) < 0) {
+	if (deprecation_record(tx, method, route, at, note ? note : "") < 0) {
 		store_rollback(tx);
 		return fail(err, "could not record the deprecation");
 	}

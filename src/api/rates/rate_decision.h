@@ -1,9 +1,7 @@
-/* rate_decision: governed rate decisions (spec "Rate decision";
- * API-CONTRACT §4). A decision is validated, checked against its brand
- * ceiling for every property and against the approver's role BEFORE any
- * PMS call, written to every property's PMS in parallel, compensated if any
- * write fails, and recorded in a hash-chained audit trail together with the
- * events it causes. */
+/* rate_decision: the v2 handlers of governed rate decisions (spec "Rate
+ * decision"; API-CONTRACT §4): the request bodies and their checks, the
+ * token's reach, and the answers. Governance, the PMS write sequence and
+ * the audit trail are rates/'s (rates/decision.h). */
 #ifndef REVOPS_RATE_DECISION_H
 #define REVOPS_RATE_DECISION_H
 
@@ -23,14 +21,6 @@ extern const struct vfield rate_revert_spec[];
  * not blank. Appends one details entry per problem (validate_add_detail);
  * appends nothing when the body is acceptable. */
 void rate_decision_check(const json_t *body, json_t *details);
-
-struct store;
-
-/* At start-up: a decision left "pending" by a process that died during its
- * PMS writes is marked failed, with an audit entry saying so (the PMS state
- * of its properties is unknown; nothing is compensated automatically).
- * Returns how many were marked, or -1. */
-int rate_decision_recover(struct store *st);
 
 void rate_decision_h_create(struct ctx *c);
 void rate_decision_h_list(struct ctx *c);

@@ -1,0 +1,813 @@
+#include "rates/decision.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/clock.h"
+#include "core/jsonw.h"
+#include "events/outbox.h"
+#include "identity/directory.h"
+#include "portfolio/portfolio.h"
+#include "rates/audit_trail.h"
+#include "rates/governance.h"
+#include "rates/rate_writes.h"
+#include "store/store.h"
+
+/* ------------------------------------------------------ the table */
+
+#define DECISION_COLS                                                                        \
+	"id, status, room_type_code, date_from, date_to, currency, minor_units,"             \
+	" brand_ceiling_id, approver_saml_subject, justification, proposer, created_at,"     \
+	" properties, receipts, failure, revert_reason, revert_approver, reverted_at,"       \
+	" updated_at"
+
+/* The receipts of a row as the API shows them: {property, pms_ref, at}. */
+static json_t *short_receipts(const json_t *receipts)
+{
+	json_t *out = json_array(), *rec;
+	size_t i;
+
+	json_array_foreach(receipts, i, rec)
+		json_array_append_new(out, json_pack("{s:O, s:O, s:O}", "property",
+						     json_object_get(rec, "property"), "pms_ref",
+						     json_object_get(rec, "pms_ref"), "at",
+						     json_object_get(rec, "at")));
+	return out;
+}
+
+static json_t *audit_url(const char *id)
+{
+	char url[128];
+
+	snprintf(url, sizeof url, "/rate-decisions/%s/audit-trail", id);
+	return json_string(url);
+}
+
+json_t *decision_from_row(struct store_rows *r)
+{
+	json_t *props = json_loads(store_text(r, 12), 0, NULL);
+	json_t *receipts = json_loads(store_text(r, 13), 0, NULL), *written = json_array(), *rec;
+	json_t *failure = store_is_null(r, 14) ? json_null() : json_loads(store_text(r, 14), 0, NULL);
+	json_t *revert = json_null();
+	size_t i;
+
+	/* After a revert or a failure, nothing of the decision stays written. */
+	if (strcmp(store_text(r, 1), "reverted") && strcmp(store_text(r, 1), "failed"))
+		json_array_foreach(receipts, i, rec)
+			json_array_append(written, json_object_get(rec, "property"));
+	if (!store_is_null(r, 17))
+		revert = json_pack("{s:s, s:s, s:o}", "reason", store_text(r, 15),
+				   "approver_saml_subject", store_text(r, 16), "reverted_at",
+				   jsonw_time(store_int(r, 17)));
+	rec = short_receipts(receipts);
+	json_decref(receipts);
+	return json_pack("{s:s, s:s, s:o, s:s, s:{s:s, s:s}, s:o, s:{s:s, s:s, s:s}, s:s, s:o,"
+			 " s:o, s:o, s:o, s:o, s:o, s:o}",
+			 "id", store_text(r, 0), "status", store_text(r, 1), "properties",
+			 props ? props : json_array(), "room_type_code", store_text(r, 2),
+			 "date_range", "from", store_text(r, 3), "to", store_text(r, 4),
+			 "proposed_rate", governance_money(store_text(r, 5), store_int(r, 6)),
+			 "governance", "brand_ceiling_id", store_text(r, 7), "approver_saml_subject",
+			 store_text(r, 8), "justification", store_text(r, 9), "proposed_by",
+			 store_text(r, 10), "properties_written", written, "pms_write_receipts", rec,
+			 "audit_trail_url", audit_url(store_text(r, 0)), "failure",
+			 failure ? failure : json_null(), "revert", revert, "created_at",
+			 jsonw_time(store_int(r, 11)), "updated_at", jsonw_time(store_int(r, 18)));
+}
+
+const char *decision_row_id(struct store_rows *r)
+{
+	return store_text(r, 0);
+}
+
+int decision_load(struct store_tx *tx, const char *pf, const char *id, json_t **out)
+{
+	struct store_rows *r;
+	int rc, other = 0;
+
+	*out = NULL;
+	rc = store_query(tx, "SELECT " DECISION_COLS ", portfolio_id FROM rate_decisions WHERE id = $1",
+			 (struct store_val[]){sv_text(id)}, 1, &r);
+	if (rc != STORE_OK)
+		return rc;
+	rc = store_next(r);
+	if (rc == 1) {
+		other = strcmp(store_text(r, 19), pf) != 0;
+		if (!other)
+			*out = decision_from_row(r);
+	}
+	store_rows_close(r);
+	if (rc <= 0)
+		return rc;
+	return other ? 2 : (*out ? 1 : STORE_ERR);
+}
+
+int decision_reached(const struct decision_who *who, const json_t *d)
+{
+	json_t *v;
+	size_t i;
+
+	json_array_foreach(json_object_get(d, "properties"), i, v)
+		if (!who->reaches(who->arg, json_string_value(v)))
+			return 0;
+	return 1;
+}
+
+int decision_list(struct store_tx *tx, const char *pf, const char *after, const char *status,
+		  struct store_rows **rows)
+{
+	return store_query(tx,
+			   "SELECT " DECISION_COLS " FROM rate_decisions WHERE portfolio_id = $1"
+			   " AND id > $2 AND ($3 = '' OR status = $3) ORDER BY id",
+			   (struct store_val[]){sv_text(pf), sv_text(after),
+						sv_text(status ? status : "")},
+			   3, rows);
+}
+
+static int set_status(struct store_tx *tx, const char *id, const char *status,
+		      const json_t *receipts, const json_t *failure)
+{
+	char *rs = receipts ? json_dumps(receipts, JSON_COMPACT) : NULL;
+	char *fs = failure ? json_dumps(failure, JSON_COMPACT) : NULL;
+	int rc;
+
+	rc = store_exec(tx,
+			"UPDATE rate_decisions SET status = $2, receipts = COALESCE($3, receipts),"
+			" failure = $4, updated_at = $5 WHERE id = $1",
+			(struct store_val[]){sv_text(id), sv_text(status), sv_text(rs), sv_text(fs),
+					     sv_int(clock_now_ms())}, 5);
+	free(rs);
+	free(fs);
+	return rc < 0 ? rc : 0;
+}
+
+static int insert_decision(struct store_tx *tx, const char *id, const char *pf, const char *status,
+			   const struct decision_proposal *p, const char *actor, int64_t now)
+{
+	char *props = json_dumps(p->properties, JSON_COMPACT);
+	int rc = props ? 0 : STORE_ERR;
+
+	if (rc == 0)
+		rc = store_exec(tx,
+				"INSERT INTO rate_decisions (id, portfolio_id, status, room_type_code,"
+				" date_from, date_to, currency, minor_units, brand_ceiling_id,"
+				" approver_saml_subject, justification, proposer, properties, created_at,"
+				" updated_at) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12,"
+				" $13, $14, $14)",
+				(struct store_val[]){sv_text(id), sv_text(pf), sv_text(status),
+						     sv_text(p->room_type_code), sv_text(p->from),
+						     sv_text(p->to), sv_text(p->currency),
+						     sv_int(p->minor_units), sv_text(p->ceiling_id),
+						     sv_text(p->approver), sv_text(p->justification),
+						     sv_text(actor), sv_text(props), sv_int(now)}, 14);
+	free(props);
+	return rc < 0 ? rc : 0;
+}
+
+static int mark_reverted(struct store_tx *tx, const char *id, const char *reason,
+			 const char *approver, int64_t now)
+{
+	int rc = store_exec(tx,
+			    "UPDATE rate_decisions SET status = 'reverted', revert_reason = $2,"
+			    " revert_approver = $3, reverted_at = $4, updated_at = $4 WHERE id = $1",
+			    (struct store_val[]){sv_text(id), sv_text(reason), sv_text(approver),
+						 sv_int(now)}, 4);
+
+	return rc < 0 ? rc : 0;
+}
+
+/* 1 while decision id is published, 0 when not, or a negative status. */
+static int still_published(struct store_tx *tx, const char *id)
+{
+	int64_t one;
+
+	return store_query_int(tx,
+			       "SELECT 1 FROM rate_decisions WHERE id = $1 AND status = 'published'",
+			       (struct store_val[]){sv_text(id)}, 1, &one);
+}
+
+/* The receipts and the rate of a published decision. Returns 1, 0 (no
+ * such decision) or a negative status. */
+static int load_receipts(struct store_tx *tx, const char *id, json_t **receipts, json_t **row)
+{
+	struct store_rows *r;
+	int rc;
+
+	*receipts = *row = NULL;
+	rc = store_query(tx,
+			 "SELECT receipts, room_type_code, date_from, date_to, currency, minor_units"
+			 " FROM rate_decisions WHERE id = $1",
+			 (struct store_val[]){sv_text(id)}, 1, &r);
+	if (rc != STORE_OK)
+		return rc;
+	rc = store_next(r);
+	if (rc == 1) {
+		*receipts = json_loads(store_text(r, 0), 0, NULL);
+		*row = json_pack("{s:s, s:s, s:s, s:s, s:I}", "room", store_text(r, 1), "from",
+				 store_text(r, 2), "to", store_text(r, 3), "currency", store_text(r, 4),
+				 "minor", (json_int_t)store_int(r, 5));
+	}
+	store_rows_close(r);
+	if (rc == 1 && (!json_is_array(*receipts) || !*row ||
+			json_array_size(*receipts) > DECISION_MAX_PROPERTIES))
+		return STORE_ERR;
+	return rc;
+}
+
+/* "client:cli_…" or "user:<userName>": who proposed (or asked for) a change. */
+static int actor_of(struct store_tx *tx, const struct decision_who *who, char *out, size_t cap)
+{
+	char name[300] = "";
+	int rc;
+
+	if (!who->user_id[0]) {
+		snprintf(out, cap, "client:%s", who->client_id);
+		return 0;
+	}
+	rc = directory_user_name(tx, who->portfolio_id, who->user_id, name, sizeof name);
+	if (rc < 0)
+		return rc;
+	snprintf(out, cap, "user:%s", name[0] ? name : who->user_id);
+	return 0;
+}
+
+/* Takes the write lock again after PMS writes and reads the tip of the
+ * decision's chain. Returns 0 with *tx open, or a negative status. */
+static int reopen_chain(struct store *st, const char *id, struct store_tx **tx,
+			struct audit_chain *ch)
+{
+	int rc = store_begin(st, 1, tx);
+
+	if (rc != STORE_OK) {
+		*tx = NULL;
+		return rc;
+	}
+	rc = audit_open(*tx, id, ch);
+	if (rc < 0) {
+		store_rollback(*tx);
+		*tx = NULL;
+	}
+	return rc;
+}
+
+/* Records a failed batch of writes of decision id (publish: the decision
+ * becomes failed; revert: it stays published) and sets out to
+ * DECISION_PMS_FAILED. Returns 0 or a negative status. */
+static int record_batch_failure(struct store *st, const char *pf, const char *id,
+				const struct rate_batch *b, const char *purpose,
+				struct decision_outcome *out)
+{
+	struct store_tx *tx;
+	struct audit_chain ch;
+	json_t *failure;
+	int rc = reopen_chain(st, id, &tx, &ch);
+
+	if (rc < 0)
+		return rc;
+	failure = rate_batch_record_failure(tx, &ch, pf, id, b, purpose, clock_now_ms(), &rc);
+	if (failure && !strcmp(purpose, "publish"))
+		rc = set_status(tx, id, "failed", NULL, failure);
+	rc = store_finish(tx, rc);
+	if (rc != STORE_OK) {
+		json_decref(failure);
+		return rc;
+	}
+	out->result = DECISION_PMS_FAILED;
+	out->body = failure;
+	return 0;
+}
+
+/* ------------------------------------------------------ publish */
+
+/* One publication under way. */
+struct publish {
+	const struct decision_who *who;
+	const struct decision_proposal *p;
+	struct governance_rate rate;
+	struct portfolio_ceiling ce;
+	struct rate_batch *batch;    /* t[]: the targets, in request order */
+	char actor[300];
+	char approver_id[ID_MAX];
+	json_t *checks, *details, *roles, *final;
+	const char *why;
+	struct audit_chain ch;
+	struct audit_entry ent[DECISION_MAX_PROPERTIES + 3];
+	int nent;
+	int64_t now;
+};
+
+/* Loads every target property into pub->batch->t (not yet as writes).
+ * Returns 0, 1 (out: properties[index] is not of the portfolio) or < 0. */
+static int load_targets(struct store_tx *tx, struct publish *pub, struct decision_outcome *out)
+{
+	size_t i, n = json_array_size(pub->p->properties);
+	int rc;
+
+	for (i = 0; i < n; i++) {
+		rc = portfolio_property_get(tx, pub->who->portfolio_id,
+					    json_string_value(json_array_get(pub->p->properties, i)),
+					    &pub->batch->t[i]);
+		if (rc < 0)
+			return rc;
+		if (rc == 0) {
+			out->result = DECISION_NOT_IN_PORTFOLIO;
+			out->index = i;
+			return 1;
+		}
+	}
+	return 0;
+}
+
+/* The API details of a failed ceiling check of properties[i]. */
+static json_t *ceiling_detail(const json_t *chk, size_t i)
+{
+	json_t *reasons = json_object_get(chk, "reasons");
+	char field[48], issue[400] = "";
+	size_t j;
+
+	for (j = 0; j < json_array_size(reasons); j++)
+		snprintf(issue + strlen(issue), sizeof issue - strlen(issue), "%s%s", j ? "; " : "",
+			 json_string_value(json_array_get(reasons, j)));
+	snprintf(field, sizeof field, "properties[%zu]", i);
+	return json_pack("{s:s, s:s, s:O, s:O, s:O, s:O}", "field", field, "issue", issue,
+			 "property", json_object_get(chk, "property"), "ceiling",
+			 json_object_get(chk, "ceiling"), "limit", json_object_get(chk, "limit"),
+			 "proposed", json_object_get(chk, "proposed"));
+}
+
+/* Governance on one consistent snapshot, without the write lock: targets,
+ * ceiling checks (pub->checks, failures in pub->details), and, when every
+ * check passed, the approver (pub->why when refused). Returns 0, 1 (out
+ * set) or a negative status. */
+static int govern(struct store *st, struct publish *pub, struct decision_outcome *out)
+{
+	struct store_tx *tx;
+	size_t i, n = json_array_size(pub->p->properties);
+	int rc = store_begin(st, 0, &tx);
+
+	if (rc != STORE_OK)
+		return rc;
+	if ((rc = load_targets(tx, pub, out)) != 0 ||
+	    (rc = portfolio_ceiling_get(tx, pub->who->portfolio_id, pub->p->ceiling_id, &pub->ce)) < 0 ||
+	    (rc = actor_of(tx, pub->who, pub->actor, sizeof pub->actor)) < 0)
+		goto out;
+	for (i = 0; i < n; i++) {
+		json_t *chk = governance_ceiling_check(&pub->batch->t[i], &pub->ce, &pub->rate);
+
+		if (!json_is_true(json_object_get(chk, "passed")))
+			json_array_append_new(pub->details, ceiling_detail(chk, i));
+		json_array_append_new(pub->checks, chk);
+	}
+	if (!json_array_size(pub->details))
+		rc = governance_check_approver(tx, pub->who->portfolio_id, pub->p->approver,
+					       pub->who->user_id, pub->approver_id, &pub->roles,
+					       &pub->why);
+	rc = rc < 0 ? rc : 0;
+out:
+	store_rollback(tx);
+	return rc;
+}
+
+/* Prepares the next entry of pub's chain (details stolen). Returns 0 or -1. */
+static int prepare_next(struct publish *pub, const char *kind, const char *actor, json_t *details)
+{
+	int rc = details ? audit_prepare(&pub->ch, kind, actor, details, pub->now,
+					 &pub->ent[pub->nent]) : -1;
+
+	json_decref(details);
+	if (rc == 0)
+		pub->nent++;
+	return rc;
+}
+
+/* The entries of the proposal and its governance outcome, computed before
+ * the write lock is taken. A new decision's chain starts at genesis. */
+static int prepare_proposal(struct publish *pub, const char *id)
+{
+	const struct decision_proposal *p = pub->p;
+	size_t i;
+	int rc;
+
+	memset(&pub->ch, 0, sizeof pub->ch);
+	snprintf(pub->ch.decision_id, sizeof pub->ch.decision_id, "%s", id);
+	snprintf(pub->ch.head, sizeof pub->ch.head, "%s", AUDIT_GENESIS);
+	rc = prepare_next(pub, "proposed", pub->actor,
+			  json_pack("{s:O, s:s, s:{s:s, s:s}, s:o, s:s, s:s, s:s}", "properties",
+				    p->properties, "room_type_code", p->room_type_code, "date_range",
+				    "from", p->from, "to", p->to, "proposed_rate",
+				    governance_money(p->currency, p->minor_units), "brand_ceiling_id",
+				    p->ceiling_id, "approver_saml_subject", p->approver,
+				    "justification", p->justification));
+	for (i = 0; i < json_array_size(pub->checks) && rc == 0; i++)
+		rc = prepare_next(pub, "ceiling_check", "revops",
+				  json_incref(json_array_get(pub->checks, i)));
+	if (rc == 0 && json_array_size(pub->details)) {
+		pub->final = json_pack("{s:s, s:O}", "code", "SVC-RATE-CEILING-EXCEEDED",
+				       "failed_checks", pub->details);
+		rc = prepare_next(pub, "rejected", "revops", json_incref(pub->final));
+	} else if (rc == 0 && pub->why) {
+		pub->final = json_pack("{s:s, s:s}", "code", "SVC-GOVERNANCE-REJECTED", "reason",
+				       pub->why);
+		rc = prepare_next(pub, "rejected", "revops", json_incref(pub->final));
+	} else if (rc == 0) {
+		rc = prepare_next(pub, "approved", p->approver,
+				  json_pack("{s:s, s:s, s:O}", "approver_saml_subject", p->approver,
+					    "user_id", pub->approver_id, "roles", pub->roles));
+	}
+	return rc;
+}
+
+/* Inserts pub's prepared entries of decision id inside tx and frees them. */
+static int insert_entries(struct store_tx *tx, struct publish *pub, const char *id)
+{
+	int i, rc = 0;
+
+	for (i = 0; i < pub->nent && rc >= 0; i++)
+		rc = audit_insert(tx, id, &pub->ent[i]);
+	for (i = 0; i < pub->nent; i++)
+		audit_entry_free(&pub->ent[i]);
+	pub->nent = 0;
+	return rc < 0 ? rc : 0;
+}
+
+/* Records the decision and the governance outcome before any PMS call; the
+ * write lock covers only the inserts. */
+static int record_proposal(struct store *st, struct publish *pub, const char *id)
+{
+	struct store_tx *tx;
+	int rc;
+
+	if (prepare_proposal(pub, id) < 0)
+		return STORE_ERR;
+	if ((rc = store_begin(st, 1, &tx)) != STORE_OK)
+		return rc;
+	rc = insert_decision(tx, id, pub->who->portfolio_id, pub->final ? "rejected" : "pending",
+			     pub->p, pub->actor, pub->now);
+	if (rc == 0)
+		rc = insert_entries(tx, pub, id);
+	if (rc == 0 && pub->final)
+		rc = set_status(tx, id, "rejected", NULL, pub->final);
+	return store_finish(tx, rc);
+}
+
+/* The receipts the row keeps: {property, pms_property_code, pms_ref, at,
+ * previous_rate} per write. */
+static json_t *batch_receipts(const struct rate_batch *b)
+{
+	json_t *receipts = json_array();
+	size_t i;
+
+	for (i = 0; i < b->n; i++) {
+		const struct pms_write *w = &b->w[i];
+
+		json_array_append_new(receipts,
+				      json_pack("{s:s, s:s, s:s, s:s, s:o}", "property", b->t[i].id,
+						"pms_property_code", b->t[i].code, "pms_ref",
+						w->pms_ref, "at", w->at, "previous_rate",
+						w->has_previous ? governance_money(w->prev_currency,
+										   w->prev_minor_units)
+								: json_null()));
+	}
+	return receipts;
+}
+
+/* Success: the chain's tip is still the one computed before (no one else
+ * appends to a pending decision), so these entries too are prepared before
+ * the write lock. Sets out to the spec's answer: id, status,
+ * properties_written, audit_trail_url, pms_write_receipts. */
+static int record_published(struct store *st, struct publish *pub, const char *id,
+			    struct decision_outcome *out)
+{
+	const struct decision_proposal *p = pub->p;
+	json_t *receipts = batch_receipts(pub->batch), *data;
+	struct store_tx *tx = NULL;
+	size_t i;
+	int rc = 0;
+
+	for (i = 0; i < pub->batch->n && rc == 0; i++)
+		rc = prepare_next(pub, "pms_write", "pms", rate_batch_entry(pub->batch, i, "publish"));
+	if (rc == 0)
+		rc = prepare_next(pub, "published", "revops",
+				  json_pack("{s:O}", "properties_written", p->properties));
+	data = json_pack("{s:s, s:s, s:{s:s, s:s}, s:s, s:s}", "decision_id", id, "room_type_code",
+			 p->room_type_code, "date_range", "from", p->from, "to", p->to,
+			 "approver_saml_subject", p->approver, "brand_ceiling_id", p->ceiling_id);
+	rc = rc < 0 ? STORE_ERR : store_begin(st, 1, &tx);
+	if (rc != STORE_OK)
+		tx = NULL;
+	if (rc == STORE_OK && (rc = insert_entries(tx, pub, id)) == 0 &&
+	    (rc = set_status(tx, id, "published", receipts, NULL)) == 0)
+		rc = outbox_append(tx, "v2", "rate.decision.published", pub->who->portfolio_id,
+				   p->properties, data, NULL, 0);
+	if (tx)
+		rc = store_finish(tx, rc);
+	json_decref(data);
+	if (rc == STORE_OK) {
+		out->result = DECISION_DONE;
+		out->body = json_pack("{s:s, s:s, s:O, s:o, s:o}", "id", id, "status", "published",
+				      "properties_written", p->properties, "audit_trail_url",
+				      audit_url(id), "pms_write_receipts", short_receipts(receipts));
+	}
+	json_decref(receipts);
+	return rc;
+}
+
+/* The PMS writes, outside any transaction, then their record. */
+static int publish_writes(struct store *st, struct pms *pms, struct publish *pub,
+			  struct decision_outcome *out)
+{
+	const struct decision_proposal *p = pub->p;
+	struct rate_batch *b = pub->batch;
+	size_t i, n = json_array_size(p->properties);
+	int rc;
+
+	b->n = 0;
+	for (i = 0; i < n; i++)
+		rate_batch_add(b, &b->t[i], p->room_type_code, p->from, p->to, p->currency,
+			       p->minor_units, out->id, "publish");
+	rc = rate_batch_run(pms, b);
+	pub->now = clock_now_ms();
+	if (rc < 0)
+		return STORE_ERR;
+	if (rc == 1)
+		return record_batch_failure(st, pub->who->portfolio_id, out->id, b, "publish", out);
+	return record_published(st, pub, out->id, out);
+}
+
+static void publish_free(struct publish *pub)
+{
+	int i;
+
+	json_decref(pub->checks);
+	json_decref(pub->details);
+	json_decref(pub->roles);
+	json_decref(pub->final);
+	portfolio_ceiling_free(&pub->ce);
+	for (i = 0; i < pub->nent; i++)
+		audit_entry_free(&pub->ent[i]);
+	free(pub->batch);
+}
+
+int decision_publish(struct store *st, struct pms *pms, const struct decision_who *who,
+		     const struct decision_proposal *p, struct decision_outcome *out)
+{
+	struct publish *pub = calloc(1, sizeof *pub);
+	int rc = STORE_ERR;
+
+	memset(out, 0, sizeof *out);
+	if (!pub)
+		return STORE_ERR;
+	pub->who = who;
+	pub->p = p;
+	pub->now = clock_now_ms();
+	pub->checks = json_array();
+	pub->details = json_array();
+	pub->batch = calloc(1, sizeof *pub->batch);
+	pub->rate = (struct governance_rate){p->ceiling_id, p->room_type_code, 0, 0, p->currency,
+					     p->minor_units};
+	if (!pub->batch || json_array_size(p->properties) > DECISION_MAX_PROPERTIES ||
+	    clock_parse_date(p->from, &pub->rate.from_days) < 0 ||
+	    clock_parse_date(p->to, &pub->rate.to_days) < 0)
+		goto out;
+	if ((rc = govern(st, pub, out)) != 0)
+		goto out;
+	rc = id_new("rd_", out->id, sizeof out->id) < 0 ? STORE_ERR : record_proposal(st, pub, out->id);
+	if (rc != STORE_OK)
+		goto out;
+	if (json_array_size(pub->details)) {
+		out->result = DECISION_CEILING_EXCEEDED;
+		out->body = json_incref(pub->details);
+	} else if (pub->why) {
+		out->result = DECISION_GOVERNANCE_REJECTED;
+		out->why = pub->why;
+	} else {
+		rc = publish_writes(st, pms, pub, out);
+	}
+out:
+	publish_free(pub);
+	free(pub);
+	return rc < 0 ? rc : 0;
+}
+
+/* ------------------------------------------------------ revert */
+
+/* One revert under way. */
+struct revert {
+	const struct decision_who *who;
+	const char *id, *reason, *approver;
+	json_t *decision, *receipts, *row, *roles, *restored, *skipped;
+	char actor[300];
+	char approver_id[ID_MAX];
+	struct rate_batch *batch;
+};
+
+/* Checks decision r->id can be reverted by r->who with r->approver, under
+ * the write lock, and loads what it wrote. Returns 0, 1 (out set) or < 0. */
+static int revert_check(struct store_tx *tx, struct revert *r, struct decision_outcome *out)
+{
+	const char *why = NULL, *status;
+	int rc = decision_load(tx, r->who->portfolio_id, r->id, &r->decision);
+
+	if (rc <= 0 || rc == 2) {
+		out->result = rc == 0 ? DECISION_NOT_FOUND : DECISION_OTHER_PORTFOLIO;
+		return rc < 0 ? rc : 1;
+	}
+	out->result = DECISION_OUT_OF_REACH;
+	if (!decision_reached(r->who, r->decision))
+		return 1;
+	status = json_string_value(json_object_get(r->decision, "status"));
+	out->result = DECISION_NOT_PUBLISHED;
+	snprintf(out->status, sizeof out->status, "%s", status);
+	if (strcmp(status, "published"))
+		return 1;
+	if ((rc = actor_of(tx, r->who, r->actor, sizeof r->actor)) < 0 ||
+	    (rc = governance_check_approver(tx, r->who->portfolio_id, r->approver, r->who->user_id,
+					    r->approver_id, &r->roles, &why)) < 0)
+		return rc;
+	out->result = DECISION_GOVERNANCE_REJECTED;
+	out->why = why;
+	if (why)
+		return 1;
+	rc = load_receipts(tx, r->id, &r->receipts, &r->row);
+	return rc == 1 ? 0 : (rc < 0 ? rc : STORE_ERR);
+}
+
+/* The writes of the revert: each property's previous rate; properties
+ * that had none are left as the decision wrote them and listed in skipped. */
+static void revert_batch(struct revert *r)
+{
+	const char *room = json_string_value(json_object_get(r->row, "room"));
+	const char *from = json_string_value(json_object_get(r->row, "from"));
+	const char *to = json_string_value(json_object_get(r->row, "to"));
+	json_t *rec, *prev;
+	size_t i;
+
+	json_array_foreach(r->receipts, i, rec) {
+		struct portfolio_property t = {0};
+
+		prev = json_object_get(rec, "previous_rate");
+		snprintf(t.id, sizeof t.id, "%s", json_string_value(json_object_get(rec, "property")));
+		snprintf(t.code, sizeof t.code, "%s",
+			 json_string_value(json_object_get(rec, "pms_property_code")));
+		if (!json_is_object(prev)) {
+			json_array_append_new(r->skipped, json_string(t.id));
+			continue;
+		}
+		json_array_append_new(r->restored, json_string(t.id));
+		rate_batch_add(r->batch, &t, room, from, to,
+			       json_string_value(json_object_get(prev, "currency")),
+			       json_integer_value(json_object_get(prev, "minor_units")), r->id,
+			       "revert");
+	}
+}
+
+/* Records a successful revert inside tx: its writes, the reverted entry,
+ * the row, and v2 rate.decision.reverted. Returns 0, 1 (another revert
+ * won: out set) or < 0. */
+static int record_reverted(struct store_tx *tx, struct audit_chain *ch, struct revert *r,
+			   struct decision_outcome *out)
+{
+	int64_t now = clock_now_ms();
+	char at[CLOCK_RFC3339_LEN];
+	json_t *e, *data;
+	size_t i;
+	int rc = still_published(tx, r->id);
+
+	if (rc == 0)
+		out->result = DECISION_REVERTED_MEANWHILE;
+	if (rc <= 0)
+		return rc < 0 ? rc : 1;
+	for (i = 0, rc = 0; i < r->batch->n && rc == 0; i++) {
+		e = rate_batch_entry(r->batch, i, "revert");
+		rc = audit_append(tx, ch, "pms_write", "pms", e, now);
+		json_decref(e);
+	}
+	e = json_pack("{s:s, s:s, s:s, s:O, s:O, s:O}", "reason", r->reason,
+		      "approver_saml_subject", r->approver, "requested_by", r->actor, "restored",
+		      r->restored, "not_restored_no_previous_rate", r->skipped, "approver_roles",
+		      r->roles);
+	if (rc == 0)
+		rc = audit_append(tx, ch, "reverted", r->approver, e, now);
+	json_decref(e);
+	if (rc == 0)
+		rc = mark_reverted(tx, r->id, r->reason, r->approver, now);
+	clock_format_ms(now, at);
+	data = json_pack("{s:s, s:s, s:s, s:s}", "decision_id", r->id, "reason", r->reason,
+			 "approver_saml_subject", r->approver, "reverted_at", at);
+	if (rc == 0)
+		rc = outbox_append(tx, "v2", "rate.decision.reverted", r->who->portfolio_id,
+				   json_object_get(r->decision, "properties"), data, NULL, 0);
+	json_decref(data);
+	return rc < 0 ? rc : 0;
+}
+
+/* After the writes: records the failure or the revert, then reads the
+ * decision back for the answer. */
+static int revert_record(struct store *st, struct revert *r, int written,
+			 struct decision_outcome *out)
+{
+	struct store_tx *tx;
+	struct audit_chain ch;
+	int rc;
+
+	if (written == 1)
+		return record_batch_failure(st, r->who->portfolio_id, r->id, r->batch, "revert", out);
+	if ((rc = reopen_chain(st, r->id, &tx, &ch)) < 0)
+		return rc;
+	rc = record_reverted(tx, &ch, r, out);
+	if (rc == 1) {
+		store_rollback(tx);
+		return 0;
+	}
+	if ((rc = store_finish(tx, rc)) != STORE_OK)
+		return rc;
+	if ((rc = store_begin(st, 0, &tx)) != STORE_OK)
+		return rc;
+	rc = decision_load(tx, r->who->portfolio_id, r->id, &out->body);
+	store_rollback(tx);
+	if (rc != 1)
+		return rc < 0 ? rc : STORE_ERR;
+	out->result = DECISION_DONE;
+	return 0;
+}
+
+int decision_revert(struct store *st, struct pms *pms, const struct decision_who *who,
+		    const char *id, const char *reason, const char *approver,
+		    struct decision_outcome *out)
+{
+	struct revert r = {who, id, reason, approver, NULL, NULL, NULL, NULL, NULL, NULL, "", "",
+			   NULL};
+	struct store_tx *tx;
+	int rc;
+
+	memset(out, 0, sizeof *out);
+	snprintf(out->id, sizeof out->id, "%s", id);
+	r.restored = json_array();
+	r.skipped = json_array();
+	r.batch = calloc(1, sizeof *r.batch);
+	rc = r.batch ? store_begin(st, 1, &tx) : STORE_ERR;
+	if (rc != STORE_OK)
+		goto out;
+	rc = revert_check(tx, &r, out);
+	store_rollback(tx);
+	if (rc != 0)
+		goto out;
+	revert_batch(&r);
+	rc = rate_batch_run(pms, r.batch);
+	rc = rc < 0 ? STORE_ERR : revert_record(st, &r, rc, out);
+out:
+	json_decref(r.decision);
+	json_decref(r.receipts);
+	json_decref(r.row);
+	json_decref(r.roles);
+	json_decref(r.restored);
+	json_decref(r.skipped);
+	free(r.batch);
+	return rc < 0 ? rc : 0;
+}
+
+/* ------------------------------------------------------ recovery */
+
+int decision_recover(struct store *st)
+{
+	struct store_tx *tx;
+	struct store_rows *r;
+	struct audit_chain ch;
+	json_t *ids = json_array(), *v, *d;
+	int64_t now = clock_now_ms();
+	size_t i;
+	int rc;
+
+	if (store_begin(st, 1, &tx) != STORE_OK) {
+		json_decref(ids);
+		return -1;
+	}
+	rc = store_query(tx, "SELECT id FROM rate_decisions WHERE status = 'pending'", NULL, 0, &r);
+	if (rc == STORE_OK) {
+		while ((rc = store_next(r)) == 1)
+			json_array_append_new(ids, json_string(store_text(r, 0)));
+		store_rows_close(r);
+	}
+	d = json_pack("{s:s, s:s}", "stage", "publish", "reason",
+		      "interrupted: the server stopped during the PMS writes; their outcome is "
+		      "unknown and nothing was compensated");
+	json_array_foreach(ids, i, v) {
+		if (rc < 0)
+			break;
+		rc = audit_open(tx, json_string_value(v), &ch);
+		if (rc == 0)
+			rc = audit_append(tx, &ch, "failed", "revops", d, now);
+		if (rc == 0)
+			rc = set_status(tx, json_string_value(v), "failed", NULL, d);
+	}
+	json_decref(d);
+	if (rc < 0) {
+		store_rollback(tx);
+		json_decref(ids);
+		return -1;
+	}
+	rc = store_commit(tx) == STORE_OK ? (int)json_array_size(ids) : -1;
+	json_decref(ids);
+	return rc;
+}
