@@ -122,14 +122,67 @@ int oauth_scope_parse(const char *scope, unsigned allowed, const json_t *allowed
 	return rc;
 }
 
+/* The properties of the grant's portfolio a token carries: those whose
+ * codes were asked for (want_codes), else those the client is limited to
+ * (cl->codes), else all; their ids and codes are appended to ids and codes
+ * in id order. Returns 0 or a negative store status. */
+static int grant_properties(struct store_tx *tx, const struct grant *cl, const json_t *want_codes,
+			    json_t *ids, json_t *codes)
+{
+	struct store_rows *r;
+	const char *code;
+	int rc;
+
+	rc = store_query(tx,
+			 "SELECT id, pms_property_code FROM properties WHERE portfolio_id = $1"
+			 " ORDER BY id",
+			 (struct store_val[]){sv_text(cl->portfolio_id)}, 1, &r);
+	if (rc != STORE_OK)
+		return rc;
+	while ((rc = store_next(r)) == 1) {
+		code = store_text(r, 1);
+		if (json_array_size(want_codes) ? !code_in(want_codes, code)
+						: (cl->codes && !code_in(cl->codes, code)))
+			continue;
+		json_array_append_new(ids, json_string(store_text(r, 0)));
+		json_array_append_new(codes, json_string(code));
+	}
+	store_rows_close(r);
+	return rc < 0 ? rc : 0;
+}
+
+/* Answers 200 with an issued token: the scope granted (the scope names of
+ * want, then "property:<code>" for each code asked for) and the codes the
+ * token carries. */
+static void send_token(struct ctx *c, const char *token, unsigned want, const json_t *want_codes,
+		       const char *portfolio_id, json_t *codes)
+{
+	char granted[512];
+	size_t i, gl;
+	json_t *v;
+
+	auth_scope_string(want, granted, sizeof granted);
+	gl = strlen(granted);
+	json_array_foreach(want_codes, i, v)
+		if (gl + strlen(json_string_value(v)) + 11 < sizeof granted)
+			gl += (size_t)snprintf(granted + gl, sizeof granted - gl, " property:%s",
+					       json_string_value(v));
+	response_header(c->res, "Cache-Control", "no-store");
+	response_header(c->res, "Pragma", "no-cache");
+	respond_raw_json(c, 200,
+			 json_pack("{s:s, s:s, s:i, s:s, s:s, s:O}", "access_token", token,
+				   "token_type", "Bearer", "expires_in", c->svc->cfg->token_ttl,
+				   "scope", granted, "portfolio_id", portfolio_id,
+				   "property_codes", codes));
+}
+
 /* Issues a token for the grant inside tx (committing it). Applies the
  * scope rules of API-CONTRACT §2 and answers the request (success or an
  * OAuth error); tx is finished either way. */
 static void issue(struct ctx *c, struct store_tx *tx, const struct grant *cl, const char *scope)
 {
-	char token[AUTH_TOKEN_MAX] = "", granted[512];
+	char token[AUTH_TOKEN_MAX] = "";
 	json_t *want_codes = json_array(), *ids = json_array(), *codes = json_array();
-	struct store_rows *r = NULL;
 	unsigned want = 0;
 	int rc, narrowed;
 	int64_t now = clock_now_ms();
@@ -144,24 +197,7 @@ static void issue(struct ctx *c, struct store_tx *tx, const struct grant *cl, co
 	if (!want)
 		want = cl->scopes;
 	narrowed = json_array_size(want_codes) > 0 || cl->codes;
-	rc = store_query(tx,
-			 "SELECT id, pms_property_code FROM properties WHERE portfolio_id = $1"
-			 " ORDER BY id",
-			 (struct store_val[]){sv_text(cl->portfolio_id)}, 1, &r);
-	if (rc != STORE_OK)
-		goto fail;
-	while ((rc = store_next(r)) == 1) {
-		const char *code = store_text(r, 1);
-
-		if (json_array_size(want_codes) ? !code_in(want_codes, code)
-						: (cl->codes && !code_in(cl->codes, code)))
-			continue;
-		json_array_append_new(ids, json_string(store_text(r, 0)));
-		json_array_append_new(codes, json_string(code));
-	}
-	store_rows_close(r);
-	r = NULL;
-	if (rc < 0)
+	if (grant_properties(tx, cl, want_codes, ids, codes) < 0)
 		goto fail;
 	if (json_array_size(codes) < json_array_size(want_codes) ||
 	    (narrowed && json_array_size(ids) > AUTH_MAX_PROPS))
@@ -176,24 +212,8 @@ static void issue(struct ctx *c, struct store_tx *tx, const struct grant *cl, co
 	rc = store_finish(tx, rc);
 	tx = NULL;
 	if (rc != STORE_OK)
-		goto fail_no_tx;
-	auth_scope_string(want, granted, sizeof granted);
-	{
-		size_t i, gl = strlen(granted);
-		json_t *v;
-
-		json_array_foreach(want_codes, i, v)
-			if (gl + strlen(json_string_value(v)) + 11 < sizeof granted)
-				gl += (size_t)snprintf(granted + gl, sizeof granted - gl, " property:%s",
-						       json_string_value(v));
-	}
-	response_header(c->res, "Cache-Control", "no-store");
-	response_header(c->res, "Pragma", "no-cache");
-	respond_raw_json(c, 200,
-			 json_pack("{s:s, s:s, s:i, s:s, s:s, s:O}", "access_token", token,
-				   "token_type", "Bearer", "expires_in", c->svc->cfg->token_ttl,
-				   "scope", granted, "portfolio_id", cl->portfolio_id,
-				   "property_codes", codes));
+		goto fail;
+	send_token(c, token, want, want_codes, cl->portfolio_id, codes);
 	goto out;
 bad_scope:
 	store_rollback(tx);
@@ -201,9 +221,7 @@ bad_scope:
 		    "a requested scope or property is not available to this client");
 	goto out;
 fail:
-	store_rows_close(r);
 	store_rollback(tx);
-fail_no_tx:
 	respond_error(c, ERR_INTERNAL, NULL, "internal error");
 out:
 	crypto_wipe(token, sizeof token);
