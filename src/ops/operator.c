@@ -268,7 +268,7 @@ int operator_client_create(struct store *st, const char *portfolio_id, const cha
 	char id[ID_MAX], secret[64] = "", scope_s[512], *sp;
 	unsigned bits = 0;
 	size_t i;
-	int64_t one;
+	struct portfolio_property prop;
 	int rc = -1;
 
 	*out = NULL;
@@ -312,11 +312,7 @@ int operator_client_create(struct store *st, const char *portfolio_id, const cha
 		goto out;
 	}
 	json_array_foreach(code_list, i, v)
-		if (store_query_int(tx,
-				    "SELECT 1 FROM properties WHERE portfolio_id = $1"
-				    " AND pms_property_code = $2",
-				    (struct store_val[]){sv_text(portfolio_id),
-							 sv_text(json_string_value(v))}, 2, &one) != 1) {
+		if (portfolio_property_by_code(tx, portfolio_id, json_string_value(v), &prop) != 1) {
 			store_rollback(tx);
 			fail(err, "--properties names a code that is not a property of the portfolio");
 			goto out;

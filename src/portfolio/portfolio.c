@@ -74,6 +74,23 @@ int portfolio_property_by_code(struct store_tx *tx, const char *portfolio_id, co
 			    portfolio_id, code, out);
 }
 
+int portfolio_each_property(struct store_tx *tx, const char *portfolio_id,
+			    void (*fn)(void *arg, const char *id, const char *code), void *arg)
+{
+	struct store_rows *r;
+	int rc = store_query(tx,
+			     "SELECT id, pms_property_code FROM properties WHERE portfolio_id = $1"
+			     " ORDER BY id",
+			     (struct store_val[]){sv_text(portfolio_id)}, 1, &r);
+
+	if (rc != STORE_OK)
+		return rc;
+	while ((rc = store_next(r)) == 1)
+		fn(arg, store_text(r, 0), store_text(r, 1));
+	store_rows_close(r);
+	return rc < 0 ? rc : 0;
+}
+
 int portfolio_rate_limit(struct store_tx *tx, const char *id, int64_t *per_minute)
 {
 	return store_query_int(tx,

@@ -57,6 +57,10 @@ int portfolio_property_get(struct store_tx *tx, const char *portfolio_id, const 
 			   struct portfolio_property *out) WUR;
 int portfolio_property_by_code(struct store_tx *tx, const char *portfolio_id, const char *code,
 			       struct portfolio_property *out) WUR;
+/* Calls fn with the id and PMS code of each property of the portfolio, in
+ * id order. Returns 0 or a negative store status. */
+int portfolio_each_property(struct store_tx *tx, const char *portfolio_id,
+			    void (*fn)(void *arg, const char *id, const char *code), void *arg) WUR;
 /* The per-minute rate limit override; *per_minute is 0 when the plan's
  * figure applies. */
 int portfolio_rate_limit(struct store_tx *tx, const char *id, int64_t *per_minute) WUR;

@@ -16,6 +16,7 @@
 #include "identity/directory.h"
 #include "identity/idp.h"
 #include "identity/saml.h"
+#include "portfolio/portfolio.h"
 #include "store/store.h"
 
 #define SECRET_MAX 256
@@ -126,29 +127,29 @@ int oauth_scope_parse(const char *scope, unsigned allowed, const json_t *allowed
  * codes were asked for (want_codes), else those the client is limited to
  * (cl->codes), else all; their ids and codes are appended to ids and codes
  * in id order. Returns 0 or a negative store status. */
+struct grant_pick {
+	const struct grant *cl;
+	const json_t *want_codes;
+	json_t *ids, *codes;
+};
+
+static void pick_property(void *arg, const char *id, const char *code)
+{
+	struct grant_pick *g = arg;
+
+	if (json_array_size(g->want_codes) ? !code_in(g->want_codes, code)
+					   : (g->cl->codes && !code_in(g->cl->codes, code)))
+		return;
+	json_array_append_new(g->ids, json_string(id));
+	json_array_append_new(g->codes, json_string(code));
+}
+
 static int grant_properties(struct store_tx *tx, const struct grant *cl, const json_t *want_codes,
 			    json_t *ids, json_t *codes)
 {
-	struct store_rows *r;
-	const char *code;
-	int rc;
+	struct grant_pick g = {cl, want_codes, ids, codes};
 
-	rc = store_query(tx,
-			 "SELECT id, pms_property_code FROM properties WHERE portfolio_id = $1"
-			 " ORDER BY id",
-			 (struct store_val[]){sv_text(cl->portfolio_id)}, 1, &r);
-	if (rc != STORE_OK)
-		return rc;
-	while ((rc = store_next(r)) == 1) {
-		code = store_text(r, 1);
-		if (json_array_size(want_codes) ? !code_in(want_codes, code)
-						: (cl->codes && !code_in(cl->codes, code)))
-			continue;
-		json_array_append_new(ids, json_string(store_text(r, 0)));
-		json_array_append_new(codes, json_string(code));
-	}
-	store_rows_close(r);
-	return rc < 0 ? rc : 0;
+	return portfolio_each_property(tx, cl->portfolio_id, pick_property, &g);
 }
 
 /* Answers 200 with an issued token: the scope granted (the scope names of
