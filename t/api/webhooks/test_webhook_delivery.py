@@ -945,8 +945,12 @@ class ThroughputTest(DeliveryCase):
         self.assertEqual(len(set(ns)), n)
         ts = sorted(d.at for d in got)
         rate = (n - 1) / (ts[-1] - ts[0])
-        self.assertTrue(0.9 * cap <= rate <= 1.1 * cap,
-                        "%s: %.2f deliveries/s, cap %d/s (10%% tolerance)" % (path, rate, cap))
+        # The cap is a ceiling: never more than 10% over it. The floor only
+        # catches a pacing bug (a lane far below its cap); it is loose
+        # because a loaded, shared machine slows the receiver, not the cap.
+        self.assertTrue(0.7 * cap <= rate <= 1.1 * cap,
+                        "%s: %.2f deliveries/s, cap %d/s (at most 10%% over, at least 70%%)" % (
+                            path, rate, cap))
         # evenly spaced: no cap+1 consecutive arrivals inside (much) less than 1 s
         worst = min(ts[i + cap] - ts[i] for i in range(len(ts) - cap))
         self.assertGreaterEqual(worst, 0.85, "%s: %d deliveries within %.3fs (cap %d/s)" % (
