@@ -17,6 +17,7 @@
 #include "net/httpc.h"
 #include "store/store.h"
 #include "webhooks/signing.h"
+#include "webhooks/subscriptions.h"
 
 #define MIN_MS 60000LL
 #define HOUR_MS (60 * MIN_MS)
@@ -49,6 +50,9 @@ static const int64_t v2_offsets[] = {MIN_MS,      5 * MIN_MS,   15 * MIN_MS, HOU
 #define SNIPPET_MAX 1024
 #define POLL_IDLE_MS 1000
 #define NO_DUE INT64_MAX
+/* Room for a sealed signing secret (crypto_seal of a 50-byte secret is far
+ * shorter). */
+#define SEALED_MAX 1024
 
 int engine_schedule(const char *surface, const int64_t **offsets)
 {
@@ -334,77 +338,6 @@ void engine_notify(struct engine *d, const struct engine_touched *t)
 
 /* -------------------------------------------------------------- fan-out */
 
-struct sub {
-	char *id, *portfolio_id, *surface, *url, *mirror_url, *events, *plan;
-	int64_t created_at;
-};
-
-static void subs_free(struct sub *s, size_t n)
-{
-	size_t i;
-
-	for (i = 0; i < n; i++) {
-		free(s[i].id);
-		free(s[i].portfolio_id);
-		free(s[i].surface);
-		free(s[i].url);
-		free(s[i].mirror_url);
-		free(s[i].events);
-		free(s[i].plan);
-	}
-	free(s);
-}
-
-static char *dup_or_null(const char *s)
-{
-	return s ? strdup(s) : NULL;
-}
-
-/* Loads enabled subscriptions (all, or the one named only) with their
- * portfolio's plan. */
-static int subs_load(struct store_tx *tx, const char *only, struct sub **out, size_t *n)
-{
-	struct store_rows *r;
-	struct sub *s = NULL, *grown;
-	size_t cap = 0, cnt = 0;
-	int rc;
-
-	*out = NULL;
-	*n = 0;
-	rc = store_query(tx,
-			 "SELECT s.id, s.portfolio_id, s.surface, s.url, s.mirror_url, s.events,"
-			 " s.created_at, p.plan FROM webhook_subscriptions s JOIN portfolios p"
-			 " ON p.id = s.portfolio_id WHERE s.status = 'enabled'"
-			 " AND ($1 IS NULL OR s.id = $1)",
-			 (struct store_val[]){sv_text(only)}, 1, &r);
-	if (rc != STORE_OK)
-		return rc;
-	while ((rc = store_next(r)) == 1) {
-		if (cnt == cap) {
-			cap = cap ? cap * 2 : 16;
-			grown = realloc(s, cap * sizeof *s);
-			if (!grown) {
-				rc = STORE_ERR;
-				break;
-			}
-			s = grown;
-		}
-		s[cnt] = (struct sub){strdup(store_text(r, 0)), strdup(store_text(r, 1)),
-				      strdup(store_text(r, 2)), strdup(store_text(r, 3)),
-				      dup_or_null(store_text(r, 4)), strdup(store_text(r, 5)),
-				      strdup(store_text(r, 7)), store_int(r, 6)};
-		cnt++;
-	}
-	store_rows_close(r);
-	if (rc < 0) {
-		subs_free(s, cnt);
-		return rc;
-	}
-	*out = s;
-	*n = cnt;
-	return 0;
-}
-
 static int plan_rate(const char *plan)
 {
 	if (!strcmp(plan, "enterprise"))
@@ -414,20 +347,9 @@ static int plan_rate(const char *plan)
 	return 5;
 }
 
-/* 1 when the subscription's events (a compact JSON array of names) holds
- * type. Names never contain quotes, so a quoted search is exact. */
-static int sub_wants(const struct sub *s, const char *type)
-{
-	char quoted[160];
-
-	if (snprintf(quoted, sizeof quoted, "\"%s\"", type) >= (int)sizeof quoted)
-		return 0;
-	return strstr(s->events, quoted) != NULL;
-}
-
 /* The envelope around the delivery id: prefix + delivery id + suffix is the
  * body (spec "Webhook event envelope" v1 / v2, fields in table order). */
-static int envelope(const struct engine_event *ev, struct buf *pre, struct buf *suf)
+static int envelope(const struct outbox_event *ev, struct buf *pre, struct buf *suf)
 {
 	char ts[CLOCK_RFC3339_LEN];
 	json_t *props = json_loads(ev->property_ids, 0, NULL);
@@ -463,7 +385,7 @@ out:
 /* What every delivery made for one event shares. */
 struct fan {
 	struct store_tx *tx;
-	const struct engine_event *ev;
+	const struct outbox_event *ev;
 	const struct buf *body;
 	int64_t now;
 	json_t *created;                 /* when not NULL, gets {id, target} per delivery */
@@ -472,11 +394,11 @@ struct fan {
 
 /* Inserts one delivery of f->ev to s (its primary URL, or its mirror with
  * primary_id naming the primary), notes its lane and reports it. */
-static int add_delivery(const struct fan *f, const struct sub *s, const char *id,
+static int add_delivery(const struct fan *f, const struct subscription *s, const char *id,
 			const char *target, const char *primary_id, const char *url,
 			const char *lane, int rate)
 {
-	const struct engine_event *ev = f->ev;
+	const struct outbox_event *ev = f->ev;
 	int rc = store_exec(
 		f->tx,
 		"INSERT INTO webhook_deliveries (id, portfolio_id, subscription_id, surface, target,"
@@ -502,8 +424,8 @@ static int add_delivery(const struct fan *f, const struct sub *s, const char *id
 
 /* Creates the deliveries of ev for the subscriptions in subs that want it
  * (all of them when ping). */
-static int fan_out_event(struct store_tx *tx, const struct engine_event *ev,
-			 const struct sub *subs, size_t nsubs, int ping, json_t *created,
+static int fan_out_event(struct store_tx *tx, const struct outbox_event *ev,
+			 const struct subscription *subs, size_t nsubs, int ping, json_t *created,
 			 struct engine_touched *touched)
 {
 	struct buf pre, suf, body, lane;
@@ -521,11 +443,11 @@ static int fan_out_event(struct store_tx *tx, const struct engine_event *ev,
 		goto out;
 	}
 	for (i = 0; i < nsubs; i++) {
-		const struct sub *s = &subs[i];
+		const struct subscription *s = &subs[i];
 
 		if (strcmp(s->portfolio_id, ev->portfolio_id) || strcmp(s->surface, ev->surface))
 			continue;
-		if (!ping && (s->created_at > ev->created_at || !sub_wants(s, ev->type)))
+		if (!ping && (s->created_at > ev->created_at || !subscriptions_wants(s, ev->type)))
 			continue;
 		buf_reset(&body);
 		buf_reset(&lane);
@@ -562,19 +484,52 @@ out:
 	return rc;
 }
 
-int engine_fan_out(struct store_tx *tx, const struct engine_event *ev, const char *only_sub,
+int engine_fan_out(struct store_tx *tx, const struct outbox_event *ev, const char *only_sub,
 		     json_t *created, struct engine_touched *touched)
 {
-	struct sub *subs;
+	struct subscription *subs;
 	size_t n;
 	int rc;
 
-	rc = subs_load(tx, only_sub, &subs, &n);
+	rc = subscriptions_load_enabled(tx, only_sub, &subs, &n);
 	if (rc < 0)
 		return rc;
 	rc = fan_out_event(tx, ev, subs, n, only_sub != NULL, created, touched);
-	subs_free(subs, n);
+	subscriptions_free(subs, n);
 	return rc;
+}
+
+/* A fan-out batch in progress (fan_out_one's arg). */
+struct batch {
+	struct store_tx *tx;
+	const struct subscription *subs;
+	size_t nsubs;
+	struct engine_touched *touched;
+	int64_t last; /* the seq of the last event read */
+	int n;        /* events read */
+	int made;     /* deliveries made */
+};
+
+/* outbox_each_after's fn: the deliveries of one event. Stops the read
+ * once the batch made FANOUT_MAX_DELIVERIES. */
+static int fan_out_one(const struct outbox_event *ev, void *arg)
+{
+	struct batch *b = arg;
+	int rc;
+
+	b->last = ev->seq;
+	b->n++;
+	if (b->nsubs == 0)
+		return 0;
+	rc = fan_out_event(b->tx, ev, b->subs, b->nsubs, 0, NULL, b->touched);
+	if (rc < 0)
+		return rc;
+	b->made += rc;
+	if (b->made >= FANOUT_MAX_DELIVERIES) {
+		b->n = FANOUT_BATCH; /* more may follow: go again at once */
+		return 1;
+	}
+	return 0;
 }
 
 /* One fan-out batch: the events after the cursor become deliveries and the
@@ -584,67 +539,40 @@ int engine_fan_out(struct store_tx *tx, const struct engine_event *ev, const cha
 static int fan_out_batch(struct engine *d, struct engine_touched *touched)
 {
 	struct store_tx *tx = NULL;
-	struct store_rows *r = NULL;
-	struct sub *subs = NULL;
+	struct subscription *subs = NULL;
 	size_t nsubs = 0;
-	int64_t seq = 0, last = d->cursor;
-	int rc, n = 0, made = 0;
+	int64_t seq = 0;
+	struct batch b;
+	int rc;
 
 	/* A cheap read first, so an idle outbox never takes the write lock. */
 	if ((rc = store_begin(d->st, 0, &tx)) != STORE_OK)
 		return rc;
-	rc = store_query_int(tx, "SELECT seq FROM events WHERE seq > $1 ORDER BY seq LIMIT 1",
-			     (struct store_val[]){sv_int(d->cursor)}, 1, &seq);
+	rc = outbox_first_after(tx, d->cursor, &seq);
 	store_rollback(tx);
 	tx = NULL;
 	if (rc <= 0)
 		return rc;
 	if ((rc = store_begin(d->st, 1, &tx)) != STORE_OK)
 		return rc;
-	if ((rc = subs_load(tx, NULL, &subs, &nsubs)) < 0)
+	if ((rc = subscriptions_load_enabled(tx, NULL, &subs, &nsubs)) < 0)
 		goto out;
-	rc = store_query(tx, "SELECT seq, id, surface, type, portfolio_id, property_ids, data,"
-			     " created_at FROM events WHERE seq > $1 ORDER BY seq LIMIT $2",
-			 (struct store_val[]){sv_int(d->cursor), sv_int(FANOUT_BATCH)}, 2, &r);
-	if (rc != STORE_OK)
+	b = (struct batch){tx, subs, nsubs, touched, d->cursor, 0, 0};
+	if ((rc = outbox_each_after(tx, d->cursor, FANOUT_BATCH, fan_out_one, &b)) < 0)
 		goto out;
-	while ((rc = store_next(r)) == 1) {
-		struct engine_event ev = {store_text(r, 1), store_text(r, 2), store_text(r, 3),
-					    store_text(r, 4), store_text(r, 5), store_text(r, 6),
-					    store_int(r, 7)};
-
-		last = store_int(r, 0);
-		n++;
-		if (nsubs == 0)
-			continue;
-		rc = fan_out_event(tx, &ev, subs, nsubs, 0, NULL, touched);
-		if (rc < 0)
-			goto out;
-		made += rc;
-		if (made >= FANOUT_MAX_DELIVERIES) {
-			n = FANOUT_BATCH; /* more may follow: go again at once */
-			rc = 0;
-			break;
-		}
-	}
-	if (rc < 0)
-		goto out;
-	store_rows_close(r);
-	r = NULL;
 	rc = store_exec(tx, "UPDATE webhook_dispatch SET last_event_seq = $1 WHERE id = 1",
-			(struct store_val[]){sv_int(last)}, 1);
+			(struct store_val[]){sv_int(b.last)}, 1);
 	if (rc < 0)
 		goto out;
 	rc = store_commit(tx);
 	tx = NULL;
 	if (rc == STORE_OK) {
-		d->cursor = last;
-		rc = n;
+		d->cursor = b.last;
+		rc = b.n;
 	}
 out:
-	store_rows_close(r);
 	store_rollback(tx);
-	subs_free(subs, nsubs);
+	subscriptions_free(subs, nsubs);
 	return rc;
 }
 
@@ -891,35 +819,29 @@ static struct signing_key *lane_key(struct engine *d, struct lane *l, struct sto
 				    const char *surface, const char *portfolio_id,
 				    const char *subscription_id)
 {
-	struct store_rows *r;
-	const char *sealed;
-	char *secret;
-	int v1 = !strcmp(surface, "v1");
+	char sealed[SEALED_MAX], *secret;
+	int rc;
 
-	if (store_query(tx,
-			v1 ? "SELECT secret_sealed FROM webhook_subscriptions WHERE id = $1"
-			   : "SELECT secret_sealed FROM webhook_portfolio_secrets WHERE portfolio_id = $1",
-			(struct store_val[]){sv_text(v1 ? subscription_id : portfolio_id)}, 1,
-			&r) != STORE_OK)
+	rc = subscriptions_sealed_secret(tx, surface, portfolio_id, subscription_id, sealed,
+					 sizeof sealed);
+	if (rc < 0)
 		return NULL;
-	if (store_next(r) != 1 || store_is_null(r, 0)) {
+	if (rc == 0) {
 		lane_key_drop(l);
-		goto out;
+		return NULL;
 	}
-	sealed = store_text(r, 0);
 	if (l->sealed && !strcmp(l->sealed, sealed))
-		goto out;
+		return l->skey;
 	lane_key_drop(l);
-	secret = crypto_open(d->seal_key, sealed, v1 ? subscription_id : portfolio_id);
+	secret = subscriptions_open_secret(d->seal_key, sealed, surface, portfolio_id,
+					   subscription_id);
 	if (!secret)
-		goto out;
+		return NULL;
 	l->skey = signing_key_new(secret);
 	crypto_wipe(secret, strlen(secret));
 	free(secret);
 	if (l->skey && !(l->sealed = strdup(sealed)))
 		lane_key_drop(l);
-out:
-	store_rows_close(r);
 	return l->skey;
 }
 

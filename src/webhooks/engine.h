@@ -27,6 +27,7 @@
 #include <jansson.h>
 #include <stdint.h>
 #include "core/common.h"
+#include "events/outbox.h"
 
 struct store;
 struct store_tx;
@@ -54,14 +55,6 @@ int engine_start(struct store *st, const struct engine_opts *o, struct engine **
  * keep their claim and are sent again at the next start. NULL is ignored. */
 void engine_stop(struct engine *d, int drain_ms);
 
-/* One outbox event, as fan-out reads it. Strings are borrowed. */
-struct engine_event {
-	const char *id, *surface, *type, *portfolio_id;
-	const char *property_ids; /* JSON array text */
-	const char *data;         /* JSON object text */
-	int64_t created_at;
-};
-
 /* Lanes that got new due deliveries in a transaction, to pass to
  * engine_notify after it commits. */
 struct engine_touched {
@@ -77,7 +70,7 @@ struct engine_touched {
  * Appends {"id", "target"} of each delivery to created when not NULL and
  * records the lanes in touched. Returns the number created or a negative
  * store status. */
-int engine_fan_out(struct store_tx *tx, const struct engine_event *ev, const char *only_sub,
+int engine_fan_out(struct store_tx *tx, const struct outbox_event *ev, const char *only_sub,
 		     json_t *created, struct engine_touched *touched) WUR;
 
 /* After the transaction committed: the lanes in touched have deliveries

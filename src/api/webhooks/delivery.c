@@ -12,6 +12,7 @@
 #include "http/http.h"
 #include "store/store.h"
 #include "webhooks/engine.h"
+#include "webhooks/subscriptions.h"
 
 #define DAY_MS (24LL * 3600 * 1000)
 #define RETRY_WINDOW_MS (30 * DAY_MS)  /* v1: after the original event */
@@ -118,31 +119,16 @@ static void list_page(struct ctx *c, const char *scope, const char *where, const
  * deleted: its deliveries stay visible); answers 404 / 403 otherwise. */
 static int subscription_visible(struct ctx *c, const char *id)
 {
-	struct store_tx *tx;
-	struct store_rows *r;
-	int rc, mine = 0;
+	int rc = subscriptions_owner(c->svc->store, c->p.portfolio_id, id);
 
-	if ((rc = store_begin(c->svc->store, 0, &tx)) != STORE_OK) {
-		respond_store_error(c, rc);
-		return 0;
-	}
-	rc = store_query(tx, "SELECT portfolio_id FROM webhook_subscriptions WHERE id = $1",
-			 (struct store_val[]){sv_text(id)}, 1, &r);
-	if (rc == STORE_OK) {
-		rc = store_next(r);
-		if (rc == 1)
-			mine = !strcmp(store_text(r, 0), c->p.portfolio_id);
-		store_rows_close(r);
-	}
-	store_rollback(tx);
 	if (rc < 0)
 		respond_store_error(c, rc);
-	else if (rc == 0)
+	else if (rc == SUBSCRIPTIONS_NONE)
 		respond_error(c, ERR_NOT_FOUND, NULL, "no webhook subscription %s", id);
-	else if (!mine)
+	else if (rc == SUBSCRIPTIONS_OTHER)
 		respond_error(c, ERR_INSUFFICIENT_ROLE, NULL,
 			      "the subscription belongs to another portfolio");
-	return rc == 1 && mine;
+	return rc == SUBSCRIPTIONS_MINE;
 }
 
 static const char *const states[] = {"pending", "retry_scheduled", "delivered", "dead_lettered"};
@@ -323,6 +309,23 @@ void delivery_h_retry(struct ctx *c)
 	recover(c, "v1", RETRY_WINDOW_MS);
 }
 
+/* What a ping's event fans out to (ping_fan_out's arg). */
+struct ping_fan {
+	struct store_tx *tx;
+	const char *subscription_id;
+	json_t *created;
+	struct engine_touched *touched;
+};
+
+/* outbox_get's fn: the deliveries of the ping event to its subscription. */
+static int ping_fan_out(const struct outbox_event *ev, void *arg)
+{
+	struct ping_fan *pf = arg;
+	int rc = engine_fan_out(pf->tx, ev, pf->subscription_id, pf->created, pf->touched);
+
+	return rc < 0 ? rc : 0;
+}
+
 /* Emits webhook.ping for one subscription of the surface: an outbox event
  * (kept like any other) and its deliveries, made in the same transaction so
  * the answer can name them. */
@@ -333,30 +336,20 @@ static void ping(struct ctx *c, const char *surface)
 	struct store_rows *r = NULL;
 	char evt[ID_MAX];
 	json_t *data = NULL, *props = json_array(), *created = json_array();
-	int rc, found = 0, mine = 0, mirror = 0;
+	int rc, mirror = 0;
 
 	if ((rc = store_begin(c->svc->store, 1, &tx)) != STORE_OK) {
 		tx = NULL;
 		respond_store_error(c, rc);
 		goto out;
 	}
-	rc = store_query(tx,
-			 "SELECT portfolio_id, mirror_url FROM webhook_subscriptions WHERE id = $1"
-			 " AND surface = $2 AND status = 'enabled'",
-			 (struct store_val[]){sv_text(ctx_param(c, 0)), sv_text(surface)}, 2, &r);
-	if (rc == STORE_OK && (rc = store_next(r)) == 1) {
-		found = 1;
-		mine = !strcmp(store_text(r, 0), c->p.portfolio_id);
-		mirror = !store_is_null(r, 1);
-	}
-	store_rows_close(r);
-	r = NULL;
+	rc = subscriptions_ping_target(tx, c->p.portfolio_id, ctx_param(c, 0), surface, &mirror);
 	if (rc < 0) {
 		respond_store_error(c, rc);
 		goto out;
 	}
-	if (!found || !mine) {
-		if (found)
+	if (rc != SUBSCRIPTIONS_MINE) {
+		if (rc == SUBSCRIPTIONS_OTHER)
 			respond_error(c, ERR_INSUFFICIENT_ROLE, NULL,
 				      "the subscription belongs to another portfolio");
 		else
@@ -367,24 +360,13 @@ static void ping(struct ctx *c, const char *surface)
 	data = json_pack("{s:s, s:b}", "subscription_id", ctx_param(c, 0), "mirror", mirror);
 	rc = outbox_append(tx, surface, "webhook.ping", c->p.portfolio_id, props, data, evt,
 			   sizeof evt);
-	if (rc == 0)
-		rc = store_query(tx, "SELECT created_at, property_ids, data FROM events WHERE id = $1",
-				 (struct store_val[]){sv_text(evt)}, 1, &r);
-	if (rc == STORE_OK && (rc = store_next(r)) == 1) {
-		struct engine_event ev = {evt,
-					    surface,
-					    "webhook.ping",
-					    c->p.portfolio_id,
-					    store_text(r, 1),
-					    store_text(r, 2),
-					    store_int(r, 0)};
+	if (rc == 0) {
+		struct ping_fan pf = {tx, ctx_param(c, 0), created, &touched};
 
-		rc = engine_fan_out(tx, &ev, ctx_param(c, 0), created, &touched);
-	} else if (rc == 0) {
-		rc = STORE_ERR;
+		rc = outbox_get(tx, evt, ping_fan_out, &pf);
+		if (rc == 0)
+			rc = STORE_ERR;
 	}
-	store_rows_close(r);
-	r = NULL;
 	rc = store_finish(tx, rc);
 	tx = NULL;
 	if (rc != STORE_OK) {
