@@ -44,7 +44,7 @@ JOINED = {
         "the bearer-token lookup, once per request, takes the plan and rate limit in the same query",
     ("identity/auth.c", "users"):
         "the bearer-token lookup, once per request, takes whether the user is active in the same query",
-    ("webhooks/engine.c", "portfolios"):
+    ("webhooks/subscriptions.c", "portfolios"):
         "fan-out reads each enabled subscription with its portfolio's plan (delivery schedule) in one scan",
 }
 

@@ -4,7 +4,7 @@
  * for each route whose body is BODY_JSON, checked with validate_object
  * against that route's own spec; a body that passes goes on to the checks
  * its handler runs before touching the store (rate_decision_check for a
- * rate decision, webhook_check_events for a v1 or v2 subscription; the
+ * rate decision, subscriptions_check_events for a v1 or v2 subscription; the
  * URLs are the SSRF guard's, fuzzed by fuzz/egress; a revert only refuses
  * blank strings).
  *
@@ -22,6 +22,7 @@
 #include "api/routes.h"
 #include "api/webhooks/webhook.h"
 #include "core/validate.h"
+#include "webhooks/subscriptions.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 int LLVMFuzzerInitialize(int *argc, char ***argv);
@@ -65,8 +66,8 @@ static void handler_checks(const struct route *rt, const json_t *body)
 	if (rt->spec == rate_decision_spec)
 		rate_decision_check(body, details);
 	else if (rt->spec == webhook_v1_spec || rt->spec == webhook_v2_spec)
-		webhook_check_events(rt->spec == webhook_v1_spec ? "v1" : "v2",
-				     json_object_get(body, "events"), details);
+		subscriptions_check_events(rt->spec == webhook_v1_spec ? "v1" : "v2",
+					   json_object_get(body, "events"), details);
 	check_details(details, (int)json_array_size(details));
 	json_decref(details);
 }

@@ -8,6 +8,31 @@
 #include "core/id.h"
 #include "store/store.h"
 
+static const char *const v1_events[] = {
+	"rate.suggested", "rate.approved", "rate.rejected", "review.drafted",
+	"review.published", "whatsapp.received", "whatsapp.sent", "invoice.issued",
+	"invoice.corrected", "connection.d_edge.failed",
+};
+static const char *const v2_events[] = {
+	"rate.decision.published", "rate.decision.reverted", "guest.thread.escalated",
+	"reputation.score.dropped", "parity.breach.detected", "fiscal.batch.approved",
+	"operations.task.escalated", "sso.user.provisioned", "sso.user.deprovisioned",
+};
+
+/* The columns every read selects, in struct outbox_event's order. */
+#define EVENT_COLS "seq, id, surface, type, portfolio_id, property_ids, data, created_at"
+
+int outbox_event_known(const char *surface, const char *type)
+{
+	const char *const *list = strcmp(surface, "v1") ? v2_events : v1_events;
+	size_t i, n = strcmp(surface, "v1") ? ARRAY_LEN(v2_events) : ARRAY_LEN(v1_events);
+
+	for (i = 0; i < n; i++)
+		if (!strcmp(list[i], type))
+			return 1;
+	return 0;
+}
+
 int outbox_append(struct store_tx *tx, const char *surface, const char *type,
 		  const char *portfolio_id, const json_t *property_ids, const json_t *data,
 		  char *id_out, size_t id_cap)
@@ -39,4 +64,99 @@ out:
 	free(props);
 	free(body);
 	return rc;
+}
+
+int outbox_first_after(struct store_tx *tx, int64_t after, int64_t *seq)
+{
+	return store_query_int(tx, "SELECT seq FROM events WHERE seq > $1 ORDER BY seq LIMIT 1",
+			       (struct store_val[]){sv_int(after)}, 1, seq);
+}
+
+/* Passes each row of r (EVENT_COLS) to fn until the rows end or fn stops.
+ * Returns the number of rows passed, or a negative store status (a failed
+ * read or fn's own). Closes r. */
+static int each_row(struct store_rows *r, outbox_event_fn fn, void *arg)
+{
+	int rc, n = 0;
+
+	while ((rc = store_next(r)) == 1) {
+		struct outbox_event ev = {store_int(r, 0),  store_text(r, 1), store_text(r, 2),
+					  store_text(r, 3), store_text(r, 4), store_text(r, 5),
+					  store_text(r, 6), store_int(r, 7)};
+
+		n++;
+		rc = fn(&ev, arg);
+		if (rc != 0)
+			break;
+	}
+	store_rows_close(r);
+	if (rc < 0)
+		return rc;
+	return n;
+}
+
+int outbox_each_after(struct store_tx *tx, int64_t after, int64_t limit, outbox_event_fn fn,
+		      void *arg)
+{
+	struct store_rows *r;
+	int rc;
+
+	rc = store_query(tx, "SELECT " EVENT_COLS " FROM events WHERE seq > $1 ORDER BY seq LIMIT $2",
+			 (struct store_val[]){sv_int(after), sv_int(limit)}, 2, &r);
+	if (rc != STORE_OK)
+		return rc;
+	rc = each_row(r, fn, arg);
+	return rc < 0 ? rc : 0;
+}
+
+int outbox_get(struct store_tx *tx, const char *id, outbox_event_fn fn, void *arg)
+{
+	struct store_rows *r;
+	int rc;
+
+	rc = store_query(tx, "SELECT " EVENT_COLS " FROM events WHERE id = $1",
+			 (struct store_val[]){sv_text(id)}, 1, &r);
+	if (rc != STORE_OK)
+		return rc;
+	return each_row(r, fn, arg);
+}
+
+/* outbox_list_json's fn: appends ev to the array arg. */
+static int append_json(const struct outbox_event *ev, void *arg)
+{
+	json_t *props = json_loads(ev->property_ids, 0, NULL);
+	json_t *data = json_loads(ev->data, 0, NULL);
+	char ts[CLOCK_RFC3339_LEN];
+
+	clock_format_ms(ev->created_at, ts);
+	json_array_append_new(arg, json_pack("{s:I, s:s, s:s, s:s, s:o, s:o, s:s}", "seq",
+					     (json_int_t)ev->seq, "id", ev->id, "surface",
+					     ev->surface, "type", ev->type, "properties",
+					     props ? props : json_array(), "data",
+					     data ? data : json_object(), "created_at", ts));
+	return 0;
+}
+
+int outbox_list_json(struct store_tx *tx, const char *portfolio_id, int64_t after, int64_t limit,
+		     json_t **out)
+{
+	struct store_rows *r;
+	int rc;
+
+	*out = NULL;
+	rc = store_query(tx,
+			 "SELECT " EVENT_COLS " FROM events WHERE portfolio_id = $1 AND seq > $2"
+			 " ORDER BY seq LIMIT $3",
+			 (struct store_val[]){sv_text(portfolio_id), sv_int(after), sv_int(limit)}, 3,
+			 &r);
+	if (rc != STORE_OK)
+		return rc;
+	*out = json_array();
+	rc = each_row(r, append_json, *out);
+	if (rc < 0) {
+		json_decref(*out);
+		*out = NULL;
+		return rc;
+	}
+	return 0;
 }

@@ -8,7 +8,6 @@
 #include <unistd.h>
 
 #include "api/deprecation.h"
-#include "api/webhooks/webhook.h"
 #include "core/clock.h"
 #include "core/crypto.h"
 #include "core/id.h"
@@ -455,8 +454,6 @@ int operator_event_list(struct store *st, const char *portfolio_id, int64_t afte
 		     json_t **out, struct buf *err)
 {
 	struct store_tx *tx;
-	struct store_rows *r;
-	char ts[CLOCK_RFC3339_LEN];
 	int rc;
 
 	*out = NULL;
@@ -466,34 +463,10 @@ int operator_event_list(struct store *st, const char *portfolio_id, int64_t afte
 		return fail(err, "--after must be >= 0 and --limit 1-10000");
 	if (store_begin(st, 0, &tx) != STORE_OK)
 		return fail(err, "database unavailable");
-	if (store_query(tx,
-			"SELECT seq, id, surface, type, property_ids, data, created_at FROM events"
-			" WHERE portfolio_id = $1 AND seq > $2 ORDER BY seq LIMIT $3",
-			(struct store_val[]){sv_text(portfolio_id), sv_int(after), sv_int(limit)}, 3,
-			&r) != STORE_OK) {
-		store_rollback(tx);
-		return fail(err, "could not list events");
-	}
-	*out = json_array();
-	while ((rc = store_next(r)) == 1) {
-		json_t *props = json_loads(store_text(r, 4), 0, NULL);
-		json_t *data = json_loads(store_text(r, 5), 0, NULL);
-
-		clock_format_ms(store_int(r, 6), ts);
-		json_array_append_new(*out,
-				      json_pack("{s:I, s:s, s:s, s:s, s:o, s:o, s:s}", "seq",
-						(json_int_t)store_int(r, 0), "id", store_text(r, 1),
-						"surface", store_text(r, 2), "type", store_text(r, 3),
-						"properties", props ? props : json_array(), "data",
-						data ? data : json_object(), "created_at", ts));
-	}
-	store_rows_close(r);
+	rc = outbox_list_json(tx, portfolio_id, after, limit, out);
 	store_rollback(tx);
-	if (rc < 0) {
-		json_decref(*out);
-		*out = NULL;
+	if (rc < 0)
 		return fail(err, "could not list events");
-	}
 	return 0;
 }
 
@@ -505,7 +478,7 @@ int operator_event_emit(struct store *st, const char *portfolio_id, const char *
 {
 	struct store_tx *tx = NULL;
 	json_t *props = NULL, *data = NULL;
-	int64_t i, one;
+	int64_t i;
 	int rc;
 
 	*out = NULL;
@@ -515,18 +488,15 @@ int operator_event_emit(struct store *st, const char *portfolio_id, const char *
 		return fail(err, "--portfolio and --type are required");
 	if (strcmp(surface, "v1") && strcmp(surface, "v2"))
 		return fail(err, "--surface must be v1 or v2");
-	if (!webhook_event_known(surface, type))
+	if (!outbox_event_known(surface, type))
 		return fail(err, "--type is not an event type of that surface");
 	if (count < 1 || count > 10000000)
 		return fail(err, "--count must be 1-10000000");
 	if (store_begin(st, 0, &tx) != STORE_OK)
 		return fail(err, "database unavailable");
-	rc = store_query_int(tx, "SELECT 1 FROM portfolios WHERE id = $1",
-			     (struct store_val[]){sv_text(portfolio_id)}, 1, &one);
+	rc = portfolio_exists(tx, portfolio_id);
 	if (rc == 1 && property)
-		rc = store_query_int(tx, "SELECT 1 FROM properties WHERE id = $1 AND portfolio_id = $2",
-				     (struct store_val[]){sv_text(property), sv_text(portfolio_id)}, 2,
-				     &one);
+		rc = portfolio_has_property(tx, portfolio_id, property);
 	store_rollback(tx);
 	tx = NULL;
 	if (rc != 1)

@@ -17,6 +17,7 @@
 #include "net/httpc.h"
 #include "store/store.h"
 #include "webhooks/signing.h"
+#include "webhooks/subscriptions.h"
 
 #define MIN_MS 60000LL
 #define HOUR_MS (60 * MIN_MS)
@@ -49,6 +50,9 @@ static const int64_t v2_offsets[] = {MIN_MS,      5 * MIN_MS,   15 * MIN_MS, HOU
 #define SNIPPET_MAX 1024
 #define POLL_IDLE_MS 1000
 #define NO_DUE INT64_MAX
+/* Room for a sealed signing secret (crypto_seal of a 50-byte secret is far
+ * shorter). */
+#define SEALED_MAX 1024
 
 int engine_schedule(const char *surface, const int64_t **offsets)
 {
@@ -334,77 +338,6 @@ void engine_notify(struct engine *d, const struct engine_touched *t)
 
 /* -------------------------------------------------------------- fan-out */
 
-struct sub {
-	char *id, *portfolio_id, *surface, *url, *mirror_url, *events, *plan;
-	int64_t created_at;
-};
-
-static void subs_free(struct sub *s, size_t n)
-{
-	size_t i;
-
-	for (i = 0; i < n; i++) {
-		free(s[i].id);
-		free(s[i].portfolio_id);
-		free(s[i].surface);
-		free(s[i].url);
-		free(s[i].mirror_url);
-		free(s[i].events);
-		free(s[i].plan);
-	}
-	free(s);
-}
-
-static char *dup_or_null(const char *s)
-{
-	return s ? strdup(s) : NULL;
-}
-
-/* Loads enabled subscriptions (all, or the one named only) with their
- * portfolio's plan. */
-static int subs_load(struct store_tx *tx, const char *only, struct sub **out, size_t *n)
-{
-	struct store_rows *r;
-	struct sub *s = NULL, *grown;
-	size_t cap = 0, cnt = 0;
-	int rc;
-
-	*out = NULL;
-	*n = 0;
-	rc = store_query(tx,
-			 "SELECT s.id, s.portfolio_id, s.surface, s.url, s.mirror_url, s.events,"
-			 " s.created_at, p.plan FROM webhook_subscriptions s JOIN portfolios p"
-			 " ON p.id = s.portfolio_id WHERE s.status = 'enabled'"
-			 " AND ($1 IS NULL OR s.id = $1)",
-			 (struct store_val[]){sv_text(only)}, 1, &r);
-	if (rc != STORE_OK)
-		return rc;
-	while ((rc = store_next(r)) == 1) {
-		if (cnt == cap) {
-			cap = cap ? cap * 2 : 16;
-			grown = realloc(s, cap * sizeof *s);
-			if (!grown) {
-				rc = STORE_ERR;
-				break;
-			}
-			s = grown;
-		}
-		s[cnt] = (struct sub){strdup(store_text(r, 0)), strdup(store_text(r, 1)),
-				      strdup(store_text(r, 2)), strdup(store_text(r, 3)),
-				      dup_or_null(store_text(r, 4)), strdup(store_text(r, 5)),
-				      strdup(store_text(r, 7)), store_int(r, 6)};
-		cnt++;
-	}
-	store_rows_close(r);
-	if (rc < 0) {
-		subs_free(s, cnt);
-		return rc;
-	}
-	*out = s;
-	*n = cnt;
-	return 0;
-}
-
 static int plan_rate(const char *plan)
 {
 	if (!strcmp(plan, "enterprise"))
@@ -414,20 +347,9 @@ static int plan_rate(const char *plan)
 	return 5;
 }
 
-/* 1 when the subscription's events (a compact JSON array of names) holds
- * type. Names never contain quotes, so a quoted search is exact. */
-static int sub_wants(const struct sub *s, const char *type)
-{
-	char quoted[160];
-
-	if (snprintf(quoted, sizeof quoted, "\"%s\"", type) >= (int)sizeof quoted)
-		return 0;
-	return strstr(s->events, quoted) != NULL;
-}
-
 /* The envelope around the delivery id: prefix + delivery id + suffix is the
  * body (spec "Webhook event envelope" v1 / v2, fields in table order). */
-static int envelope(const struct engine_event *ev, struct buf *pre, struct buf *suf)
+static int envelope(const struct outbox_event *ev, struct buf *pre, struct buf *suf)
 {
 	char ts[CLOCK_RFC3339_LEN];
 	json_t *props = json_loads(ev->property_ids, 0, NULL);
@@ -463,7 +385,7 @@ out:
 /* What every delivery made for one event shares. */
 struct fan {
 	struct store_tx *tx;
-	const struct engine_event *ev;
+	const struct outbox_event *ev;
 	const struct buf *body;
 	int64_t now;
 	json_t *created;                 /* when not NULL, gets {id, target} per delivery */
@@ -472,11 +394,11 @@ struct fan {
 
 /* Inserts one delivery of f->ev to s (its primary URL, or its mirror with
  * primary_id naming the primary), notes its lane and reports it. */
-static int add_delivery(const struct fan *f, const struct sub *s, const char *id,
+static int add_delivery(const struct fan *f, const struct subscription *s, const char *id,
 			const char *target, const char *primary_id, const char *url,
 			const char *lane, int rate)
 {
-	const struct engine_event *ev = f->ev;
+	const struct outbox_event *ev = f->ev;
 	int rc = store_exec(
 		f->tx,
 		"INSERT INTO webhook_deliveries (id, portfolio_id, subscription_id, surface, target,"
@@ -502,8 +424,8 @@ static int add_delivery(const struct fan *f, const struct sub *s, const char *id
 
 /* Creates the deliveries of ev for the subscriptions in subs that want it
  * (all of them when ping). */
-static int fan_out_event(struct store_tx *tx, const struct engine_event *ev,
-			 const struct sub *subs, size_t nsubs, int ping, json_t *created,
+static int fan_out_event(struct store_tx *tx, const struct outbox_event *ev,
+			 const struct subscription *subs, size_t nsubs, int ping, json_t *created,
 			 struct engine_touched *touched)
 {
 	struct buf pre, suf, body, lane;
@@ -521,11 +443,11 @@ static int fan_out_event(struct store_tx *tx, const struct engine_event *ev,
 		goto out;
 	}
 	for (i = 0; i < nsubs; i++) {
-		const struct sub *s = &subs[i];
+		const struct subscription *s = &subs[i];
 
 		if (strcmp(s->portfolio_id, ev->portfolio_id) || strcmp(s->surface, ev->surface))
 			continue;
-		if (!ping && (s->created_at > ev->created_at || !sub_wants(s, ev->type)))
+		if (!ping && (s->created_at > ev->created_at || !subscriptions_wants(s, ev->type)))
 			continue;
 		buf_reset(&body);
 		buf_reset(&lane);
@@ -562,19 +484,58 @@ out:
 	return rc;
 }
 
-int engine_fan_out(struct store_tx *tx, const struct engine_event *ev, const char *only_sub,
-		     json_t *created, struct engine_touched *touched)
+/* Inside tx: creates the deliveries of ev for subscription only_sub (a ping)
+ * or, when only_sub is NULL, for every enabled subscription of the event's
+ * portfolio and surface that lists its type and existed when it happened.
+ * Appends {"id", "target"} of each delivery to created when not NULL and
+ * records the lanes in touched. Returns the number created or a negative
+ * store status. */
+static int fan_out_subs(struct store_tx *tx, const struct outbox_event *ev, const char *only_sub,
+			json_t *created, struct engine_touched *touched)
 {
-	struct sub *subs;
+	struct subscription *subs;
 	size_t n;
 	int rc;
 
-	rc = subs_load(tx, only_sub, &subs, &n);
+	rc = subscriptions_load_enabled(tx, only_sub, &subs, &n);
 	if (rc < 0)
 		return rc;
 	rc = fan_out_event(tx, ev, subs, n, only_sub != NULL, created, touched);
-	subs_free(subs, n);
+	subscriptions_free(subs, n);
 	return rc;
+}
+
+/* A fan-out batch in progress (fan_out_one's arg). */
+struct batch {
+	struct store_tx *tx;
+	const struct subscription *subs;
+	size_t nsubs;
+	struct engine_touched *touched;
+	int64_t last; /* the seq of the last event read */
+	int n;        /* events read */
+	int made;     /* deliveries made */
+};
+
+/* outbox_each_after's fn: the deliveries of one event. Stops the read
+ * once the batch made FANOUT_MAX_DELIVERIES. */
+static int fan_out_one(const struct outbox_event *ev, void *arg)
+{
+	struct batch *b = arg;
+	int rc;
+
+	b->last = ev->seq;
+	b->n++;
+	if (b->nsubs == 0)
+		return 0;
+	rc = fan_out_event(b->tx, ev, b->subs, b->nsubs, 0, NULL, b->touched);
+	if (rc < 0)
+		return rc;
+	b->made += rc;
+	if (b->made >= FANOUT_MAX_DELIVERIES) {
+		b->n = FANOUT_BATCH; /* more may follow: go again at once */
+		return 1;
+	}
+	return 0;
 }
 
 /* One fan-out batch: the events after the cursor become deliveries and the
@@ -584,67 +545,40 @@ int engine_fan_out(struct store_tx *tx, const struct engine_event *ev, const cha
 static int fan_out_batch(struct engine *d, struct engine_touched *touched)
 {
 	struct store_tx *tx = NULL;
-	struct store_rows *r = NULL;
-	struct sub *subs = NULL;
+	struct subscription *subs = NULL;
 	size_t nsubs = 0;
-	int64_t seq = 0, last = d->cursor;
-	int rc, n = 0, made = 0;
+	int64_t seq = 0;
+	struct batch b;
+	int rc;
 
 	/* A cheap read first, so an idle outbox never takes the write lock. */
 	if ((rc = store_begin(d->st, 0, &tx)) != STORE_OK)
 		return rc;
-	rc = store_query_int(tx, "SELECT seq FROM events WHERE seq > $1 ORDER BY seq LIMIT 1",
-			     (struct store_val[]){sv_int(d->cursor)}, 1, &seq);
+	rc = outbox_first_after(tx, d->cursor, &seq);
 	store_rollback(tx);
 	tx = NULL;
 	if (rc <= 0)
 		return rc;
 	if ((rc = store_begin(d->st, 1, &tx)) != STORE_OK)
 		return rc;
-	if ((rc = subs_load(tx, NULL, &subs, &nsubs)) < 0)
+	if ((rc = subscriptions_load_enabled(tx, NULL, &subs, &nsubs)) < 0)
 		goto out;
-	rc = store_query(tx, "SELECT seq, id, surface, type, portfolio_id, property_ids, data,"
-			     " created_at FROM events WHERE seq > $1 ORDER BY seq LIMIT $2",
-			 (struct store_val[]){sv_int(d->cursor), sv_int(FANOUT_BATCH)}, 2, &r);
-	if (rc != STORE_OK)
+	b = (struct batch){tx, subs, nsubs, touched, d->cursor, 0, 0};
+	if ((rc = outbox_each_after(tx, d->cursor, FANOUT_BATCH, fan_out_one, &b)) < 0)
 		goto out;
-	while ((rc = store_next(r)) == 1) {
-		struct engine_event ev = {store_text(r, 1), store_text(r, 2), store_text(r, 3),
-					    store_text(r, 4), store_text(r, 5), store_text(r, 6),
-					    store_int(r, 7)};
-
-		last = store_int(r, 0);
-		n++;
-		if (nsubs == 0)
-			continue;
-		rc = fan_out_event(tx, &ev, subs, nsubs, 0, NULL, touched);
-		if (rc < 0)
-			goto out;
-		made += rc;
-		if (made >= FANOUT_MAX_DELIVERIES) {
-			n = FANOUT_BATCH; /* more may follow: go again at once */
-			rc = 0;
-			break;
-		}
-	}
-	if (rc < 0)
-		goto out;
-	store_rows_close(r);
-	r = NULL;
 	rc = store_exec(tx, "UPDATE webhook_dispatch SET last_event_seq = $1 WHERE id = 1",
-			(struct store_val[]){sv_int(last)}, 1);
+			(struct store_val[]){sv_int(b.last)}, 1);
 	if (rc < 0)
 		goto out;
 	rc = store_commit(tx);
 	tx = NULL;
 	if (rc == STORE_OK) {
-		d->cursor = last;
-		rc = n;
+		d->cursor = b.last;
+		rc = b.n;
 	}
 out:
-	store_rows_close(r);
 	store_rollback(tx);
-	subs_free(subs, nsubs);
+	subscriptions_free(subs, nsubs);
 	return rc;
 }
 
@@ -891,35 +825,29 @@ static struct signing_key *lane_key(struct engine *d, struct lane *l, struct sto
 				    const char *surface, const char *portfolio_id,
 				    const char *subscription_id)
 {
-	struct store_rows *r;
-	const char *sealed;
-	char *secret;
-	int v1 = !strcmp(surface, "v1");
+	char sealed[SEALED_MAX], *secret;
+	int rc;
 
-	if (store_query(tx,
-			v1 ? "SELECT secret_sealed FROM webhook_subscriptions WHERE id = $1"
-			   : "SELECT secret_sealed FROM webhook_portfolio_secrets WHERE portfolio_id = $1",
-			(struct store_val[]){sv_text(v1 ? subscription_id : portfolio_id)}, 1,
-			&r) != STORE_OK)
+	rc = subscriptions_sealed_secret(tx, surface, portfolio_id, subscription_id, sealed,
+					 sizeof sealed);
+	if (rc < 0)
 		return NULL;
-	if (store_next(r) != 1 || store_is_null(r, 0)) {
+	if (rc == 0) {
 		lane_key_drop(l);
-		goto out;
+		return NULL;
 	}
-	sealed = store_text(r, 0);
 	if (l->sealed && !strcmp(l->sealed, sealed))
-		goto out;
+		return l->skey;
 	lane_key_drop(l);
-	secret = crypto_open(d->seal_key, sealed, v1 ? subscription_id : portfolio_id);
+	secret = subscriptions_open_secret(d->seal_key, sealed, surface, portfolio_id,
+					   subscription_id);
 	if (!secret)
-		goto out;
+		return NULL;
 	l->skey = signing_key_new(secret);
 	crypto_wipe(secret, strlen(secret));
 	free(secret);
 	if (l->skey && !(l->sealed = strdup(sealed)))
 		lane_key_drop(l);
-out:
-	store_rows_close(r);
 	return l->skey;
 }
 
@@ -1728,4 +1656,375 @@ void engine_stop(struct engine *d, int drain_ms)
 	pthread_mutex_destroy(&d->mu);
 	crypto_wipe(d->seal_key, sizeof d->seal_key);
 	free(d);
+}
+
+/* ------------------------------------------------------- delivery API */
+
+#define DAY_MS (24LL * 3600 * 1000)
+#define RETRY_WINDOW_MS (30 * DAY_MS)  /* v1: after the original event */
+#define REPLAY_WINDOW_MS (90 * DAY_MS) /* v2 */
+
+#define DLV_COLS                                                                            \
+	"id, subscription_id, event_id, event_type, surface, target, url, state,"           \
+	" attempt_count, next_attempt_at, event_created_at, created_at, delivered_at,"    \
+	" dead_lettered_at, portfolio_id, seq, lane, rate_per_s"
+
+static const char *const states[] = {"pending", "retry_scheduled", "delivered", "dead_lettered"};
+
+int engine_delivery_state_known(const char *state)
+{
+	size_t i;
+
+	for (i = 0; i < ARRAY_LEN(states); i++)
+		if (!strcmp(state, states[i]))
+			return 1;
+	return 0;
+}
+
+static json_t *time_or_null(struct store_rows *r, int col)
+{
+	char ts[CLOCK_RFC3339_LEN];
+
+	if (store_is_null(r, col))
+		return json_null();
+	clock_format_ms(store_int(r, col), ts);
+	return json_string(ts);
+}
+
+/* The attempt log of one delivery, oldest first. */
+static json_t *attempts_json(struct store_tx *tx, const char *id)
+{
+	struct store_rows *r;
+	json_t *list = json_array(), *a;
+	char ts[CLOCK_RFC3339_LEN];
+
+	if (store_query(tx,
+			"SELECT n, started_at, duration_ms, http_status, error, response_snippet"
+			" FROM webhook_attempts WHERE delivery_id = $1 ORDER BY n",
+			(struct store_val[]){sv_text(id)}, 1, &r) != STORE_OK)
+		return list;
+	while (store_next(r) == 1) {
+		clock_format_ms(store_int(r, 1), ts);
+		a = json_pack("{s:I, s:s, s:I, s:o, s:s?, s:s}", "n", (json_int_t)store_int(r, 0),
+			      "at", ts, "duration_ms", (json_int_t)store_int(r, 2), "http_status",
+			      store_is_null(r, 3) ? json_null() : json_integer(store_int(r, 3)),
+			      "error", store_text(r, 4), "response_snippet", store_text(r, 5));
+		json_array_append_new(list, a);
+	}
+	store_rows_close(r);
+	return list;
+}
+
+/* A delivery object from a DLV_COLS row, with its attempt log (one more
+ * query). next_attempt_at is shown only while the delivery waits (during
+ * an attempt it is the time the delivery became due). */
+static json_t *delivery_json(struct store_tx *tx, struct store_rows *r)
+{
+	const char *state = store_text(r, 7);
+	int waiting = !strcmp(state, "pending") || !strcmp(state, "retry_scheduled");
+
+	return json_pack("{s:s, s:s, s:s, s:s, s:s, s:s, s:s, s:s, s:I, s:o, s:o, s:o, s:o, s:o,"
+			 " s:o}",
+			 "id", store_text(r, 0), "subscription_id", store_text(r, 1), "event_id",
+			 store_text(r, 2), "event_type", store_text(r, 3), "surface", store_text(r, 4),
+			 "target", store_text(r, 5), "url", store_text(r, 6), "state", state,
+			 "attempt_count", (json_int_t)store_int(r, 8), "next_attempt_at",
+			 waiting ? time_or_null(r, 9) : json_null(),
+			 "event_created_at", time_or_null(r, 10), "created_at", time_or_null(r, 11),
+			 "delivered_at", time_or_null(r, 12), "dead_lettered_at", time_or_null(r, 13),
+			 "attempts", attempts_json(tx, store_text(r, 0)));
+}
+
+json_t *engine_delivery_item(struct store_tx *tx, struct store_rows *r, void *arg, char *key,
+			     size_t keycap)
+{
+	(void)arg;
+	snprintf(key, keycap, "%" PRId64, store_int(r, 15));
+	return delivery_json(tx, r);
+}
+
+/* A page of the portfolio's deliveries matching where, an SQL condition on
+ * $2 (param, may be NULL), newest first: seq below before, limit + 1 rows.
+ * As engine_deliveries_page. */
+static int page_query(struct store *st, const char *where, const char *portfolio_id,
+		      const char *param, int64_t before, int limit, struct store_tx **tx,
+		      struct store_rows **rows)
+{
+	char sql[768];
+	int rc;
+
+	*rows = NULL;
+	snprintf(sql, sizeof sql,
+		 "SELECT " DLV_COLS " FROM webhook_deliveries WHERE portfolio_id = $1 AND (%s)"
+		 " AND seq < $3 ORDER BY seq DESC LIMIT $4",
+		 where);
+	if ((rc = store_begin(st, 0, tx)) != STORE_OK) {
+		*tx = NULL;
+		return rc;
+	}
+	rc = store_query(*tx, sql,
+			 (struct store_val[]){sv_text(portfolio_id), sv_text(param), sv_int(before),
+					      sv_int(limit + 1)},
+			 4, rows);
+	if (rc != STORE_OK)
+		*rows = NULL;
+	return rc;
+}
+
+int engine_deliveries_page(struct store *st, const char *portfolio_id,
+			   const char *subscription_id, const char *state, int64_t before,
+			   int limit, struct store_tx **tx, struct store_rows **rows)
+{
+	char where[128];
+
+	*tx = NULL;
+	*rows = NULL;
+	if (!state)
+		return page_query(st, "subscription_id = $2", portfolio_id, subscription_id, before,
+				  limit, tx, rows);
+	/* The SQL names the state directly: it is one of the four literals. */
+	if (!engine_delivery_state_known(state))
+		return STORE_ERR;
+	snprintf(where, sizeof where, "subscription_id = $2 AND state = '%s'", state);
+	return page_query(st, where, portfolio_id, subscription_id, before, limit, tx, rows);
+}
+
+int engine_dead_letters_page(struct store *st, const char *portfolio_id,
+			     const char *subscription_id, int64_t before, int limit,
+			     struct store_tx **tx, struct store_rows **rows)
+{
+	return page_query(st, "state = 'dead_lettered' AND ($2 IS NULL OR subscription_id = $2)",
+			  portfolio_id, subscription_id, before, limit, tx, rows);
+}
+
+/* Loads delivery id inside tx: ENGINE_MINE with its DLV_COLS row open in
+ * *out (the caller closes it), ENGINE_NONE (none, or of another surface
+ * than surface when that is not NULL), ENGINE_OTHER (another portfolio's)
+ * or a negative store status. */
+static int load_delivery(struct store_tx *tx, const char *portfolio_id, const char *id,
+			 const char *surface, struct store_rows **out)
+{
+	struct store_rows *r;
+	int rc;
+
+	*out = NULL;
+	rc = store_query(tx, "SELECT " DLV_COLS " FROM webhook_deliveries WHERE id = $1",
+			 (struct store_val[]){sv_text(id)}, 1, &r);
+	if (rc != STORE_OK)
+		return rc;
+	rc = store_next(r);
+	if (rc == 1 && surface && strcmp(store_text(r, 4), surface))
+		rc = ENGINE_NONE;
+	else if (rc == 1 && strcmp(store_text(r, 14), portfolio_id))
+		rc = ENGINE_OTHER;
+	else if (rc == 1) {
+		*out = r;
+		return ENGINE_MINE;
+	}
+	store_rows_close(r);
+	return rc;
+}
+
+int engine_delivery_get(struct store *st, const char *portfolio_id, const char *id, json_t **out)
+{
+	struct store_tx *tx;
+	struct store_rows *r;
+	int rc;
+
+	*out = NULL;
+	if ((rc = store_begin(st, 0, &tx)) != STORE_OK)
+		return rc;
+	rc = load_delivery(tx, portfolio_id, id, NULL, &r);
+	if (rc == ENGINE_MINE) {
+		*out = delivery_json(tx, r);
+		store_rows_close(r);
+	}
+	store_rollback(tx);
+	return rc;
+}
+
+/* The redelivery rules, on delivery row r of surface: v1 retry takes
+ * dead-lettered deliveries only, v2 replay delivered or dead-lettered
+ * ones, both within the window (scaled) of the original event. Returns 0,
+ * ENGINE_STATE (state in out) or ENGINE_EXPIRED (window_days in out). */
+static int redeliverable(struct store_rows *r, const char *surface, int64_t now,
+			 struct engine_redelivery *out)
+{
+	const char *state = store_text(r, 7);
+	int v1 = !strcmp(surface, "v1");
+	int64_t window = v1 ? RETRY_WINDOW_MS : REPLAY_WINDOW_MS;
+
+	snprintf(out->state, sizeof out->state, "%s", state);
+	if (!(!strcmp(state, "dead_lettered") || (!v1 && !strcmp(state, "delivered"))))
+		return ENGINE_STATE;
+	if (now - store_int(r, 10) > clock_business_ms(window)) {
+		out->window_days = (int)(window / DAY_MS);
+		return ENGINE_EXPIRED;
+	}
+	return 0;
+}
+
+/* Inside the write transaction tx: checks and requeues delivery id, and
+ * reads it back into out->delivery; the lane it joins goes to touched.
+ * Returns engine_redeliver's outcomes. */
+static int redeliver_in(struct store_tx *tx, const char *portfolio_id, const char *id,
+			const char *surface, struct engine_redelivery *out,
+			struct engine_touched *touched)
+{
+	struct store_rows *r;
+	int64_t now = clock_now_ms();
+	int rc;
+
+	if ((rc = load_delivery(tx, portfolio_id, id, surface, &r)) != ENGINE_MINE)
+		return rc;
+	rc = redeliverable(r, surface, now, out);
+	if (rc == 0 && store_text(r, 16)[0])
+		engine_touch(touched, store_text(r, 16), (int)store_int(r, 17));
+	else if (rc == 0)
+		touched->overflow = 1;
+	store_rows_close(r);
+	if (rc != 0)
+		return rc;
+	rc = store_exec(tx,
+			"UPDATE webhook_deliveries SET state = 'pending', manual = 1,"
+			" next_attempt_at = $2 WHERE id = $1 AND state = $3",
+			(struct store_val[]){sv_text(id), sv_int(now), sv_text(out->state)}, 3);
+	if (rc < 0 || (rc = load_delivery(tx, portfolio_id, id, surface, &r)) != ENGINE_MINE)
+		return rc;
+	out->delivery = delivery_json(tx, r);
+	store_rows_close(r);
+	return ENGINE_MINE;
+}
+
+int engine_redeliver(struct engine *d, struct store *st, const char *portfolio_id,
+		     const char *id, const char *surface, struct engine_redelivery *out)
+{
+	struct engine_touched touched = {0};
+	struct store_tx *tx;
+	int rc;
+
+	*out = (struct engine_redelivery){0};
+	if ((rc = store_begin(st, 1, &tx)) != STORE_OK)
+		return rc;
+	rc = redeliver_in(tx, portfolio_id, id, surface, out, &touched);
+	if (rc != ENGINE_MINE) {
+		store_rollback(tx);
+		goto out;
+	}
+	if ((rc = store_commit(tx)) != STORE_OK)
+		goto out;
+	engine_notify(d, &touched);
+	rc = ENGINE_MINE;
+out:
+	if (rc != ENGINE_MINE) {
+		json_decref(out->delivery);
+		out->delivery = NULL;
+	}
+	return rc;
+}
+
+/* What a ping's event fans out to (ping_fan_out's arg). */
+struct ping_fan {
+	struct store_tx *tx;
+	const char *subscription_id;
+	json_t *created;
+	struct engine_touched *touched;
+};
+
+/* outbox_get's fn: the deliveries of the ping event to its subscription. */
+static int ping_fan_out(const struct outbox_event *ev, void *arg)
+{
+	struct ping_fan *pf = arg;
+	int rc = fan_out_subs(pf->tx, ev, pf->subscription_id, pf->created, pf->touched);
+
+	return rc < 0 ? rc : 0;
+}
+
+/* Inside the write transaction tx: the ping's event and its deliveries
+ * (listed in created). Returns engine_ping's outcomes; evt gets the event
+ * id. */
+static int ping_in(struct store_tx *tx, const char *surface, const char *portfolio_id,
+		   const char *subscription_id, char evt[ID_MAX], json_t *created,
+		   struct engine_touched *touched)
+{
+	struct ping_fan pf = {tx, subscription_id, created, touched};
+	json_t *data, *props = json_array();
+	int rc, mirror = 0;
+
+	rc = subscriptions_ping_target(tx, portfolio_id, subscription_id, surface, &mirror);
+	if (rc != SUBSCRIPTIONS_MINE) {
+		json_decref(props);
+		return rc < 0 ? rc : rc == SUBSCRIPTIONS_OTHER ? ENGINE_OTHER : ENGINE_NONE;
+	}
+	data = json_pack("{s:s, s:b}", "subscription_id", subscription_id, "mirror", mirror);
+	rc = outbox_append(tx, surface, "webhook.ping", portfolio_id, props, data, evt, ID_MAX);
+	json_decref(data);
+	json_decref(props);
+	if (rc < 0)
+		return rc;
+	rc = outbox_get(tx, evt, ping_fan_out, &pf);
+	if (rc < 0)
+		return rc;
+	return rc == 1 ? ENGINE_MINE : STORE_ERR;
+}
+
+int engine_ping(struct engine *d, struct store *st, const char *surface,
+		const char *portfolio_id, const char *subscription_id, json_t **out)
+{
+	struct engine_touched touched = {0};
+	struct store_tx *tx;
+	char evt[ID_MAX];
+	json_t *created = json_array();
+	int rc;
+
+	*out = NULL;
+	if ((rc = store_begin(st, 1, &tx)) != STORE_OK)
+		goto out;
+	rc = ping_in(tx, surface, portfolio_id, subscription_id, evt, created, &touched);
+	if (rc != ENGINE_MINE) {
+		store_rollback(tx);
+		goto out;
+	}
+	if ((rc = store_commit(tx)) != STORE_OK)
+		goto out;
+	engine_notify(d, &touched);
+	*out = json_pack("{s:s, s:s, s:O}", "event_id", evt, "subscription_id", subscription_id,
+			 "deliveries", created);
+	rc = ENGINE_MINE;
+out:
+	json_decref(created);
+	return rc;
+}
+
+int engine_sla(struct store *st, const char *portfolio_id, int64_t start, int64_t end,
+	       struct engine_sla *out)
+{
+	struct store_tx *tx;
+	struct store_rows *r;
+	int rc;
+
+	*out = (struct engine_sla){0, 0, 1.0, ENGINE_SLA_TARGET, 0};
+	if ((rc = store_begin(st, 0, &tx)) != STORE_OK)
+		return rc;
+	/* Primary v2 deliveries of real events (pings are synthetic). */
+	rc = store_query(tx,
+			 "SELECT COUNT(*), COALESCE(SUM(state = 'delivered'), 0) FROM"
+			 " webhook_deliveries WHERE portfolio_id = $1 AND target = 'primary'"
+			 " AND surface = 'v2' AND event_created_at >= $2 AND event_created_at < $3"
+			 " AND event_type <> 'webhook.ping'",
+			 (struct store_val[]){sv_text(portfolio_id), sv_int(start), sv_int(end)}, 3,
+			 &r);
+	if (rc == STORE_OK) {
+		if ((rc = store_next(r)) == 1) {
+			out->events = store_int(r, 0);
+			out->delivered = store_int(r, 1);
+		}
+		store_rows_close(r);
+	}
+	store_rollback(tx);
+	if (rc < 0)
+		return rc;
+	out->ratio = out->events ? (double)out->delivered / (double)out->events : 1.0;
+	out->credit_due = out->ratio < ENGINE_SLA_CREDIT_BELOW;
+	return 0;
 }

@@ -27,9 +27,11 @@
 #include <jansson.h>
 #include <stdint.h>
 #include "core/common.h"
+#include "events/outbox.h"
 
 struct store;
 struct store_tx;
+struct store_rows;
 struct engine;
 
 #define ENGINE_LANE_CONCURRENCY 8
@@ -54,14 +56,6 @@ int engine_start(struct store *st, const struct engine_opts *o, struct engine **
  * keep their claim and are sent again at the next start. NULL is ignored. */
 void engine_stop(struct engine *d, int drain_ms);
 
-/* One outbox event, as fan-out reads it. Strings are borrowed. */
-struct engine_event {
-	const char *id, *surface, *type, *portfolio_id;
-	const char *property_ids; /* JSON array text */
-	const char *data;         /* JSON object text */
-	int64_t created_at;
-};
-
 /* Lanes that got new due deliveries in a transaction, to pass to
  * engine_notify after it commits. */
 struct engine_touched {
@@ -70,15 +64,6 @@ struct engine_touched {
 	int n;
 	int overflow; /* more lanes than fit: rescan all */
 };
-
-/* Inside tx: creates the deliveries of ev for subscription only_sub (a ping)
- * or, when only_sub is NULL, for every enabled subscription of the event's
- * portfolio and surface that lists its type and existed when it happened.
- * Appends {"id", "target"} of each delivery to created when not NULL and
- * records the lanes in touched. Returns the number created or a negative
- * store status. */
-int engine_fan_out(struct store_tx *tx, const struct engine_event *ev, const char *only_sub,
-		     json_t *created, struct engine_touched *touched) WUR;
 
 /* After the transaction committed: the lanes in touched have deliveries
  * due now. Thread-safe; d may be NULL (no engine: the tool). */
@@ -90,5 +75,91 @@ void engine_touch(struct engine_touched *touched, const char *lane, int rate);
 /* The delivery schedule of a surface: offsets in ms from the first attempt;
  * returns how many (v1 9, v2 7). */
 int engine_schedule(const char *surface, const int64_t **offsets);
+
+/* ------------------------------------------------- the delivery API's side
+ * Reads and manual writes of deliveries for api/webhooks/delivery (which
+ * answers HTTP and holds no SQL). */
+
+/* Outcomes beside the negative store statuses. */
+enum engine_outcome {
+	ENGINE_NONE = 0,    /* no such delivery or subscription (for the surface asked) */
+	ENGINE_MINE = 1,    /* done; the caller's portfolio's */
+	ENGINE_OTHER = 2,   /* another portfolio's */
+	ENGINE_STATE = 3,   /* redelivery refused: the delivery's state */
+	ENGINE_EXPIRED = 4, /* redelivery refused: the event is older than the window */
+};
+
+#define ENGINE_SLA_TARGET 0.9995      /* the delivered ratio promised a month */
+#define ENGINE_SLA_CREDIT_BELOW 0.9990 /* a month below this earns a credit */
+
+/* 1 when state is a delivery state (pending, retry_scheduled, delivered,
+ * dead_lettered), else 0. */
+int engine_delivery_state_known(const char *state);
+
+/* A page of the portfolio's deliveries to subscription_id, in state when
+ * not NULL (engine_delivery_state_known), newest first: seq below before
+ * (INT64_MAX for the first page), limit + 1 rows so the caller knows
+ * whether more follow. Begins a read snapshot in *tx and runs the query in
+ * *rows; both are the caller's to close (respond_rows_page closes them),
+ * also on failure (*tx NULL when the snapshot did not begin, *rows NULL
+ * when the query failed). Returns STORE_OK or a negative store status.
+ * Rows go to engine_delivery_item. */
+int engine_deliveries_page(struct store *st, const char *portfolio_id,
+			   const char *subscription_id, const char *state, int64_t before,
+			   int limit, struct store_tx **tx, struct store_rows **rows) WUR;
+/* The same for the portfolio's dead letters, of subscription_id only when
+ * it is not NULL. */
+int engine_dead_letters_page(struct store *st, const char *portfolio_id,
+			     const char *subscription_id, int64_t before, int limit,
+			     struct store_tx **tx, struct store_rows **rows) WUR;
+/* The delivery JSON (with its attempt log: one query) of the current row
+ * of a page query, its seq (the page key) in key. The shape of a
+ * respond_row_fn. */
+json_t *engine_delivery_item(struct store_tx *tx, struct store_rows *r, void *arg, char *key,
+			     size_t keycap);
+
+/* Delivery id with its attempt log as JSON in *out (owned by the caller)
+ * when it is portfolio_id's. Returns ENGINE_MINE, ENGINE_NONE or
+ * ENGINE_OTHER (*out NULL), or a negative store status. */
+int engine_delivery_get(struct store *st, const char *portfolio_id, const char *id,
+			json_t **out) WUR;
+
+/* What engine_redeliver reports. */
+struct engine_redelivery {
+	json_t *delivery; /* ENGINE_MINE: the delivery, requeued (owned by the caller) */
+	char state[24];   /* ENGINE_STATE: the state that refused it */
+	int window_days;  /* ENGINE_EXPIRED: the window it is out of */
+};
+
+/* Manual recovery, one new attempt now: a v1 retry (surface "v1") takes a
+ * dead-lettered delivery only, within 30 days of the original event; a v2
+ * replay ("v2") a delivered or dead-lettered one within 90 days (both
+ * scaled by clock_business_ms). A delivery of the other surface is not
+ * found. Requeues it in one write transaction, then tells d (may be NULL).
+ * Returns ENGINE_MINE, _NONE, _OTHER, _STATE, _EXPIRED (out says more) or
+ * a negative store status. */
+int engine_redeliver(struct engine *d, struct store *st, const char *portfolio_id,
+		     const char *id, const char *surface, struct engine_redelivery *out) WUR;
+
+/* Pings the enabled subscription subscription_id of surface: a
+ * webhook.ping outbox event (kept like any other) and its deliveries to
+ * that subscription only, in one write transaction, then tells d (may be
+ * NULL). *out (owned by the caller) is {event_id, subscription_id,
+ * deliveries: [{id, target}]}. Returns ENGINE_MINE, ENGINE_NONE,
+ * ENGINE_OTHER or a negative store status. */
+int engine_ping(struct engine *d, struct store *st, const char *surface,
+		const char *portfolio_id, const char *subscription_id, json_t **out) WUR;
+
+/* The delivery SLA of a month [start, end) (ms): the portfolio's primary v2
+ * deliveries of real events (not pings) created for events in it, and how
+ * many were delivered. */
+struct engine_sla {
+	int64_t events, delivered;
+	double ratio;   /* delivered / events, 1 when there were none */
+	double target;  /* ENGINE_SLA_TARGET */
+	int credit_due; /* ratio below ENGINE_SLA_CREDIT_BELOW */
+};
+int engine_sla(struct store *st, const char *portfolio_id, int64_t start, int64_t end,
+	       struct engine_sla *out) WUR;
 
 #endif

@@ -1,8 +1,8 @@
-/* webhook: webhook subscriptions (API-CONTRACT §5): v1 subscriptions with
- * their own signing secret, v2 subscriptions sharing the portfolio's
- * secret, mirrors on Enterprise, secret rotation. Secrets are returned once
- * and stored sealed (crypto_seal) under the key in <data-dir>/revops.key.
- * Delivery (the dispatcher reading the outbox) is a separate module. */
+/* webhook: the HTTP handlers of webhook subscriptions (API-CONTRACT §5):
+ * create (v1, v2), list, get, delete and secret rotation. They parse the
+ * request, call webhooks/subscriptions (what a valid subscription is,
+ * sealing and rotating secrets, the tables) and answer. Delivery endpoints
+ * are api/webhooks/delivery. */
 #ifndef REVOPS_WEBHOOK_H
 #define REVOPS_WEBHOOK_H
 #include "core/validate.h"
@@ -21,13 +21,8 @@ void webhook_h_get(struct ctx *c);
 void webhook_h_delete(struct ctx *c);
 void webhook_h_rotate(struct ctx *c);
 
-/* 1 when type is an event of the surface's table (spec "Events"). */
-int webhook_event_known(const char *surface, const char *type);
-/* The checks of a subscription's "events" that its spec cannot express, on
- * a body that passed webhook_v1_spec or webhook_v2_spec (so events is an
- * array of strings): at least one, each an event type of surface ("v1" or
- * "v2") named once. Appends one details entry per problem. */
-void webhook_check_events(const char *surface, const json_t *events, json_t *details);
+/* A body that passed webhook_v1_spec or webhook_v2_spec has its events
+ * checked further by subscriptions_check_events. */
 
 /* This area's routes, in match order (api/routes.c lists the areas). */
 extern const struct route_table webhook_routes;
