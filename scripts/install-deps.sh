@@ -5,7 +5,8 @@ set -euo pipefail
 pkgs=(build-essential cmake pkg-config python3
       libjansson-dev libsqlite3-dev libssl-dev libcmocka-dev
       libcurl4-openssl-dev libpq-dev libxml2-dev libxmlsec1-dev
-      xmlsec1 libxml2-utils openssl sqlite3 curl jq iproute2 nodejs npm)
+      xmlsec1 libxml2-utils openssl sqlite3 curl jq iproute2 nodejs npm
+      clang-format)
 if [ "${1:-}" = "--bench" ]; then pkgs+=(wrk nginx-light); fi
 # make fuzz: clang and its libFuzzer + sanitizer runtimes.
 if [ "${1:-}" = "--fuzz" ]; then pkgs+=(clang libclang-rt-14-dev); fi
