@@ -94,7 +94,8 @@ int main(int argc, char **argv)
 	log_init(cfg.log_json);
 	clock_set_time_scale(cfg.time_scale);
 	if (cfg.time_scale > 1.0)
-		log_msg(LOG_WARN, "config", "--time-scale %g: business durations shortened (testing only)",
+		log_msg(LOG_WARN, "config",
+			"--time-scale %g: business durations shortened (testing only)",
 			cfg.time_scale);
 	signals_block(&sigs);
 
@@ -125,12 +126,12 @@ int main(int argc, char **argv)
 	if (rc > 0)
 		log_msg(LOG_WARN, "rate_decisions",
 			"%d decisions were interrupted during PMS writes; marked failed", rc);
-	if (engine_start(st, &(struct engine_opts){cfg.webhook_uncapped,
-						      cfg.allow_private_targets, svc.seal_key,
-						      cfg.webhook_senders},
-			   &svc.engine) < 0)
+	if (engine_start(st,
+			 &(struct engine_opts){cfg.webhook_uncapped, cfg.allow_private_targets,
+					       svc.seal_key, cfg.webhook_senders},
+			 &svc.engine) < 0)
 		goto out;
-	o = (struct http_server_opts){cfg.listen_host, cfg.listen_port, cfg.threads,
+	o = (struct http_server_opts){cfg.listen_host,     cfg.listen_port,  cfg.threads,
 				      cfg.max_connections, cfg.idle_timeout, cfg.workers};
 	if (http_server_start(&o, pipeline_handle, &svc, &srv) < 0)
 		goto out;
@@ -146,8 +147,9 @@ int main(int argc, char **argv)
 			goto out;
 		}
 		buf_free(&err);
-		log_msg(LOG_INFO, "demo", rc ? "seeded; credentials in %s/demo-credentials.json"
-					     : "data exists; credentials in %s/demo-credentials.json",
+		log_msg(LOG_INFO, "demo",
+			rc ? "seeded; credentials in %s/demo-credentials.json"
+			   : "data exists; credentials in %s/demo-credentials.json",
 			cfg.data_dir);
 	}
 	svc.ready = 1;

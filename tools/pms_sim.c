@@ -291,9 +291,9 @@ int main(int argc, char **argv)
 		goto out;
 	}
 	ss.latency_ms = o.latency_ms;
-	ho = (struct http_server_opts){o.host, o.port,
-				       o.latency_ms ? LISTEN_THREADS_DELAYED : o.threads, 4096, 30,
-				       o.latency_ms ? o.threads : 0};
+	ho = (struct http_server_opts){
+		o.host, o.port, o.latency_ms ? LISTEN_THREADS_DELAYED : o.threads,
+		4096,   30,     o.latency_ms ? o.threads : 0};
 	if (http_server_start(&ho, handle, &ss, &srv) < 0)
 		goto out;
 	/* A bare IPv6 literal needs brackets in a URL. */

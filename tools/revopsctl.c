@@ -152,8 +152,8 @@ static int emit_stream(struct store *st, const struct args *a, json_t **out, str
 			return -1;
 		}
 		one = NULL;
-		if (operator_event_emit(st, arg(a, "portfolio"), arg(a, "surface"), arg(a, "type"), n,
-				     arg(a, "property"), &one, err) < 0)
+		if (operator_event_emit(st, arg(a, "portfolio"), arg(a, "surface"), arg(a, "type"),
+					n, arg(a, "property"), &one, err) < 0)
 			return -1;
 		json_dumpf(one, stdout, JSON_COMPACT);
 		fputc('\n', stdout);
@@ -186,27 +186,29 @@ static int run(struct store *st, const char *noun, const char *verb, const struc
 		return operator_set_rate_limit(st, arg(a, "portfolio"), n, out, err);
 	}
 	if (IS("property", "add")) {
-		struct operator_property p = {arg(a, "portfolio"), arg(a, "name"), arg(a, "brand"),
-					   arg(a, "code"), arg(a, "billing-id"), arg(a, "timezone"),
-					   arg(a, "currency"), arg(a, "nip")};
+		struct operator_property p = {arg(a, "portfolio"),  arg(a, "name"),
+					      arg(a, "brand"),      arg(a, "code"),
+					      arg(a, "billing-id"), arg(a, "timezone"),
+					      arg(a, "currency"),   arg(a, "nip")};
 		return operator_property_add(st, &p, out, err);
 	}
 	if (IS("ceiling", "add")) {
-		struct operator_ceiling c = {arg(a, "portfolio"), arg(a, "brand"), arg(a, "currency"),
-					  arg(a, "valid-from"), arg(a, "valid-to"),
-					  arg_int(a, "max", 0, &bad), arg(a, "room-types")};
+		struct operator_ceiling c = {arg(a, "portfolio"), arg(a, "brand"),
+					     arg(a, "currency"),  arg(a, "valid-from"),
+					     arg(a, "valid-to"),  arg_int(a, "max", 0, &bad),
+					     arg(a, "room-types")};
 		if (bad)
 			c.max_minor_units = 0;
 		return operator_ceiling_add(st, &c, out, err);
 	}
 	if (IS("client", "create"))
-		return operator_client_create(st, arg(a, "portfolio"), arg(a, "name"), arg(a, "scopes"),
-					   arg(a, "properties"), out, err);
+		return operator_client_create(st, arg(a, "portfolio"), arg(a, "name"),
+					      arg(a, "scopes"), arg(a, "properties"), out, err);
 	if (IS("scim-token", "create"))
 		return operator_scim_token_create(st, arg(a, "portfolio"), out, err);
 	if (IS("user", "create"))
 		return operator_user_create(st, arg(a, "portfolio"), arg(a, "user-name"),
-					 arg(a, "display-name"), arg(a, "roles"), out, err);
+					    arg(a, "display-name"), arg(a, "roles"), out, err);
 	if (IS("user", "list"))
 		return operator_user_list(st, arg(a, "portfolio"), out, err);
 	if (IS("verify", "signature"))
@@ -235,21 +237,21 @@ static int run(struct store *st, const char *noun, const char *verb, const struc
 				return -1;
 			return -1;
 		}
-		return operator_event_emit(st, arg(a, "portfolio"), arg(a, "surface"), arg(a, "type"),
-					count, arg(a, "property"), out, err);
+		return operator_event_emit(st, arg(a, "portfolio"), arg(a, "surface"),
+					   arg(a, "type"), count, arg(a, "property"), out, err);
 	}
 	if (IS("idp", "set")) {
 		char *pem = read_file(arg(a, "cert"), 64 * 1024);
 		int rc;
 
 		rc = operator_idp_set(st, arg(a, "portfolio"), arg(a, "entity-id"), pem,
-				   arg(a, "roles-attribute"), out, err);
+				      arg(a, "roles-attribute"), out, err);
 		free(pem);
 		return rc;
 	}
 	if (IS("deprecation", "add"))
 		return operator_deprecation_add(st, arg(a, "method"), arg(a, "route"),
-					     arg(a, "announced"), arg(a, "note"), out, err);
+						arg(a, "announced"), arg(a, "note"), out, err);
 #undef IS
 	if (buf_printf(err, "unknown command: %s %s", noun, verb))
 		return -1;
@@ -328,7 +330,8 @@ int main(int argc, char **argv)
 	json_dumpf(out, stdout, JSON_INDENT(2) | JSON_PRESERVE_ORDER);
 	fputc('\n', stdout);
 	rc = json_is_false(json_object_get(out, "chain_valid")) ? 3
-	     : json_is_false(json_object_get(out, "valid")) ? 4 : 0;
+	     : json_is_false(json_object_get(out, "valid"))     ? 4
+								: 0;
 	json_decref(out);
 	return rc;
 }

@@ -21,8 +21,7 @@ static void check_limit(const char *s)
 
 	for (i = 0; s[i] && s[i] >= '0' && s[i] <= '9' && i < 7; i++)
 		v = v * 10 + (s[i] - '0');
-	if ((rc == 0) != (i > 0 && i <= 6 && !s[i] && v >= 1 && v <= 200) ||
-	    (rc == 0 && out != v))
+	if ((rc == 0) != (i > 0 && i <= 6 && !s[i] && v >= 1 && v <= 200) || (rc == 0 && out != v))
 		abort();
 }
 

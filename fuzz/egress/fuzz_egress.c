@@ -143,8 +143,8 @@ static void check_curl_agrees(const char *url, const struct egress_target *t)
 		struct in6_addr a, b;
 
 		host[hl - 1] = '\0';
-		if (inet_pton(AF_INET6, host + 1, &a) != 1 || inet_pton(AF_INET6, t->host, &b) != 1 ||
-		    memcmp(&a, &b, sizeof a) != 0)
+		if (inet_pton(AF_INET6, host + 1, &a) != 1 ||
+		    inet_pton(AF_INET6, t->host, &b) != 1 || memcmp(&a, &b, sizeof a) != 0)
 			abort();
 	} else if (strcasecmp(host, t->host) != 0) {
 		abort();
@@ -198,8 +198,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 			if (v[http][priv] == EGRESS_OK)
 				check_accepted(url, http, priv, &t);
 			else if ((v[http][priv] != EGRESS_BAD_URL &&
-				  v[http][priv] != EGRESS_FORBIDDEN) || !t.why[0] ||
-				 (priv && v[http][priv] == EGRESS_FORBIDDEN))
+				  v[http][priv] != EGRESS_FORBIDDEN) ||
+				 !t.why[0] || (priv && v[http][priv] == EGRESS_FORBIDDEN))
 				abort();
 		}
 		if (v[http][0] == EGRESS_OK && v[http][1] != EGRESS_OK)

@@ -56,9 +56,8 @@ static void check_head(const struct http_head *h, const char *buf, size_t len)
 	const char *p;
 	size_t i;
 
-	if (!inside(h->method, buf, len) || !is_token(h->method) ||
-	    !inside(h->target, buf, len) || !h->target[0] || (h->minor != 0 && h->minor != 1) ||
-	    h->nfields > HTTP_FIELDS_MAX)
+	if (!inside(h->method, buf, len) || !is_token(h->method) || !inside(h->target, buf, len) ||
+	    !h->target[0] || (h->minor != 0 && h->minor != 1) || h->nfields > HTTP_FIELDS_MAX)
 		abort();
 	for (p = h->target; *p; p++)
 		if ((unsigned char)*p <= 0x20 || *p == 0x7f)
@@ -137,8 +136,8 @@ static int chunked(const char *in, size_t len, size_t *used)
 		if (rb)
 			break;
 	}
-	if (ra != rb || (ra == 1 && ua != ub) || (ra <= 1 && (ba.len != bb.len ||
-	    (ba.len && memcmp(ba.data, bb.data, ba.len)))))
+	if (ra != rb || (ra == 1 && ua != ub) ||
+	    (ra <= 1 && (ba.len != bb.len || (ba.len && memcmp(ba.data, bb.data, ba.len)))))
 		abort();
 	buf_free(&ba);
 	buf_free(&bb);

@@ -12,31 +12,28 @@
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
 static const struct vfield money_spec[] = {
-	{ .name = "currency", .type = V_STRING, .required = 1, .max = 3 },
-	{ .name = "minor_units", .type = V_INT, .required = 1 },
-	{ 0 }
-};
+	{.name = "currency", .type = V_STRING, .required = 1, .max = 3},
+	{.name = "minor_units", .type = V_INT, .required = 1},
+	{0}};
 
 static const struct vfield item_spec[] = {
-	{ .name = "sku", .type = V_STRING, .required = 1, .max = 16 },
-	{ .name = "qty", .type = V_INT },
-	{ .name = "price", .type = V_OBJECT, .nullable = 1, .fields = money_spec },
-	{ 0 }
-};
+	{.name = "sku", .type = V_STRING, .required = 1, .max = 16},
+	{.name = "qty", .type = V_INT},
+	{.name = "price", .type = V_OBJECT, .nullable = 1, .fields = money_spec},
+	{0}};
 
 static const struct vfield body_spec[] = {
-	{ .name = "property_id", .type = V_STRING, .required = 1 },
-	{ .name = "proposed_rate", .type = V_OBJECT, .required = 1, .fields = money_spec },
-	{ .name = "note", .type = V_STRING, .nullable = 1, .max = 8 },
-	{ .name = "score", .type = V_NUMBER },
-	{ .name = "publish", .type = V_BOOL },
-	{ .name = "properties", .type = V_ARRAY, .items = V_STRING, .max = 4 },
-	{ .name = "items", .type = V_ARRAY, .items = V_OBJECT, .item_fields = item_spec, .max = 3 },
-	{ .name = "meta", .type = V_OBJECT },
-	{ .name = "tags", .type = V_ARRAY },
-	{ .name = "extra", .type = V_ANY },
-	{ 0 }
-};
+	{.name = "property_id", .type = V_STRING, .required = 1},
+	{.name = "proposed_rate", .type = V_OBJECT, .required = 1, .fields = money_spec},
+	{.name = "note", .type = V_STRING, .nullable = 1, .max = 8},
+	{.name = "score", .type = V_NUMBER},
+	{.name = "publish", .type = V_BOOL},
+	{.name = "properties", .type = V_ARRAY, .items = V_STRING, .max = 4},
+	{.name = "items", .type = V_ARRAY, .items = V_OBJECT, .item_fields = item_spec, .max = 3},
+	{.name = "meta", .type = V_OBJECT},
+	{.name = "tags", .type = V_ARRAY},
+	{.name = "extra", .type = V_ANY},
+	{0}};
 
 static size_t depth(const json_t *v)
 {

@@ -129,8 +129,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		    strcmp(m.route->method, method))
 			abort();
 		check_rebuilt(&m, path);
-		if (router_match(routes, (size_t)(m.route - routes), method, path, &earlier,
-				 NULL) == 200)
+		if (router_match(routes, (size_t)(m.route - routes), method, path, &earlier, NULL) ==
+		    200)
 			abort();
 		break;
 	case 405:

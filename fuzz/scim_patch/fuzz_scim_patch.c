@@ -35,7 +35,8 @@ static const char stored_user[] =
 	" \"emails\": [{\"type\": \"work\", \"value\": \"bob@example.com\", \"primary\": true},"
 	"  {\"type\": \"home\", \"value\": \"bob@home.example\"}],"
 	" \"roles\": [{\"value\": \"revenue-approver\"}],"
-	" \"" SCIM_URN_ENTERPRISE "\": {\"employeeNumber\": \"701984\", \"manager\": {\"value\": \"usr_2\"}},"
+	" \"" SCIM_URN_ENTERPRISE
+	"\": {\"employeeNumber\": \"701984\", \"manager\": {\"value\": \"usr_2\"}},"
 	" \"meta\": {\"resourceType\": \"User\", \"created\": \"2020-01-01T00:00:00Z\"}}";
 
 static const char stored_group[] =

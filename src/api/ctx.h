@@ -25,13 +25,13 @@ struct service {
 	struct ratelimit *rl_anon;
 	struct metrics *metrics;
 	struct deprecation *deprecations;
-	struct pms *pms;               /* the PMS connector (--pms-url) */
-	struct engine *engine;       /* the webhook delivery engine (webhooks/engine.c) */
+	struct pms *pms;       /* the PMS connector (--pms-url) */
+	struct engine *engine; /* the webhook delivery engine (webhooks/engine.c) */
 	unsigned char cursor_key[32];
-	unsigned char seal_key[32];    /* seals stored secrets (<data-dir>/revops.key) */
+	unsigned char seal_key[32]; /* seals stored secrets (<data-dir>/revops.key) */
 	volatile int shutting_down;
-	volatile int ready;           /* start-up (demo seeding) finished */
-	const struct route *routes;   /* every area's, in match order (api/routes.c) */
+	volatile int ready;         /* start-up (demo seeding) finished */
+	const struct route *routes; /* every area's, in match order (api/routes.c) */
 	size_t nroutes;
 	/* Paths under error_shape_prefix, and routes of ROUTE_SCIM, answer
 	 * refusals with error_shape (SCIM's error body); main.c sets both. */
@@ -47,11 +47,11 @@ struct ctx {
 	char request_id[ID_MAX];
 	int authenticated;
 	struct principal p;
-	const char *property_header;  /* X-Service-Property, checked */
-	json_t *body;                 /* BODY_JSON routes: the parsed object */
+	const char *property_header; /* X-Service-Property, checked */
+	json_t *body;                /* BODY_JSON routes: the parsed object */
 	enum route_body body_kind;
-	const char *error_code;       /* for the access log */
-	int meta_sla_tier;            /* add the plan's sla_tier to meta (spec: rate decisions) */
+	const char *error_code; /* for the access log */
+	int meta_sla_tier;      /* add the plan's sla_tier to meta (spec: rate decisions) */
 	/* Set by the pipeline where errors take another shape than the
 	 * envelope (SCIM's, RFC 7644 §3.12): respond_error hands the error to
 	 * it. NULL: the envelope. */
@@ -65,14 +65,31 @@ struct route_table {
 	const struct route *routes;
 	size_t n;
 };
-#define ROUTE_TABLE(a) {a, ARRAY_LEN(a)}
+/* clang-format off: initialiser macros, which clang-format 14 lays out as function bodies */
+#define ROUTE_TABLE(a)          \
+	{                       \
+		a, ARRAY_LEN(a) \
+	}
 /* Entries: public; bearer with X-Service-Portfolio (v2); the same taking a
  * JSON body checked against spec; SCIM (its own token, case-insensitive
  * static segments). */
-#define ROUTE_PUB(m, p, f) {m, p, f, ROUTE_PUBLIC, 0, 0, BODY_NONE, NULL, 0}
-#define ROUTE_V2(m, p, f, s) {m, p, f, ROUTE_BEARER, s, 1, BODY_NONE, NULL, 0}
-#define ROUTE_V2_JSON(m, p, f, s, spec) {m, p, f, ROUTE_BEARER, s, 1, BODY_JSON, spec, 0}
-#define ROUTE_SCIM_ENTRY(m, p, f, b) {m, p, f, ROUTE_SCIM, 0, 0, b, NULL, 1}
+#define ROUTE_PUB(m, p, f)                                      \
+	{                                                       \
+		m, p, f, ROUTE_PUBLIC, 0, 0, BODY_NONE, NULL, 0 \
+	}
+#define ROUTE_V2(m, p, f, s)                                    \
+	{                                                       \
+		m, p, f, ROUTE_BEARER, s, 1, BODY_NONE, NULL, 0 \
+	}
+#define ROUTE_V2_JSON(m, p, f, s, spec)                         \
+	{                                                       \
+		m, p, f, ROUTE_BEARER, s, 1, BODY_JSON, spec, 0 \
+	}
+#define ROUTE_SCIM_ENTRY(m, p, f, b)                  \
+	{                                             \
+		m, p, f, ROUTE_SCIM, 0, 0, b, NULL, 1 \
+	}
+/* clang-format on */
 
 /* The path parameter i of the matched route. */
 static inline const char *ctx_param(const struct ctx *c, int i)

@@ -107,7 +107,8 @@ static int load_row(struct store_tx *tx, const struct store_val *k, struct idem_
 				char *plain;
 
 				seal_aad(store_text(r, 7), store_text(r, 8), store_text(r, 9), &aad);
-				plain = aad.data ? crypto_open(seal_key, out->body.data, aad.data) : NULL;
+				plain = aad.data ? crypto_open(seal_key, out->body.data, aad.data)
+						 : NULL;
 				buf_free(&aad);
 				buf_reset(&out->body);
 				if (!plain || buf_puts(&out->body, plain) < 0)
@@ -122,10 +123,9 @@ static int load_row(struct store_tx *tx, const struct store_val *k, struct idem_
 	return rc < 0 ? -1 : 0;
 }
 
-enum idem_action idempotency_begin(struct store *st, const char *portfolio,
-				   const char *principal, const char *key,
-				   const char *fingerprint, int64_t now_ms, int64_t window_ms,
-				   struct idem_stored *out)
+enum idem_action idempotency_begin(struct store *st, const char *portfolio, const char *principal,
+				   const char *key, const char *fingerprint, int64_t now_ms,
+				   int64_t window_ms, struct idem_stored *out)
 {
 	struct store_val k[3] = {sv_text(portfolio), sv_text(principal), sv_text(key)};
 	struct store_tx *tx;

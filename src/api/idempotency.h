@@ -24,7 +24,7 @@ enum idem_action { IDEM_PROCEED, IDEM_REPLAY, IDEM_MISMATCH, IDEM_IN_PROGRESS, I
 
 struct idem_row {
 	int exists;
-	int done;                 /* 1 = a stored response, 0 = in flight */
+	int done; /* 1 = a stored response, 0 = in flight */
 	char fingerprint[65];
 	int64_t locked_at;
 	int64_t expires_at;
@@ -32,7 +32,7 @@ struct idem_row {
 
 struct idem_stored {
 	int status;
-	json_t *headers;          /* object name -> value; owned */
+	json_t *headers; /* object name -> value; owned */
 	struct buf body;
 };
 
@@ -52,10 +52,9 @@ enum idem_action idempotency_decide(const struct idem_row *row, const char *fing
 
 /* Claims the key or finds what to do instead. On IDEM_REPLAY fills *out
  * (free with idempotency_stored_free). window_ms is the plan's window. */
-enum idem_action idempotency_begin(struct store *st, const char *portfolio,
-				   const char *principal, const char *key,
-				   const char *fingerprint, int64_t now_ms, int64_t window_ms,
-				   struct idem_stored *out);
+enum idem_action idempotency_begin(struct store *st, const char *portfolio, const char *principal,
+				   const char *key, const char *fingerprint, int64_t now_ms,
+				   int64_t window_ms, struct idem_stored *out);
 /* Stores the response of a claimed key. headers may be NULL. Returns 0/-1. */
 int idempotency_finish(struct store *st, const char *portfolio, const char *principal,
 		       const char *key, int status, const json_t *headers, const void *body,

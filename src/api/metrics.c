@@ -9,15 +9,14 @@
 #define MAX_SERIES 1024
 
 static const double bounds[] = {0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05,
-				0.1, 0.25, 0.5, 1, 2.5, 5, 10};
+				0.1,    0.25,  0.5,    1,     2.5,  5,     10};
 #define NB (sizeof bounds / sizeof bounds[0])
 
-static const char *const methods[] = {"GET", "POST", "PUT", "PATCH", "DELETE", "HEAD",
-				      "OPTIONS"};
+static const char *const methods[] = {"GET", "POST", "PUT", "PATCH", "DELETE", "HEAD", "OPTIONS"};
 
 struct series {
 	const char *route;
-	const char *method;      /* one of methods[] or "OTHER" */
+	const char *method; /* one of methods[] or "OTHER" */
 	int status;
 	atomic_uint_fast64_t count;
 	atomic_uint_fast64_t sum_us;
@@ -57,8 +56,7 @@ static const char *canon_method(const char *method)
 	return "OTHER";
 }
 
-static struct series *find(struct metrics *m, int n, const char *route, const char *method,
-			   int status)
+static struct series *find(struct metrics *m, int n, const char *route, const char *method, int status)
 {
 	int i;
 

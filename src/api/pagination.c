@@ -29,8 +29,8 @@ int pagination_limit(const char *s, int max, int *out)
 	return 0;
 }
 
-static void cursor_mac(const unsigned char key[32], const char *scope, const char *id,
-		       size_t idlen, unsigned char mac[CRYPTO_SHA256_LEN])
+static void cursor_mac(const unsigned char key[32], const char *scope, const char *id, size_t idlen,
+		       unsigned char mac[CRYPTO_SHA256_LEN])
 {
 	unsigned char msg[CRYPTO_SHA256_LEN + ID_LEN_MAX];
 
@@ -40,8 +40,8 @@ static void cursor_mac(const unsigned char key[32], const char *scope, const cha
 	crypto_hmac_sha256(key, 32, msg, CRYPTO_SHA256_LEN + idlen, mac);
 }
 
-int pagination_cursor_encode(const unsigned char key[32], const char *scope,
-			     const char *last_id, char *out, size_t cap)
+int pagination_cursor_encode(const unsigned char key[32], const char *scope, const char *last_id,
+			     char *out, size_t cap)
 {
 	unsigned char raw[ID_LEN_MAX + MAC_LEN], mac[CRYPTO_SHA256_LEN];
 	size_t n = strlen(last_id);
@@ -55,15 +55,14 @@ int pagination_cursor_encode(const unsigned char key[32], const char *scope,
 	return 0;
 }
 
-int pagination_cursor_decode(const unsigned char key[32], const char *scope,
-			     const char *cursor, char *last_id, size_t cap)
+int pagination_cursor_decode(const unsigned char key[32], const char *scope, const char *cursor,
+			     char *last_id, size_t cap)
 {
 	unsigned char raw[ID_LEN_MAX + MAC_LEN], mac[CRYPTO_SHA256_LEN];
 	size_t len, n, i;
 
 	if (strlen(cursor) > PAGINATION_CURSOR_MAX ||
-	    crypto_b64url_decode(cursor, strlen(cursor), raw, sizeof raw, &len) < 0 ||
-	    len <= MAC_LEN)
+	    crypto_b64url_decode(cursor, strlen(cursor), raw, sizeof raw, &len) < 0 || len <= MAC_LEN)
 		return -1;
 	n = len - MAC_LEN;
 	cursor_mac(key, scope, (const char *)raw, n, mac);

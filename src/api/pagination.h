@@ -17,10 +17,10 @@
  * Returns 0, or -1 (the caller answers 400). */
 int pagination_limit(const char *s, int max, int *out) WUR;
 /* Writes the cursor resuming after last_id. Returns 0 or -1 (too long). */
-int pagination_cursor_encode(const unsigned char key[32], const char *scope,
-			     const char *last_id, char *out, size_t cap) WUR;
+int pagination_cursor_encode(const unsigned char key[32], const char *scope, const char *last_id,
+			     char *out, size_t cap) WUR;
 /* Verifies and opens a cursor. Returns 0 with last_id filled, or -1. */
-int pagination_cursor_decode(const unsigned char key[32], const char *scope,
-			     const char *cursor, char *last_id, size_t cap) WUR;
+int pagination_cursor_decode(const unsigned char key[32], const char *scope, const char *cursor,
+			     char *last_id, size_t cap) WUR;
 
 #endif

@@ -104,7 +104,7 @@ out:
 }
 
 int pipeline_init(struct service *a, const struct config *cfg, struct store *st,
-	     const struct route *routes, size_t nroutes)
+		  const struct route *routes, size_t nroutes)
 {
 	memset(a, 0, sizeof *a);
 	a->cfg = cfg;
@@ -259,7 +259,8 @@ static int check_scim_body(struct ctx *c)
 	rc = validate_parse_body(c->req->body.data, c->req->body.len, &c->body, &err);
 	/* A SCIM route: respond_error writes SCIM's error body (error_shape). */
 	if (rc == -1)
-		respond_error(c, ERR_REQUEST_MALFORMED, NULL, "%s", err.data ? err.data : "malformed");
+		respond_error(c, ERR_REQUEST_MALFORMED, NULL, "%s",
+			      err.data ? err.data : "malformed");
 	else if (rc < 0)
 		respond_error(c, ERR_INTERNAL, NULL, "internal error");
 	buf_free(&err);
@@ -352,9 +353,8 @@ static void add_deprecation(struct ctx *c)
 	int64_t at;
 	const char *plan = c->authenticated ? c->p.plan : "enterprise";
 
-	if (!c->match.route ||
-	    !deprecation_lookup(c->svc->deprecations, c->match.route->method,
-				c->match.route->pattern, &at))
+	if (!c->match.route || !deprecation_lookup(c->svc->deprecations, c->match.route->method,
+						   c->match.route->pattern, &at))
 		return;
 	(void)response_header(c->res, "X-Service-Deprecated", "true");
 	snprintf(v, sizeof v, "@%lld", (long long)(at / 1000));
@@ -421,8 +421,9 @@ static int check_request(struct ctx *c, int m, const struct buf *allow, int look
 	struct request *req = c->req;
 
 	if (req->framing_status) {
-		respond_error(c, req->framing_status == 413 ? ERR_PAYLOAD_TOO_LARGE
-							    : ERR_REQUEST_MALFORMED,
+		respond_error(c,
+			      req->framing_status == 413 ? ERR_PAYLOAD_TOO_LARGE
+							 : ERR_REQUEST_MALFORMED,
 			      NULL, "%s", req->framing_msg);
 		c->res->close = 1;
 	} else if (http_query_malformed(req)) {
@@ -433,8 +434,8 @@ static int check_request(struct ctx *c, int m, const struct buf *allow, int look
 		respond_error(c, ERR_NOT_FOUND, NULL, "no route for %s", req->path);
 	} else if (m == 405) {
 		(void)response_header(c->res, "Allow", allow->data);
-		respond_error(c, ERR_METHOD_NOT_ALLOWED, NULL, "%s is not allowed here (allowed: %s)",
-			      req->method, allow->data);
+		respond_error(c, ERR_METHOD_NOT_ALLOWED, NULL,
+			      "%s is not allowed here (allowed: %s)", req->method, allow->data);
 	} else if (lookup == AUTH_ERROR) {
 		respond_error(c, ERR_UNAVAILABLE, NULL, "database unavailable");
 	} else {
@@ -454,8 +455,9 @@ static int check_route(struct ctx *c, const struct route *rt, int tok)
 	}
 	if (rt->auth == ROUTE_BEARER && !c->authenticated) {
 		(void)response_header(c->res, "WWW-Authenticate",
-				      tok == AUTH_NONE ? "Bearer realm=\"revops\""
-						       : "Bearer realm=\"revops\", error=\"invalid_token\"");
+				      tok == AUTH_NONE
+					      ? "Bearer realm=\"revops\""
+					      : "Bearer realm=\"revops\", error=\"invalid_token\"");
 		respond_error(c, ERR_UNAUTHENTICATED, NULL,
 			      tok == AUTH_NONE ? "a bearer token is required"
 					       : "the bearer token is invalid, expired or revoked");

@@ -12,7 +12,7 @@ extern const struct route_table pipeline_platform_routes;
  * in match order, kept by the caller) are what the pipeline serves.
  * Returns 0 or -1. */
 int pipeline_init(struct service *a, const struct config *cfg, struct store *st,
-	     const struct route *routes, size_t nroutes) WUR;
+		  const struct route *routes, size_t nroutes) WUR;
 void pipeline_free(struct service *a);
 /* The http_server handler. */
 void pipeline_handle(void *arg, struct request *req, struct response *res);

@@ -23,11 +23,11 @@
 #define RL_LIMIT_MAX INT32_MAX
 
 struct rl_window {
-	int64_t last_ms;   /* latest time seen; earlier times are taken as this */
-	int64_t head;      /* bucket of last_ms; the ring holds head-600 .. head */
-	int64_t newest;    /* newest bucket that holds a count (valid when sum > 0) */
-	int64_t sum;       /* sum of the ring, <= RL_LIMIT_MAX */
-	int started;       /* 0 until the first take */
+	int64_t last_ms; /* latest time seen; earlier times are taken as this */
+	int64_t head;    /* bucket of last_ms; the ring holds head-600 .. head */
+	int64_t newest;  /* newest bucket that holds a count (valid when sum > 0) */
+	int64_t sum;     /* sum of the ring, <= RL_LIMIT_MAX */
+	int started;     /* 0 until the first take */
 	int32_t counts[RL_SLOTS];
 };
 
@@ -80,8 +80,7 @@ static int64_t effective_now(const struct rl_window *w, int64_t now_ms)
  * for buckets outside the window or no longer (or not yet) in the ring. */
 static int64_t count_at(const struct rl_window *w, int64_t k, int64_t b)
 {
-	if (!w->started || k > w->head || k < w->head - (RL_SLOTS - 1) ||
-	    k < b - (RL_SLOTS - 1))
+	if (!w->started || k > w->head || k < w->head - (RL_SLOTS - 1) || k < b - (RL_SLOTS - 1))
 		return 0;
 	return w->counts[slot_of(k)];
 }
@@ -211,8 +210,8 @@ void rl_window_peek(struct rl_window *w, int64_t per_minute, int64_t now_ms, str
 #define RL_TABLE_INITIAL 16
 
 struct rl_entry {
-	struct rl_entry *hnext;           /* hash chain */
-	struct rl_entry *newer, *older;   /* LRU list */
+	struct rl_entry *hnext;         /* hash chain */
+	struct rl_entry *newer, *older; /* LRU list */
 	uint64_t hash;
 	size_t keylen;
 	char key[RATELIMIT_KEY_MAX + 1];
@@ -222,25 +221,37 @@ struct rl_entry {
 struct rl_stripe {
 	_Alignas(64) pthread_mutex_t mu;
 	struct rl_entry **table;
-	size_t nbuckets;                  /* power of two */
+	size_t nbuckets; /* power of two */
 	size_t count, cap;
 	struct rl_entry *mru, *lru;
 };
 
 struct ratelimit {
-	uint64_t k0, k1;                  /* hash key */
-	size_t nstripes;                  /* power of two */
+	uint64_t k0, k1; /* hash key */
+	size_t nstripes; /* power of two */
 	struct rl_stripe stripes[RL_STRIPES_MAX];
 };
 
 #define ROTL(x, b) (uint64_t)(((x) << (b)) | ((x) >> (64 - (b))))
-#define SIPROUND                                                             \
-	do {                                                                 \
-		v0 += v1; v1 = ROTL(v1, 13); v1 ^= v0; v0 = ROTL(v0, 32);     \
-		v2 += v3; v3 = ROTL(v3, 16); v3 ^= v2;                        \
-		v0 += v3; v3 = ROTL(v3, 21); v3 ^= v0;                        \
-		v2 += v1; v1 = ROTL(v1, 17); v1 ^= v2; v2 = ROTL(v2, 32);     \
+/* clang-format off: one SipHash round per line of four steps */
+#define SIPROUND                   \
+	do {                       \
+		v0 += v1;          \
+		v1 = ROTL(v1, 13); \
+		v1 ^= v0;          \
+		v0 = ROTL(v0, 32); \
+		v2 += v3;          \
+		v3 = ROTL(v3, 16); \
+		v3 ^= v2;          \
+		v0 += v3;          \
+		v3 = ROTL(v3, 21); \
+		v3 ^= v0;          \
+		v2 += v1;          \
+		v1 = ROTL(v1, 17); \
+		v1 ^= v2;          \
+		v2 = ROTL(v2, 32); \
 	} while (0)
+/* clang-format on */
 
 /* SipHash-1-3 of n bytes at p under key (k0, k1). */
 static uint64_t siphash13(uint64_t k0, uint64_t k1, const unsigned char *p, size_t n)

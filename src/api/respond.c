@@ -203,8 +203,8 @@ static int write_json_row(struct buf *b, struct store_tx *tx, struct store_rows 
 	return rc;
 }
 
-void respond_rows_page(struct ctx *c, struct store_tx *tx, int rc, struct store_rows *r,
-		       int limit, const char *scope, respond_row_fn fn, void *arg)
+void respond_rows_page(struct ctx *c, struct store_tx *tx, int rc, struct store_rows *r, int limit,
+		       const char *scope, respond_row_fn fn, void *arg)
 {
 	struct json_rows j = {fn, arg};
 

@@ -19,8 +19,7 @@ void respond_list(struct ctx *c, json_t *items, const char *next_cursor);
 struct buf;
 void respond_list_text(struct ctx *c, const struct buf *items, const char *next_cursor);
 /* An error body; details (stolen, may be NULL) is an array of {field, issue}. */
-void respond_error(struct ctx *c, enum err e, json_t *details, const char *fmt, ...)
-	PRINTF(4, 5);
+void respond_error(struct ctx *c, enum err e, json_t *details, const char *fmt, ...) PRINTF(4, 5);
 /* Answers a failed store call: 503 when the database was busy, else 500. */
 void respond_store_error(struct ctx *c, int rc);
 /* Reads ?limit (plan maximum) and ?cursor for the list named scope, the
@@ -32,20 +31,20 @@ int respond_page_args(struct ctx *c, const char *scope, int *limit, char *after,
  * the next page resumes after. */
 struct store_tx;
 struct store_rows;
-typedef json_t *(*respond_row_fn)(struct store_tx *tx, struct store_rows *r, void *arg,
-				  char *key, size_t keycap);
+typedef json_t *(*respond_row_fn)(struct store_tx *tx, struct store_rows *r, void *arg, char *key,
+				  size_t keycap);
 /* Answers a keyset page from a query that returns rows in list order (ask
  * for more than limit, so the next page is known): up to limit items made
  * by fn, a cursor for scope when rows remain. rc is the store_query status
  * (an error is answered). Closes r and rolls tx back in every case. */
-void respond_rows_page(struct ctx *c, struct store_tx *tx, int rc, struct store_rows *r,
-		       int limit, const char *scope, respond_row_fn fn, void *arg);
+void respond_rows_page(struct ctx *c, struct store_tx *tx, int rc, struct store_rows *r, int limit,
+		       const char *scope, respond_row_fn fn, void *arg);
 /* The same for items written as JSON text straight into b (the hot lists,
  * which skip building a tree): fn returns 1 when it wrote the item, 0 to
  * leave the row out (having written nothing), -1 on error. */
 struct buf;
-typedef int (*respond_write_fn)(struct buf *b, struct store_tx *tx, struct store_rows *r,
-				void *arg, char *key, size_t keycap);
+typedef int (*respond_write_fn)(struct buf *b, struct store_tx *tx, struct store_rows *r, void *arg,
+				char *key, size_t keycap);
 void respond_rows_page_text(struct ctx *c, struct store_tx *tx, int rc, struct store_rows *r,
 			    int limit, const char *scope, respond_write_fn fn, void *arg);
 /* A body that is not the envelope (OAuth token responses, /healthz). */

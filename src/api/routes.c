@@ -16,8 +16,8 @@
 #include "api/webhooks/webhook.h"
 
 static const struct route_table *const areas[] = {
-	&pipeline_platform_routes, &oauth_routes,    &portfolio_routes, &rate_decision_routes,
-	&delivery_routes,     &webhook_routes,  &scim_routes,
+	&pipeline_platform_routes, &oauth_routes,   &portfolio_routes, &rate_decision_routes,
+	&delivery_routes,          &webhook_routes, &scim_routes,
 };
 
 struct route *api_routes_build(size_t *n)

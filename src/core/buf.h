@@ -5,10 +5,10 @@
 #include "core/common.h"
 
 struct buf {
-	char *data;   /* NUL-terminated after every successful append */
+	char *data; /* NUL-terminated after every successful append */
 	size_t len;
-	size_t cap;   /* allocated bytes */
-	size_t max;   /* largest len allowed; 0 = no cap */
+	size_t cap; /* allocated bytes */
+	size_t max; /* largest len allowed; 0 = no cap */
 };
 
 void buf_init(struct buf *b, size_t max);

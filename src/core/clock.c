@@ -104,9 +104,9 @@ void clock_format_http_date(int64_t ms, char out[30])
 	char tmp[64];
 
 	civil_from_days(days, &y, &m, &d);
-	snprintf(tmp, sizeof tmp, "%s, %02u %s %04d %02d:%02d:%02d GMT",
-		 wd[(days % 7 + 7) % 7], d, mn[m - 1], (int)y, (int)(rem / 3600000),
-		 (int)(rem / 60000 % 60), (int)(rem / 1000 % 60));
+	snprintf(tmp, sizeof tmp, "%s, %02u %s %04d %02d:%02d:%02d GMT", wd[(days % 7 + 7) % 7], d,
+		 mn[m - 1], (int)y, (int)(rem / 3600000), (int)(rem / 60000 % 60),
+		 (int)(rem / 1000 % 60));
 	memcpy(out, tmp, 29);
 	out[29] = '\0';
 }

@@ -7,8 +7,8 @@
 
 #define CLOCK_RFC3339_LEN 25 /* "2026-11-22T08:00:00.123Z" + NUL */
 
-int64_t clock_now_ms(void);   /* Unix time in ms */
-int64_t clock_mono_ms(void);  /* monotonic ms, for durations and limiters */
+int64_t clock_now_ms(void);  /* Unix time in ms */
+int64_t clock_mono_ms(void); /* monotonic ms, for durations and limiters */
 int64_t clock_mono_us(void);
 /* Sets the divisor for business durations (>= 1). Call once at start. */
 void clock_set_time_scale(double scale);

@@ -11,14 +11,17 @@
 enum opt_kind { OPT_STR, OPT_INT, OPT_NUM, OPT_FLAG, OPT_LISTEN, OPT_LOGFMT };
 
 struct opt {
-	const char *name;   /* long option without "--"; env is REVOPS_<NAME> */
+	const char *name; /* long option without "--"; env is REVOPS_<NAME> */
 	enum opt_kind kind;
 	size_t off;
 	size_t size;
 	const char *help;
 };
 
-#define O(n, k, f, h) {n, k, offsetof(struct config, f), sizeof(((struct config *)0)->f), h}
+#define O(n, k, f, h)                                                                \
+	{                                                                            \
+		n, k, offsetof(struct config, f), sizeof(((struct config *)0)->f), h \
+	}
 static const struct opt opts[] = {
 	O("listen", OPT_LISTEN, listen_port, "HOST:PORT to listen on (127.0.0.1:8080)"),
 	O("public-url", OPT_STR, public_url, "base URL clients use (http://<listen>)"),
@@ -29,7 +32,8 @@ static const struct opt opts[] = {
 	O("trust-ca", OPT_STR, trust_ca, "extra CA bundle for outbound HTTPS"),
 	O("allow-private-targets", OPT_FLAG, allow_private_targets,
 	  "allow outbound targets on private addresses"),
-	O("webhook-senders", OPT_INT, webhook_senders, "threads that send webhooks, each with its own connections (2)"),
+	O("webhook-senders", OPT_INT, webhook_senders,
+	  "threads that send webhooks, each with its own connections (2)"),
 	O("webhook-uncapped", OPT_FLAG, webhook_uncapped,
 	  "benchmarks only: lift the webhook throughput caps"),
 	O("time-scale", OPT_NUM, time_scale, "testing only: divide business durations by N"),

@@ -8,7 +8,7 @@ struct config {
 	char listen_host[256];
 	int listen_port;
 	char public_url[512];
-	int public_url_default;  /* 1 when derived from --listen */
+	int public_url_default; /* 1 when derived from --listen */
 	char data_dir[1024];
 	char database[1100];
 	int demo;
@@ -20,11 +20,11 @@ struct config {
 	double time_scale;
 	int token_ttl;
 	int log_json;
-	int threads;            /* HTTP event loops; default = cores */
-	int workers;            /* threads that run writes; default 8 */
+	int threads; /* HTTP event loops; default = cores */
+	int workers; /* threads that run writes; default 8 */
 	int max_connections;
-	int anon_per_minute;    /* unauthenticated calls per client address */
-	int idle_timeout;       /* seconds before an idle or stalled connection is closed */
+	int anon_per_minute; /* unauthenticated calls per client address */
+	int idle_timeout;    /* seconds before an idle or stalled connection is closed */
 };
 
 /* Fills cfg from defaults, then the environment, then argv. On a bad option

@@ -152,8 +152,9 @@ int crypto_hmac_parts(struct crypto_hmac *h, size_t n, const void *const *p, con
 		if (!EVP_DigestUpdate(h->work, p[i], len[i]))
 			return -1;
 	rc = EVP_DigestFinal_ex(h->work, ih, &il) && il == sizeof ih &&
-	     EVP_MD_CTX_copy_ex(h->work, h->outer) && EVP_DigestUpdate(h->work, ih, il) &&
-	     EVP_DigestFinal_ex(h->work, out, &ol) && ol == CRYPTO_SHA256_LEN
+			     EVP_MD_CTX_copy_ex(h->work, h->outer) &&
+			     EVP_DigestUpdate(h->work, ih, il) &&
+			     EVP_DigestFinal_ex(h->work, out, &ol) && ol == CRYPTO_SHA256_LEN
 		     ? 0
 		     : -1;
 	OPENSSL_cleanse(ih, sizeof ih);
@@ -175,8 +176,7 @@ int crypto_equal(const void *a, const void *b, size_t n)
 	return CRYPTO_memcmp(a, b, n) == 0;
 }
 
-static size_t b64_encode(const unsigned char *in, size_t n, char *out, const char *alpha,
-			 int pad)
+static size_t b64_encode(const unsigned char *in, size_t n, char *out, const char *alpha, int pad)
 {
 	size_t i, o = 0;
 	unsigned v;
@@ -208,10 +208,8 @@ static size_t b64_encode(const unsigned char *in, size_t n, char *out, const cha
 	return o;
 }
 
-static const char B64URL[] =
-	"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_";
-static const char B64STD[] =
-	"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+static const char B64URL[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_";
+static const char B64STD[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
 
 size_t crypto_b64url_encode(const void *in, size_t n, char *out)
 {
@@ -244,8 +242,8 @@ static int b64url_val(char c, int std)
 	return -1;
 }
 
-static int b64_decode(const char *in, size_t n, unsigned char *out, size_t outcap,
-		      size_t *outlen, int std)
+static int b64_decode(const char *in, size_t n, unsigned char *out, size_t outcap, size_t *outlen,
+		      int std)
 {
 	size_t i, o = 0, need;
 	unsigned acc = 0;
@@ -274,14 +272,12 @@ static int b64_decode(const char *in, size_t n, unsigned char *out, size_t outca
 	return 0;
 }
 
-int crypto_b64url_decode(const char *in, size_t n, unsigned char *out, size_t outcap,
-			 size_t *outlen)
+int crypto_b64url_decode(const char *in, size_t n, unsigned char *out, size_t outcap, size_t *outlen)
 {
 	return b64_decode(in, n, out, outcap, outlen, 0);
 }
 
-int crypto_b64_decode(const char *in, size_t n, unsigned char *out, size_t outcap,
-		      size_t *outlen)
+int crypto_b64_decode(const char *in, size_t n, unsigned char *out, size_t outcap, size_t *outlen)
 {
 	if (n % 4)
 		return -1;
@@ -401,7 +397,8 @@ char *crypto_seal(const unsigned char key[32], const char *plaintext, const char
 	if (!ctx || !raw || !out || crypto_random(raw, 12) < 0)
 		goto done;
 	if (EVP_EncryptInit_ex(ctx, EVP_aes_256_gcm(), NULL, key, raw) != 1 ||
-	    (aad && EVP_EncryptUpdate(ctx, NULL, &len, (const unsigned char *)aad, (int)strlen(aad)) != 1) ||
+	    (aad && EVP_EncryptUpdate(ctx, NULL, &len, (const unsigned char *)aad,
+				      (int)strlen(aad)) != 1) ||
 	    EVP_EncryptUpdate(ctx, raw + 12, &len, (const unsigned char *)plaintext, (int)n) != 1 ||
 	    EVP_EncryptFinal_ex(ctx, raw + 12 + len, &len) != 1 ||
 	    EVP_CIPHER_CTX_ctrl(ctx, EVP_CTRL_GCM_GET_TAG, 16, raw + 12 + n) != 1)
@@ -439,7 +436,8 @@ char *crypto_open(const unsigned char key[32], const char *sealed, const char *a
 	out = malloc(rawlen - 28 + 1);
 	ctx = EVP_CIPHER_CTX_new();
 	if (!out || !ctx || EVP_DecryptInit_ex(ctx, EVP_aes_256_gcm(), NULL, key, raw) != 1 ||
-	    (aad && EVP_DecryptUpdate(ctx, NULL, &len, (const unsigned char *)aad, (int)strlen(aad)) != 1) ||
+	    (aad && EVP_DecryptUpdate(ctx, NULL, &len, (const unsigned char *)aad,
+				      (int)strlen(aad)) != 1) ||
 	    EVP_DecryptUpdate(ctx, (unsigned char *)out, &len, raw + 12, (int)(rawlen - 28)) != 1 ||
 	    EVP_CIPHER_CTX_ctrl(ctx, EVP_CTRL_GCM_SET_TAG, 16, raw + rawlen - 16) != 1 ||
 	    EVP_DecryptFinal_ex(ctx, (unsigned char *)out + len, &len) != 1)

@@ -37,8 +37,7 @@ int crypto_b64url_decode(const char *in, size_t n, unsigned char *out, size_t ou
 			 size_t *outlen) WUR;
 /* Decodes standard base64 with padding (as in HTTP Basic). Same contract as
  * crypto_b64url_decode. */
-int crypto_b64_decode(const char *in, size_t n, unsigned char *out, size_t outcap,
-		      size_t *outlen) WUR;
+int crypto_b64_decode(const char *in, size_t n, unsigned char *out, size_t outcap, size_t *outlen) WUR;
 /* Standard base64 with padding; out needs 4*ceil(n/3)+1 bytes. */
 size_t crypto_b64_encode(const void *in, size_t n, char *out);
 /* Makes an RSA-2048 key and a self-signed SHA-256 certificate for common

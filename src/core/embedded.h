@@ -4,9 +4,9 @@
 #include <stddef.h>
 
 struct embedded_migration {
-	int version;         /* from the file name's leading number */
-	const char *name;    /* file name, e.g. "001_init.sql" */
-	const char *sql;     /* NUL-terminated script */
+	int version;      /* from the file name's leading number */
+	const char *name; /* file name, e.g. "001_init.sql" */
+	const char *sql;  /* NUL-terminated script */
 };
 
 /* Terminated by an entry whose name is NULL; sorted by version. */

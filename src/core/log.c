@@ -67,7 +67,8 @@ void log_access(const struct log_access *a)
 	/* Formatted by hand (no jansson tree) and written with one fwrite:
 	 * the access line is on every request's path. */
 	buf_init(&line, 16 * 1024);
-	ok = buf_putc(&line, '{') == 0 && jsonw_key(&line, "ts", 1) == 0 && jsonw_str(&line, ts) == 0 &&
+	ok = buf_putc(&line, '{') == 0 && jsonw_key(&line, "ts", 1) == 0 &&
+	     jsonw_str(&line, ts) == 0 &&
 	     buf_puts(&line, ",\"level\":\"info\",\"event\":\"access\"") == 0 &&
 	     jsonw_key(&line, "request_id", 0) == 0 && jsonw_str(&line, a->request_id) == 0 &&
 	     jsonw_key(&line, "method", 0) == 0 && jsonw_str(&line, a->method) == 0 &&
@@ -75,13 +76,12 @@ void log_access(const struct log_access *a)
 	     jsonw_key(&line, "route", 0) == 0 && jsonw_str(&line, a->route ? a->route : "-") == 0 &&
 	     jsonw_key(&line, "status", 0) == 0 && jsonw_int(&line, a->status) == 0 &&
 	     jsonw_key(&line, "duration_ms", 0) == 0 &&
-	     buf_printf(&line, "%.3f", a->duration_ms) == 0 &&
-	     jsonw_key(&line, "client", 0) == 0 && jsonw_str(&line, a->client) == 0 &&
-	     jsonw_key(&line, "portfolio_id", 0) == 0 && jsonw_str(&line, a->portfolio) == 0 &&
-	     jsonw_key(&line, "principal", 0) == 0 && jsonw_str(&line, a->principal) == 0 &&
-	     jsonw_key(&line, "error_code", 0) == 0 && jsonw_str(&line, a->error_code) == 0 &&
-	     jsonw_key(&line, "bytes", 0) == 0 && jsonw_int(&line, (int64_t)a->bytes) == 0 &&
-	     buf_puts(&line, "}\n") == 0;
+	     buf_printf(&line, "%.3f", a->duration_ms) == 0 && jsonw_key(&line, "client", 0) == 0 &&
+	     jsonw_str(&line, a->client) == 0 && jsonw_key(&line, "portfolio_id", 0) == 0 &&
+	     jsonw_str(&line, a->portfolio) == 0 && jsonw_key(&line, "principal", 0) == 0 &&
+	     jsonw_str(&line, a->principal) == 0 && jsonw_key(&line, "error_code", 0) == 0 &&
+	     jsonw_str(&line, a->error_code) == 0 && jsonw_key(&line, "bytes", 0) == 0 &&
+	     jsonw_int(&line, (int64_t)a->bytes) == 0 && buf_puts(&line, "}\n") == 0;
 	if (ok)
 		fwrite(line.data, 1, line.len, stderr);
 	buf_free(&line);

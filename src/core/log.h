@@ -10,8 +10,8 @@ enum log_level { LOG_DEBUG, LOG_INFO, LOG_WARN, LOG_ERROR };
 struct log_access {
 	const char *request_id;
 	const char *method;
-	const char *path;       /* the raw path, without the query */
-	const char *route;      /* the matched route pattern, or "-" */
+	const char *path;  /* the raw path, without the query */
+	const char *route; /* the matched route pattern, or "-" */
 	int status;
 	double duration_ms;
 	const char *client;     /* client address */

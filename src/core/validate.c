@@ -292,8 +292,10 @@ int validate_parse_body(const char *body, size_t len, json_t **out, struct buf *
 			break;
 		case json_error_null_character:
 		case json_error_null_byte_in_key:
-			set_err(err, "invalid JSON at line %d column %d: \\u0000 is not "
-				"allowed in strings", je.line, je.column);
+			set_err(err,
+				"invalid JSON at line %d column %d: \\u0000 is not "
+				"allowed in strings",
+				je.line, je.column);
 			break;
 		case json_error_invalid_utf8:
 			set_err(err, "request body is not valid UTF-8 at line %d column %d",
@@ -304,8 +306,8 @@ int validate_parse_body(const char *body, size_t len, json_t **out, struct buf *
 			break;
 		default:
 			clean_text(je.text, text, sizeof text);
-			set_err(err, "invalid JSON at line %d column %d: %s", je.line,
-				je.column, text);
+			set_err(err, "invalid JSON at line %d column %d: %s", je.line, je.column,
+				text);
 			break;
 		}
 		goto out;
@@ -420,8 +422,7 @@ static int type_ok(const json_t *v, enum vtype t)
 
 /* Checks one present value v at path against f (its name is not used).
  * Returns the number of problems found, appending them to details. */
-static int check_value(const json_t *v, const struct vfield *f, const char *path,
-		       json_t *details)
+static int check_value(const json_t *v, const struct vfield *f, const char *path, json_t *details)
 {
 	struct vfield item;
 	char sub[PATH_MAX_LEN], issue[64];
@@ -486,8 +487,7 @@ static const struct vfield *spec_find(const struct vfield *spec, const char *key
 	return NULL;
 }
 
-int validate_object(const json_t *obj, const struct vfield *spec, const char *prefix,
-		    json_t *details)
+int validate_object(const json_t *obj, const struct vfield *spec, const char *prefix, json_t *details)
 {
 	/* json_object_foreach takes a non-const object; nothing is modified. */
 	json_t *o = (json_t *)obj, *v;

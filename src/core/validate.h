@@ -35,13 +35,13 @@ int validate_parse_body(const char *body, size_t len, json_t **out, struct buf *
 enum vtype { V_STRING = 1, V_INT, V_NUMBER, V_BOOL, V_OBJECT, V_ARRAY, V_ANY };
 
 struct vfield {
-	const char *name;              /* NULL terminates a spec array */
+	const char *name; /* NULL terminates a spec array */
 	enum vtype type;
-	int required;                  /* 1 = must be present */
-	int nullable;                  /* 1 = JSON null accepted */
-	size_t max;                    /* V_STRING: max length in Unicode code points; V_ARRAY: max items; 0 = 1024 for strings, 1000 for arrays */
-	const struct vfield *fields;   /* V_OBJECT: nested spec (unknown keys rejected); NULL = any object */
-	enum vtype items;              /* V_ARRAY: item type (0 = any) */
+	int required; /* 1 = must be present */
+	int nullable; /* 1 = JSON null accepted */
+	size_t max; /* V_STRING: max length in Unicode code points; V_ARRAY: max items; 0 = 1024 for strings, 1000 for arrays */
+	const struct vfield *fields; /* V_OBJECT: nested spec (unknown keys rejected); NULL = any object */
+	enum vtype items;            /* V_ARRAY: item type (0 = any) */
 	const struct vfield *item_fields; /* V_ARRAY of V_OBJECT: spec of each item */
 };
 

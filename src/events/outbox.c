@@ -9,14 +9,16 @@
 #include "store/store.h"
 
 static const char *const v1_events[] = {
-	"rate.suggested", "rate.approved", "rate.rejected", "review.drafted",
-	"review.published", "whatsapp.received", "whatsapp.sent", "invoice.issued",
+	"rate.suggested",    "rate.approved",
+	"rate.rejected",     "review.drafted",
+	"review.published",  "whatsapp.received",
+	"whatsapp.sent",     "invoice.issued",
 	"invoice.corrected", "connection.d_edge.failed",
 };
 static const char *const v2_events[] = {
-	"rate.decision.published", "rate.decision.reverted", "guest.thread.escalated",
-	"reputation.score.dropped", "parity.breach.detected", "fiscal.batch.approved",
-	"operations.task.escalated", "sso.user.provisioned", "sso.user.deprovisioned",
+	"rate.decision.published",   "rate.decision.reverted", "guest.thread.escalated",
+	"reputation.score.dropped",  "parity.breach.detected", "fiscal.batch.approved",
+	"operations.task.escalated", "sso.user.provisioned",   "sso.user.deprovisioned",
 };
 
 /* The columns every read selects, in struct outbox_event's order. */
@@ -54,7 +56,8 @@ int outbox_append(struct store_tx *tx, const char *surface, const char *type,
 			" created_at) VALUES ($1, $2, $3, $4, $5, $6, $7)",
 			(struct store_val[]){sv_text(id), sv_text(surface), sv_text(type),
 					     sv_text(portfolio_id), sv_text(props), sv_text(body),
-					     sv_int(clock_now_ms())}, 7);
+					     sv_int(clock_now_ms())},
+			7);
 	if (rc < 0)
 		goto out;
 	rc = 0;
@@ -95,8 +98,7 @@ static int each_row(struct store_rows *r, outbox_event_fn fn, void *arg)
 	return n;
 }
 
-int outbox_each_after(struct store_tx *tx, int64_t after, int64_t limit, outbox_event_fn fn,
-		      void *arg)
+int outbox_each_after(struct store_tx *tx, int64_t after, int64_t limit, outbox_event_fn fn, void *arg)
 {
 	struct store_rows *r;
 	int rc;
@@ -147,8 +149,8 @@ int outbox_list_json(struct store_tx *tx, const char *portfolio_id, int64_t afte
 	rc = store_query(tx,
 			 "SELECT " EVENT_COLS " FROM events WHERE portfolio_id = $1 AND seq > $2"
 			 " ORDER BY seq LIMIT $3",
-			 (struct store_val[]){sv_text(portfolio_id), sv_int(after), sv_int(limit)}, 3,
-			 &r);
+			 (struct store_val[]){sv_text(portfolio_id), sv_int(after), sv_int(limit)},
+			 3, &r);
 	if (rc != STORE_OK)
 		return rc;
 	*out = json_array();

@@ -23,12 +23,12 @@ struct request {
 
 struct response {
 	int status;
-	const char *content_type;   /* static string; default application/json */
+	const char *content_type; /* static string; default application/json */
 	struct buf body;
 	int nheaders;
 	char *hname[HTTP_MAX_HEADERS]; /* owned */
 	char *hvalue[HTTP_MAX_HEADERS];
-	int close;                  /* ask the server to close the connection */
+	int close; /* ask the server to close the connection */
 };
 
 /* A request header's value (first occurrence, case-insensitive name) or NULL. */

@@ -129,7 +129,8 @@ void http_query_parse(const char *raw, struct http_query *q)
 			amp = p + strlen(p);
 		eq = memchr(p, '=', (size_t)(amp - p));
 		if (amp > p && form_decode(p, (size_t)((eq ? eq : amp) - p), &name) == 0) {
-			if (form_decode(eq ? eq + 1 : amp, eq ? (size_t)(amp - eq - 1) : 0, &value) == 0) {
+			if (form_decode(eq ? eq + 1 : amp, eq ? (size_t)(amp - eq - 1) : 0,
+					&value) == 0) {
 				q->name[q->n] = name;
 				q->value[q->n++] = value;
 			} else {

@@ -11,12 +11,11 @@ enum { T_TOKEN = 1, T_TARGET = 2, T_VALUE = 4 };
 #define TOK (T_TOKEN | T_TARGET | T_VALUE)
 #define VIS (T_TARGET | T_VALUE)
 static const unsigned char cls[256] = {
-	['\t'] = T_VALUE, [' '] = T_VALUE,
-	['!'] = TOK, ['"'] = VIS, ['#' ... '\''] = TOK, ['(' ... ')'] = VIS, ['*' ... '+'] = TOK,
-	[','] = VIS, ['-' ... '.'] = TOK, ['/'] = VIS, ['0' ... '9'] = TOK, [':' ... '@'] = VIS,
-	['A' ... 'Z'] = TOK, ['[' ... ']'] = VIS, ['^' ... 'z'] = TOK, ['{'] = VIS, ['|'] = TOK,
-	['}'] = VIS, ['~'] = TOK,
-	[0x80 ... 0xff] = VIS,
+	['\t'] = T_VALUE,     [' '] = T_VALUE,     ['!'] = TOK,         ['"'] = VIS,
+	['#' ... '\''] = TOK, ['(' ... ')'] = VIS, ['*' ... '+'] = TOK, [','] = VIS,
+	['-' ... '.'] = TOK,  ['/'] = VIS,         ['0' ... '9'] = TOK, [':' ... '@'] = VIS,
+	['A' ... 'Z'] = TOK,  ['[' ... ']'] = VIS, ['^' ... 'z'] = TOK, ['{'] = VIS,
+	['|'] = TOK,          ['}'] = VIS,         ['~'] = TOK,         [0x80 ... 0xff] = VIS,
 };
 #undef TOK
 #undef VIS
@@ -93,8 +92,8 @@ static char *end_line(char *p, char *end, char **line_end)
  * major version above 1, or 400. */
 static int parse_version(const char *v, int *minor)
 {
-	if (strncmp(v, "HTTP/", 5) || v[5] < '0' || v[5] > '9' || v[6] != '.' ||
-	    v[7] < '0' || v[7] > '9' || v[8])
+	if (strncmp(v, "HTTP/", 5) || v[5] < '0' || v[5] > '9' || v[6] != '.' || v[7] < '0' ||
+	    v[7] > '9' || v[8])
 		return 400;
 	if (v[5] != '1')
 		return v[5] == '0' ? 400 : 505;
@@ -207,8 +206,17 @@ bad_line:
 }
 
 enum {
-	C_SIZE, C_SIZE_WS, C_EXT, C_SIZE_LF, C_DATA, C_DATA_CR, C_DATA_LF,
-	C_TRAILER_START, C_TRAILER, C_TRAILER_LF, C_DONE
+	C_SIZE,
+	C_SIZE_WS,
+	C_EXT,
+	C_SIZE_LF,
+	C_DATA,
+	C_DATA_CR,
+	C_DATA_LF,
+	C_TRAILER_START,
+	C_TRAILER,
+	C_TRAILER_LF,
+	C_DONE
 };
 
 #define CHUNK_DIGITS_MAX 16
@@ -315,8 +323,7 @@ int http_chunked_feed(struct http_chunked *d, const char *in, size_t len, size_t
 			st = trailer_byte(d, in[i], msg);
 		} else {
 			st = size_byte(d, in[i], msg);
-			if (!st && d->state == C_DATA && out->max &&
-			    d->left > out->max - out->len) {
+			if (!st && d->state == C_DATA && out->max && d->left > out->max - out->len) {
 				*msg = "request body larger than 1 MiB";
 				st = 413;
 			}

@@ -15,8 +15,8 @@
 
 struct http_head {
 	char *method;
-	char *target;           /* as sent: not decoded */
-	int minor;              /* HTTP/1.<minor>: 0, or 1 (1.x for x >= 1) */
+	char *target; /* as sent: not decoded */
+	int minor;    /* HTTP/1.<minor>: 0, or 1 (1.x for x >= 1) */
 	size_t nfields;
 	struct http_field fields[HTTP_FIELDS_MAX];
 };
@@ -48,9 +48,9 @@ int http_parse_head(char *buf, size_t len, struct http_head *h, const char **msg
 /* The chunked transfer coding, decoded as it arrives. Zero it to start. */
 struct http_chunked {
 	int state;
-	uint64_t left;      /* bytes left in the current chunk */
-	unsigned digits;    /* characters of the chunk-size so far */
-	size_t aside;       /* bytes of chunk extensions or trailers so far */
+	uint64_t left;   /* bytes left in the current chunk */
+	unsigned digits; /* characters of the chunk-size so far */
+	size_t aside;    /* bytes of chunk extensions or trailers so far */
 };
 
 /* Decodes in[0..len), appending chunk data to out (whose cap is the body

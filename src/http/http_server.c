@@ -40,21 +40,21 @@
 #include "http/http_check.h"
 #include "http/http_parse.h"
 
-#define IN_CHUNK 16384              /* bytes read at a time */
+#define IN_CHUNK 16384 /* bytes read at a time */
 #define IN_INITIAL 4096
-#define LINGER_MS 2000              /* reading what follows a closing answer */
+#define LINGER_MS 2000 /* reading what follows a closing answer */
 #define LINGER_MAX (4 * 1024 * 1024)
 #define MAX_EVENTS 64
 #define ACCEPT_BATCH 32
-#define MIN_RATE 1000               /* bytes a second a body or an answer must average */
+#define MIN_RATE 1000 /* bytes a second a body or an answer must average */
 
 enum conn_state {
-	S_HEAD,     /* reading a request head */
-	S_BODY,     /* reading a Content-Length body */
-	S_CHUNKED,  /* reading a chunked body */
-	S_WORKER,   /* a worker thread runs the handler; not read meanwhile */
-	S_WRITE,    /* writing the answer */
-	S_LINGER,   /* answer sent with close: draining input until EOF */
+	S_HEAD,    /* reading a request head */
+	S_BODY,    /* reading a Content-Length body */
+	S_CHUNKED, /* reading a chunked body */
+	S_WORKER,  /* a worker thread runs the handler; not read meanwhile */
+	S_WRITE,   /* writing the answer */
+	S_LINGER,  /* answer sent with close: draining input until EOF */
 };
 
 struct loop;
@@ -63,15 +63,15 @@ struct conn {
 	struct loop *lp;
 	int fd;
 	enum conn_state state;
-	int dead;                   /* hung up while parked with a worker */
-	uint32_t events;            /* what epoll watches for it now */
+	int dead;        /* hung up while parked with a worker */
+	uint32_t events; /* what epoll watches for it now */
 	int64_t deadline_ms;
-	int64_t phase_ms;           /* when the body or the answer started moving */
-	uint64_t phase_bytes;       /* bytes of it moved since */
+	int64_t phase_ms;     /* when the body or the answer started moving */
+	uint64_t phase_bytes; /* bytes of it moved since */
 	char *in;
 	size_t in_len, in_cap, scan;
-	size_t head_len;            /* length of the current request's head */
-	size_t pos;                 /* end of what the current request consumed */
+	size_t head_len; /* length of the current request's head */
+	size_t pos;      /* end of what the current request consumed */
 	struct http_head head;
 	struct http_chunked chunked;
 	uint64_t body_left;
@@ -79,16 +79,16 @@ struct conn {
 	size_t out_off;
 	size_t discarded;
 	int keep_alive;
-	int pending;                /* pipelined input waits: see conn_pump */
-	int counted;                /* in s->in_flight */
+	int pending; /* pipelined input waits: see conn_pump */
+	int counted; /* in s->in_flight */
 	struct request req;
 	struct response res;
-	char *path;                 /* decoded path of the current request */
+	char *path; /* decoded path of the current request */
 	const char *raw_query;
 	int query_parsed;
 	struct http_query query;
-	struct conn *prev, *next;   /* the loop's list */
-	struct conn *qnext;         /* worker queue, then the loop's done list */
+	struct conn *prev, *next; /* the loop's list */
+	struct conn *qnext;       /* worker queue, then the loop's done list */
 };
 
 struct loop {
@@ -96,10 +96,10 @@ struct loop {
 	pthread_t thread;
 	int started;
 	int ep, wake;
-	pthread_mutex_t lock;       /* guards done */
+	pthread_mutex_t lock; /* guards done */
 	struct conn *done;
 	struct conn *conns;
-	struct conn *graves;        /* closed, freed after the current batch */
+	struct conn *graves; /* closed, freed after the current batch */
 	atomic_int stop;
 	time_t date_at;
 	char date[40];
@@ -321,32 +321,58 @@ static int in_reserve(struct conn *c)
 
 static const char *reason(int status)
 {
+	/* clang-format off: a table, one status per line */
 	switch (status) {
-	case 200: return "OK";
-	case 201: return "Created";
-	case 202: return "Accepted";
-	case 204: return "No Content";
-	case 304: return "Not Modified";
-	case 400: return "Bad Request";
-	case 401: return "Unauthorized";
-	case 403: return "Forbidden";
-	case 404: return "Not Found";
-	case 405: return "Method Not Allowed";
-	case 409: return "Conflict";
-	case 410: return "Gone";
-	case 412: return "Precondition Failed";
-	case 413: return "Content Too Large";
-	case 415: return "Unsupported Media Type";
-	case 422: return "Unprocessable Content";
-	case 428: return "Precondition Required";
-	case 429: return "Too Many Requests";
-	case 431: return "Request Header Fields Too Large";
-	case 500: return "Internal Server Error";
-	case 502: return "Bad Gateway";
-	case 503: return "Service Unavailable";
-	case 504: return "Gateway Timeout";
-	default: return "Status";
+	case 200:
+		return "OK";
+	case 201:
+		return "Created";
+	case 202:
+		return "Accepted";
+	case 204:
+		return "No Content";
+	case 304:
+		return "Not Modified";
+	case 400:
+		return "Bad Request";
+	case 401:
+		return "Unauthorized";
+	case 403:
+		return "Forbidden";
+	case 404:
+		return "Not Found";
+	case 405:
+		return "Method Not Allowed";
+	case 409:
+		return "Conflict";
+	case 410:
+		return "Gone";
+	case 412:
+		return "Precondition Failed";
+	case 413:
+		return "Content Too Large";
+	case 415:
+		return "Unsupported Media Type";
+	case 422:
+		return "Unprocessable Content";
+	case 428:
+		return "Precondition Required";
+	case 429:
+		return "Too Many Requests";
+	case 431:
+		return "Request Header Fields Too Large";
+	case 500:
+		return "Internal Server Error";
+	case 502:
+		return "Bad Gateway";
+	case 503:
+		return "Service Unavailable";
+	case 504:
+		return "Gateway Timeout";
+	default:
+		return "Status";
 	}
+	/* clang-format on */
 }
 
 static const char *http_date(struct loop *lp)
@@ -370,8 +396,8 @@ static int connection_has(const char *v, const char *token)
 	while (v && *v) {
 		while (*v == ' ' || *v == '\t' || *v == ',')
 			v++;
-		if (!strncasecmp(v, token, n) && (v[n] == '\0' || v[n] == ',' || v[n] == ' ' ||
-						  v[n] == '\t'))
+		if (!strncasecmp(v, token, n) &&
+		    (v[n] == '\0' || v[n] == ',' || v[n] == ' ' || v[n] == '\t'))
 			return 1;
 		v = strchr(v, ',');
 	}
@@ -392,8 +418,8 @@ static int serialize(struct conn *c)
 	else
 		c->keep_alive = c->head.minor >= 1 || connection_has(conn_hdr, "keep-alive");
 	buf_reset(&c->out);
-	r = buf_printf(&c->out, "HTTP/1.1 %d %s\r\nDate: %s\r\nContent-Type: %s\r\n",
-		       res->status, reason(res->status), http_date(c->lp),
+	r = buf_printf(&c->out, "HTTP/1.1 %d %s\r\nDate: %s\r\nContent-Type: %s\r\n", res->status,
+		       reason(res->status), http_date(c->lp),
 		       res->content_type ? res->content_type : "application/json");
 	/* RFC 9110 §8.6: no Content-Length on a 204 (nor a body on a 304). */
 	if (!r && res->status != 204 && res->status != 304)
@@ -431,8 +457,8 @@ static void phase_start(struct conn *c)
 static void phase_progress(struct conn *c, size_t bytes)
 {
 	c->phase_bytes += bytes;
-	c->deadline_ms = c->phase_ms + c->lp->s->idle_ms +
-			 (int64_t)(c->phase_bytes * 1000 / MIN_RATE);
+	c->deadline_ms =
+		c->phase_ms + c->lp->s->idle_ms + (int64_t)(c->phase_bytes * 1000 / MIN_RATE);
 }
 
 /* Writes what is pending; on completion moves to the next request, or to
@@ -773,8 +799,8 @@ static void accept_some(struct loop *lp)
 			inet_ntop(AF_INET, &((struct sockaddr_in *)&ss)->sin_addr, c->req.client,
 				  sizeof c->req.client);
 		else if (ss.ss_family == AF_INET6)
-			inet_ntop(AF_INET6, &((struct sockaddr_in6 *)&ss)->sin6_addr,
-				  c->req.client, sizeof c->req.client);
+			inet_ntop(AF_INET6, &((struct sockaddr_in6 *)&ss)->sin6_addr, c->req.client,
+				  sizeof c->req.client);
 		c->next = lp->conns;
 		if (lp->conns)
 			lp->conns->prev = c;

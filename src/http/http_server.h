@@ -11,12 +11,12 @@
 struct http_server;
 
 struct http_server_opts {
-	const char *host;      /* IPv4 or IPv6 literal, or "localhost" */
-	int port;              /* 0 = any free port */
+	const char *host; /* IPv4 or IPv6 literal, or "localhost" */
+	int port;         /* 0 = any free port */
 	int threads;
 	int max_connections;
-	int idle_timeout_s;    /* closes connections idle (or stalled) this long */
-	int workers;           /* threads that run writes (POST/PUT/PATCH/DELETE) while their
+	int idle_timeout_s; /* closes connections idle (or stalled) this long */
+	int workers;        /* threads that run writes (POST/PUT/PATCH/DELETE) while their
 				* connection is parked; 0 = run everything on the loop threads */
 };
 

@@ -27,7 +27,8 @@ static int match_pattern(const char *pat, const char *path, size_t path_len, int
 			memcpy(m->params[m->nparams], path, sl);
 			m->params[m->nparams][sl] = '\0';
 			m->nparams++;
-		} else if (pl != sl || (ci ? strncasecmp(pat, path, pl) : memcmp(pat, path, pl)) != 0) {
+		} else if (pl != sl ||
+			   (ci ? strncasecmp(pat, path, pl) : memcmp(pat, path, pl)) != 0) {
 			return 0;
 		}
 		pat += pl;

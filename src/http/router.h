@@ -11,30 +11,30 @@
 struct ctx;
 
 enum route_auth {
-	ROUTE_PUBLIC,  /* no credentials */
-	ROUTE_BEARER,  /* OAuth access token */
-	ROUTE_SCIM,    /* SCIM bearer token */
+	ROUTE_PUBLIC, /* no credentials */
+	ROUTE_BEARER, /* OAuth access token */
+	ROUTE_SCIM,   /* SCIM bearer token */
 };
 
 enum route_body {
-	BODY_NONE,     /* any body is ignored */
-	BODY_JSON,     /* application/json object, validated against spec */
-	BODY_FORM,     /* application/x-www-form-urlencoded */
-	BODY_SCIM,     /* application/scim+json or application/json object, lenient */
+	BODY_NONE, /* any body is ignored */
+	BODY_JSON, /* application/json object, validated against spec */
+	BODY_FORM, /* application/x-www-form-urlencoded */
+	BODY_SCIM, /* application/scim+json or application/json object, lenient */
 };
 
 struct vfield;
 
 struct route {
 	const char *method;
-	const char *pattern;        /* "/v2/portfolios/{id}/properties" */
+	const char *pattern; /* "/v2/portfolios/{id}/properties" */
 	void (*fn)(struct ctx *c);
 	enum route_auth auth;
-	unsigned scope;             /* AUTH_SCOPE_* bit required, 0 = none */
-	int v2;                     /* needs X-Service-Portfolio */
+	unsigned scope; /* AUTH_SCOPE_* bit required, 0 = none */
+	int v2;         /* needs X-Service-Portfolio */
 	enum route_body body;
-	const struct vfield *spec;  /* BODY_JSON: fields allowed */
-	int ci;                     /* static segments match case-insensitively (SCIM) */
+	const struct vfield *spec; /* BODY_JSON: fields allowed */
+	int ci;                    /* static segments match case-insensitively (SCIM) */
 };
 
 struct route_match {

@@ -14,9 +14,9 @@
 #include "store/store.h"
 
 static const char *const scope_names[] = {
-	"portfolios:read", "rates:read", "rates:write", "webhooks:manage",
-	"guest-threads:read", "alerts:read", "tasks:read", "tasks:write",
-	"fiscal:write", "audit:read", "feeds:write",
+	"portfolios:read",    "rates:read",  "rates:write", "webhooks:manage",
+	"guest-threads:read", "alerts:read", "tasks:read",  "tasks:write",
+	"fiscal:write",       "audit:read",  "feeds:write",
 };
 
 unsigned auth_scope_bit(const char *name)
@@ -136,8 +136,7 @@ static int load_props(struct principal *p, const char *json)
 		json_decref(arr);
 		return -1;
 	}
-	json_array_foreach(arr, i, v)
-	{
+	json_array_foreach(arr, i, v) {
 		if (p->nprops == AUTH_MAX_PROPS || !json_is_string(v) ||
 		    strlen(json_string_value(v)) >= ID_MAX)
 			break;
@@ -202,8 +201,7 @@ static int cache_get(const char *hash, int64_t now_ms, struct principal *p)
 	return hit;
 }
 
-static void cache_put(const char *hash, unsigned epoch, int64_t expires_ms,
-		      const struct principal *p)
+static void cache_put(const char *hash, unsigned epoch, int64_t expires_ms, const struct principal *p)
 {
 	struct cache_entry *e;
 
@@ -384,7 +382,8 @@ int auth_client_create(struct store_tx *tx, const char *portfolio_id, const char
 			" property_codes, created_at) VALUES ($1, $2, $3, $4, $5, $6, $7)",
 			(struct store_val[]){sv_text(id_out), sv_text(portfolio_id), sv_text(name),
 					     sv_text(hash), sv_text(scope_s), sv_text(codes_s),
-					     sv_int(clock_now_ms())}, 7);
+					     sv_int(clock_now_ms())},
+			7);
 	if (rc > 0)
 		rc = 0;
 out:
@@ -410,9 +409,10 @@ int auth_token_issue(struct store_tx *tx, const struct auth_grant *g, char *out,
 			" scopes, property_ids, property_codes, expires_at, created_at)"
 			" VALUES ($1, $2, $3, $9, $4, $5, $6, $7, $8)",
 			(struct store_val[]){sv_text(hash), sv_text(g->portfolio_id),
-					     sv_text(g->client_id), sv_text(granted), sv_text(ids_s),
-					     sv_text(codes_s), sv_int(g->expires_ms), sv_int(g->now_ms),
-					     sv_text(g->user_id)}, 9);
+					     sv_text(g->client_id), sv_text(granted),
+					     sv_text(ids_s), sv_text(codes_s), sv_int(g->expires_ms),
+					     sv_int(g->now_ms), sv_text(g->user_id)},
+			9);
 	if (rc > 0)
 		rc = 0;
 out:
@@ -439,6 +439,7 @@ int auth_scim_token_create(struct store_tx *tx, const char *portfolio_id, char *
 			"INSERT INTO scim_tokens (token_hash, portfolio_id, created_at)"
 			" VALUES ($1, $2, $3)",
 			(struct store_val[]){sv_text(hash), sv_text(portfolio_id),
-					     sv_int(clock_now_ms())}, 3);
+					     sv_int(clock_now_ms())},
+			3);
 	return rc < 0 ? rc : 0;
 }

@@ -34,13 +34,13 @@ enum {
 struct principal {
 	char portfolio_id[ID_MAX];
 	char plan[16];
-	char client_id[ID_MAX];     /* "" for user tokens */
-	char user_id[ID_MAX];       /* "" for client tokens */
+	char client_id[ID_MAX]; /* "" for user tokens */
+	char user_id[ID_MAX];   /* "" for client tokens */
 	unsigned scopes;
-	int all_properties;         /* 1: every property of the portfolio */
+	int all_properties; /* 1: every property of the portfolio */
 	int nprops;
 	char props[AUTH_MAX_PROPS][ID_MAX]; /* property ids when narrowed */
-	int64_t rate_limit;         /* per minute: override or plan figure */
+	int64_t rate_limit;                 /* per minute: override or plan figure */
 };
 
 /* The scope bit for a name such as "rates:write", or 0 if unknown. */
@@ -60,8 +60,7 @@ enum auth_result { AUTH_OK = 0, AUTH_NONE = 1, AUTH_INVALID = 2, AUTH_ERROR = -1
 int auth_bearer(const char *header, char *out, size_t cap);
 /* Looks up an API access token: valid (not expired, not revoked, user still
  * active) fills p and returns AUTH_OK; unknown/expired/revoked AUTH_INVALID. */
-int auth_lookup_token(struct store *st, const char *token, int64_t now_ms,
-		      struct principal *p) WUR;
+int auth_lookup_token(struct store *st, const char *token, int64_t now_ms, struct principal *p) WUR;
 /* Looks up a SCIM bearer token; fills portfolio_id, plan and rate_limit of
  * p (client_id "scim"). Returns AUTH_OK, AUTH_INVALID or AUTH_ERROR. */
 int auth_lookup_scim_token(struct store *st, const char *token, struct principal *p) WUR;
@@ -100,8 +99,8 @@ int auth_client_create(struct store_tx *tx, const char *portfolio_id, const char
 /* What an access token is issued for. */
 struct auth_grant {
 	const char *portfolio_id;
-	const char *client_id;        /* NULL: a user token without client */
-	const char *user_id;          /* NULL: a client credentials token */
+	const char *client_id; /* NULL: a user token without client */
+	const char *user_id;   /* NULL: a client credentials token */
 	unsigned scopes;
 	const json_t *property_ids;   /* array of prop_ ids, or NULL: every property */
 	const json_t *property_codes; /* array of the codes granted */
@@ -111,8 +110,7 @@ struct auth_grant {
 /* Issues an opaque access token ("rvo_at_...") for g inside tx, storing its
  * hash. Writes the token to out (the caller wipes it). Returns 0 or a
  * negative store status. */
-int auth_token_issue(struct store_tx *tx, const struct auth_grant *g, char *out,
-		     size_t cap) WUR;
+int auth_token_issue(struct store_tx *tx, const struct auth_grant *g, char *out, size_t cap) WUR;
 /* Deletes the access tokens that expired more than a day before now_ms
  * (kept that long so a caller still sees 401, and operators can trace
  * recent use). Returns how many, or a negative store status. */
@@ -121,7 +119,6 @@ int auth_tokens_purge(struct store_tx *tx, int64_t now_ms) WUR;
  * storing its hash. Writes the token to out (the caller wipes it).
  * Returns 0, or a negative store status (STORE_CONSTRAINT: no such
  * portfolio). */
-int auth_scim_token_create(struct store_tx *tx, const char *portfolio_id, char *out,
-			   size_t cap) WUR;
+int auth_scim_token_create(struct store_tx *tx, const char *portfolio_id, char *out, size_t cap) WUR;
 
 #endif

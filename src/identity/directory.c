@@ -15,8 +15,8 @@
 
 #define MAX_MEMBERS 10000
 
-const char *const directory_role_names[DIRECTORY_NROLES] = {"revenue-approver",
-							    "finance-operator", "ops-manager"};
+const char *const directory_role_names[DIRECTORY_NROLES] = {"revenue-approver", "finance-operator",
+							    "ops-manager"};
 
 int directory_is_role(const char *s)
 {
@@ -35,7 +35,9 @@ void directory_roles_text(char *out, size_t cap)
 	out[0] = '\0';
 	for (i = 0; i < DIRECTORY_NROLES && len < cap; i++)
 		len += (size_t)snprintf(out + len, cap - len, "%s%s",
-					!i ? "" : i + 1 < DIRECTORY_NROLES ? ", " : " or ",
+					!i                         ? ""
+					: i + 1 < DIRECTORY_NROLES ? ", "
+								   : " or ",
 					directory_role_names[i]);
 }
 
@@ -232,8 +234,8 @@ static int user_stored_form(json_t *doc, struct directory_user *u, char *err, si
 	return 0;
 }
 
-int directory_user_prepare(json_t *doc, const json_t *before, struct directory_user *u,
-			   char *err, size_t cap)
+int directory_user_prepare(json_t *doc, const json_t *before, struct directory_user *u, char *err,
+			   size_t cap)
 {
 	int rc = SCIM_SCHEMA_INVALID_VALUE;
 
@@ -596,11 +598,11 @@ int directory_user_summaries(struct store_tx *tx, const char *portfolio_id, json
 	*out = json_array();
 	while ((rc = store_next(r)) == 1) {
 		roles = json_loads(store_text(r, 4), 0, NULL);
-		json_array_append_new(
-			*out, json_pack("{s:s, s:s, s:s?, s:b, s:o}", "id", store_text(r, 0),
-					"user_name", store_text(r, 1), "display_name",
-					store_text(r, 2), "active", (int)store_int(r, 3), "roles",
-					roles ? roles : json_array()));
+		json_array_append_new(*out,
+				      json_pack("{s:s, s:s, s:s?, s:b, s:o}", "id", store_text(r, 0),
+						"user_name", store_text(r, 1), "display_name",
+						store_text(r, 2), "active", (int)store_int(r, 3),
+						"roles", roles ? roles : json_array()));
 	}
 	store_rows_close(r);
 	if (rc < 0) {
@@ -613,8 +615,8 @@ int directory_user_summaries(struct store_tx *tx, const char *portfolio_id, json
 
 /* One text column of the first row a query gives into out: 0, 1 when
  * there is no row, or a negative store status. */
-static int query_text(struct store_tx *tx, const char *sql, const struct store_val *params,
-		      int n, char *out, size_t cap)
+static int query_text(struct store_tx *tx, const char *sql, const struct store_val *params, int n,
+		      char *out, size_t cap)
 {
 	struct store_rows *r;
 	int rc = store_query(tx, sql, params, n, &r);
@@ -632,8 +634,7 @@ int directory_user_name(struct store_tx *tx, const char *portfolio_id, const cha
 			char *out, size_t cap)
 {
 	return query_text(tx, "SELECT user_name FROM users WHERE portfolio_id = $1 AND id = $2",
-			  (struct store_val[]){sv_text(portfolio_id), sv_text(user_id)}, 2, out,
-			  cap);
+			  (struct store_val[]){sv_text(portfolio_id), sv_text(user_id)}, 2, out, cap);
 }
 
 /* user_name in lower case, as users.user_name_lower holds it. */
@@ -652,8 +653,7 @@ int directory_user_find(struct store_tx *tx, const char *portfolio_id, const cha
 	char lower[DIRECTORY_USER_NAME_MAX * 4 + 1];
 
 	lower_name(user_name, lower, sizeof lower);
-	return query_text(tx,
-			  "SELECT id FROM users WHERE portfolio_id = $1 AND user_name_lower = $2",
+	return query_text(tx, "SELECT id FROM users WHERE portfolio_id = $1 AND user_name_lower = $2",
 			  (struct store_val[]){sv_text(portfolio_id), sv_text(lower)}, 2, id_out,
 			  cap);
 }
@@ -674,8 +674,7 @@ static void add_role(json_t *roles, const char *name)
 
 /* The roles column of an active user into *own: 0, 1 when the user is
  * unknown or inactive, or a negative store status. */
-static int own_roles(struct store_tx *tx, const char *portfolio_id, const char *user_id,
-		     json_t **own)
+static int own_roles(struct store_tx *tx, const char *portfolio_id, const char *user_id, json_t **own)
 {
 	struct store_rows *r;
 	int rc, active = 0;
@@ -757,7 +756,8 @@ static int insert_user(struct store_tx *tx, const char *pf, const char *id,
 					     sv_text(u->lower), sv_text(u->display_name),
 					     sv_text(u->external_id), sv_int(u->active),
 					     sv_text(u->roles), sv_text(u->doc_s), sv_text(via),
-					     sv_int(now)}, 11);
+					     sv_int(now)},
+			11);
 	return rc < 0 ? rc : 0;
 }
 
@@ -797,9 +797,8 @@ out:
 	return rc;
 }
 
-int directory_user_add(struct store_tx *tx, const char *portfolio_id,
-		       const struct directory_user *u, char *id_out, size_t id_cap,
-		       struct directory_event *ev)
+int directory_user_add(struct store_tx *tx, const char *portfolio_id, const struct directory_user *u,
+		       char *id_out, size_t id_cap, struct directory_event *ev)
 {
 	int rc;
 
@@ -827,8 +826,9 @@ int directory_user_update(struct store_tx *tx, const char *portfolio_id,
 			(struct store_val[]){sv_text(portfolio_id), sv_text(old->id),
 					     sv_text(u->user_name), sv_text(u->lower),
 					     sv_text(u->display_name), sv_text(u->external_id),
-					     sv_int(u->active), sv_text(u->roles), sv_text(u->doc_s),
-					     sv_int(clock_now_ms())}, 10);
+					     sv_int(u->active), sv_text(u->roles),
+					     sv_text(u->doc_s), sv_int(clock_now_ms())},
+			10);
 	if (rc < 0)
 		return rc;
 	if (was_active && !u->active) {
@@ -863,8 +863,10 @@ static int drop_memberships(struct store_tx *tx, const char *pf, const char *use
 		rc = store_exec(tx,
 				"UPDATE scim_groups SET scim = $2, version = version + 1,"
 				" updated_at = $3 WHERE id = $1",
-				(struct store_val[]){sv_text(json_string_value(json_object_get(g, "id"))),
-						     sv_text(doc_s), sv_int(clock_now_ms())}, 3);
+				(struct store_val[]){sv_text(json_string_value(
+							     json_object_get(g, "id"))),
+						     sv_text(doc_s), sv_int(clock_now_ms())},
+				3);
 		free(doc_s);
 	}
 	json_decref(groups);
@@ -893,8 +895,7 @@ int directory_user_delete(struct store_tx *tx, const char *portfolio_id,
 
 /* Replaces a just-in-time user's SCIM roles (document and column) with
  * roles, a JSON array of strings. Returns 0 or a negative store status. */
-static int set_roles(struct store_tx *tx, const char *pf, const char *user_id,
-		     const json_t *roles)
+static int set_roles(struct store_tx *tx, const char *pf, const char *user_id, const json_t *roles)
 {
 	struct directory_row row;
 	char *doc_s = NULL, *roles_s = NULL;
@@ -913,7 +914,8 @@ static int set_roles(struct store_tx *tx, const char *pf, const char *user_id,
 				  "UPDATE users SET scim = $3, roles = $4, version = version + 1,"
 				  " updated_at = $5 WHERE portfolio_id = $1 AND id = $2",
 				  (struct store_val[]){sv_text(pf), sv_text(user_id), sv_text(doc_s),
-						       sv_text(roles_s), sv_int(clock_now_ms())}, 5)
+						       sv_text(roles_s), sv_int(clock_now_ms())},
+				  5)
 		     : STORE_ERR;
 	free(doc_s);
 	free(roles_s);
@@ -922,8 +924,8 @@ static int set_roles(struct store_tx *tx, const char *pf, const char *user_id,
 }
 
 int directory_user_login(struct store_tx *tx, const char *portfolio_id, const char *name_id,
-			 const char *display_name, const json_t *roles, char *id_out,
-			 size_t id_cap, struct directory_event *ev)
+			 const char *display_name, const json_t *roles, char *id_out, size_t id_cap,
+			 struct directory_event *ev)
 {
 	char lower[DIRECTORY_USER_NAME_MAX * 4 + 1];
 	struct store_rows *r;
@@ -963,8 +965,7 @@ int directory_user_login(struct store_tx *tx, const char *portfolio_id, const ch
  * other portfolios' users, or made-up ones, are not stored), and the group
  * itself. One indexed lookup per member; the array is rebuilt once, not
  * shifted per removal. Returns 0 or a negative store status. */
-static int drop_foreign_members(struct store_tx *tx, const char *pf, const char *self_id,
-				json_t *doc)
+static int drop_foreign_members(struct store_tx *tx, const char *pf, const char *self_id, json_t *doc)
 {
 	json_t *m = directory_get_ci(doc, "members"), *keep = NULL, *e;
 	const char *v;
@@ -983,8 +984,8 @@ static int drop_foreign_members(struct store_tx *tx, const char *pf, const char 
 				     "SELECT 1 FROM users WHERE portfolio_id = $1 AND id = $2"
 				     " UNION ALL SELECT 1 FROM scim_groups WHERE portfolio_id = $1"
 				     " AND id = $2 AND id <> $3",
-				     (struct store_val[]){sv_text(pf), sv_text(v), sv_text(self_id)}, 3,
-				     &one);
+				     (struct store_val[]){sv_text(pf), sv_text(v), sv_text(self_id)},
+				     3, &one);
 		if (rc < 0)
 			goto out;
 		if (rc == 1 && json_array_append(keep, e)) {
@@ -1001,8 +1002,8 @@ out:
 	return rc;
 }
 
-int directory_group_save(struct store_tx *tx, const char *portfolio_id, const char *id,
-			 json_t *doc, int insert)
+int directory_group_save(struct store_tx *tx, const char *portfolio_id, const char *id, json_t *doc,
+			 int insert)
 {
 	char *doc_s = NULL;
 	const char *name, *ext;
@@ -1023,7 +1024,8 @@ int directory_group_save(struct store_tx *tx, const char *portfolio_id, const ch
 				 " version = version + 1, updated_at = $6"
 				 " WHERE portfolio_id = $2 AND id = $1",
 			(struct store_val[]){sv_text(id), sv_text(portfolio_id), sv_text(name),
-					     sv_text(ext), sv_text(doc_s), sv_int(clock_now_ms())}, 6);
+					     sv_text(ext), sv_text(doc_s), sv_int(clock_now_ms())},
+			6);
 	free(doc_s);
 	return rc < 0 ? rc : 0;
 }

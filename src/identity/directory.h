@@ -75,8 +75,8 @@ void directory_user_release(struct directory_user *u);
  * refusal). Touches no store, so it runs before the write transaction.
  * Returns 0, or a refusal with a reason in err: SCIM_SCHEMA_INVALID_SYNTAX
  * (an attribute given twice) or SCIM_SCHEMA_INVALID_VALUE (anything else). */
-int directory_user_prepare(json_t *doc, const json_t *before, struct directory_user *u,
-			   char *err, size_t cap) WUR;
+int directory_user_prepare(json_t *doc, const json_t *before, struct directory_user *u, char *err,
+			   size_t cap) WUR;
 /* Makes doc, a group document, the stored form in place: checked against
  * the published schemas (before as for users), the core schema first in
  * "schemas", displayName required, members normalised to objects and
@@ -89,8 +89,8 @@ int directory_group_prepare(json_t *doc, const json_t *before, char *err, size_t
  * Returns the document (the caller decrefs it), or NULL with *rc a
  * negative SCIM_SCHEMA_* status and the reason in err. fuzz/scim_resource
  * calls it. */
-json_t *directory_prepare(const json_t *body, int user, const json_t *before, int *rc,
-			  char *err, size_t cap) WUR;
+json_t *directory_prepare(const json_t *body, int user, const json_t *before, int *rc, char *err,
+			  size_t cap) WUR;
 
 /* ---------------------------------------------------------------- reads */
 
@@ -141,8 +141,7 @@ json_t *directory_user_groups(const struct directory_memberships *ms, const char
 /* The users of the portfolio for an operator, ordered by id, as an array
  * of {id, user_name, display_name?, active, roles}. Returns 0 with *out
  * (the caller decrefs it) or a negative store status with *out NULL. */
-int directory_user_summaries(struct store_tx *tx, const char *portfolio_id,
-			     json_t **out) WUR;
+int directory_user_summaries(struct store_tx *tx, const char *portfolio_id, json_t **out) WUR;
 /* user_name of user_id in portfolio_id into out. 0, 1 when unknown, or a
  * negative store status. */
 int directory_user_name(struct store_tx *tx, const char *portfolio_id, const char *user_id,
@@ -167,8 +166,8 @@ struct directory_event {
 	const char *type; /* "sso.user.provisioned", "sso.user.deprovisioned", NULL: none */
 	char user_id[ID_MAX];
 	char user_name[DIRECTORY_USER_NAME_MAX * 4 + 1];
-	const char *via;  /* "scim" or "saml_jit" */
-	int revoked;      /* tokens revoked by the change, or -1 when none could be */
+	const char *via; /* "scim" or "saml_jit" */
+	int revoked;     /* tokens revoked by the change, or -1 when none could be */
 };
 
 /* Creates a user for an operator (via "admin") or just in time (via
@@ -183,9 +182,8 @@ int directory_user_create(struct store_tx *tx, const char *portfolio_id, const c
  * Writes the new id to id_out and fills *ev (sso.user.provisioned, via
  * "scim"). Returns 0, or a negative store status (STORE_CONSTRAINT: the
  * userName is taken). */
-int directory_user_add(struct store_tx *tx, const char *portfolio_id,
-		       const struct directory_user *u, char *id_out, size_t id_cap,
-		       struct directory_event *ev) WUR;
+int directory_user_add(struct store_tx *tx, const char *portfolio_id, const struct directory_user *u,
+		       char *id_out, size_t id_cap, struct directory_event *ev) WUR;
 /* Stores a prepared user over old (as loaded under tx): columns, version
  * + 1. When it deactivates the user, revokes every token of the user and
  * fills *ev (sso.user.deprovisioned, via "scim"); else ev->type is NULL.
@@ -207,15 +205,15 @@ int directory_user_delete(struct store_tx *tx, const char *portfolio_id,
  * SCIM user's stay SCIM's. Returns 0 with the user's id in id_out, 1 when
  * the user is deactivated, or a negative store status. */
 int directory_user_login(struct store_tx *tx, const char *portfolio_id, const char *name_id,
-			 const char *display_name, const json_t *roles, char *id_out,
-			 size_t id_cap, struct directory_event *ev) WUR;
+			 const char *display_name, const json_t *roles, char *id_out, size_t id_cap,
+			 struct directory_event *ev) WUR;
 
 /* Stores a prepared group (directory_group_prepare) as group id, a new one
  * when insert, else over the stored one (version + 1). Members that name
  * no user or group of the portfolio, or the group itself, are dropped from
  * doc first. Returns 0 or a negative store status. */
-int directory_group_save(struct store_tx *tx, const char *portfolio_id, const char *id,
-			 json_t *doc, int insert) WUR;
+int directory_group_save(struct store_tx *tx, const char *portfolio_id, const char *id, json_t *doc,
+			 int insert) WUR;
 /* Deletes group id. Returns 0 or a negative store status. */
 int directory_group_delete(struct store_tx *tx, const char *portfolio_id, const char *id) WUR;
 

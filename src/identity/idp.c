@@ -15,7 +15,8 @@ int idp_find(struct store_tx *tx, const char *portfolio_id, const char *issuer, 
 	rc = store_query(tx,
 			 "SELECT portfolio_id, cert_pem, roles_attribute FROM identity_providers"
 			 " WHERE entity_id = $1 AND ($2 = '' OR portfolio_id = $2)",
-			 (struct store_val[]){sv_text(issuer), sv_text(portfolio_id ? portfolio_id : "")},
+			 (struct store_val[]){sv_text(issuer),
+					      sv_text(portfolio_id ? portfolio_id : "")},
 			 2, &r);
 	if (rc != STORE_OK)
 		return rc;
@@ -54,7 +55,8 @@ int idp_set(struct store_tx *tx, const char *portfolio_id, const char *entity_id
 			    (struct store_val[]){sv_text(portfolio_id), sv_text(entity_id),
 						 sv_text(cert_pem),
 						 sv_text(roles_attribute ? roles_attribute : "roles"),
-						 sv_int(now_ms)}, 5);
+						 sv_int(now_ms)},
+			    5);
 
 	return rc < 0 ? rc : 0;
 }
@@ -66,7 +68,8 @@ int idp_assertion_use(struct store_tx *tx, const char *portfolio_id, const char 
 			    "INSERT INTO saml_assertions_used (portfolio_id, assertion_id, expires_at)"
 			    " VALUES ($1, $2, $3)",
 			    (struct store_val[]){sv_text(portfolio_id), sv_text(assertion_id),
-						 sv_int(expires_ms)}, 3);
+						 sv_int(expires_ms)},
+			    3);
 
 	if (rc == STORE_CONSTRAINT)
 		return 1;

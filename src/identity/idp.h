@@ -22,7 +22,7 @@ struct idp {
 };
 
 enum idp_find_result {
-	IDP_UNKNOWN = 0,   /* no portfolio (or not the one given) trusts the issuer */
+	IDP_UNKNOWN = 0, /* no portfolio (or not the one given) trusts the issuer */
 	IDP_FOUND = 1,
 	IDP_AMBIGUOUS = 2, /* several portfolios trust it and none was given */
 };
@@ -31,8 +31,7 @@ enum idp_find_result {
  * is not NULL, else the only portfolio trusting that issuer. Returns
  * IDP_FOUND with *out filled (the caller calls idp_free), IDP_UNKNOWN or
  * IDP_AMBIGUOUS with *out empty, or a negative store status. */
-int idp_find(struct store_tx *tx, const char *portfolio_id, const char *issuer,
-	     struct idp *out) WUR;
+int idp_find(struct store_tx *tx, const char *portfolio_id, const char *issuer, struct idp *out) WUR;
 /* Releases what idp_find put in p; safe on a zeroed p. */
 void idp_free(struct idp *p);
 

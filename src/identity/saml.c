@@ -239,9 +239,9 @@ static void copy_utf8_trunc(char *dst, size_t cap, const char *s)
 
 /* What a walk over the whole document found. */
 struct scan {
-	int assertions;    /* {saml}Assertion elements anywhere */
-	int signatures;    /* {dsig}Signature elements anywhere */
-	int entities;      /* entity references or declarations */
+	int assertions; /* {saml}Assertion elements anywhere */
+	int signatures; /* {dsig}Signature elements anywhere */
+	int entities;   /* entity references or declarations */
 };
 
 /* Visits every node below (and including) root without recursion. */
@@ -327,12 +327,11 @@ static int parse_datetime(const char *s, int64_t *ms)
 
 	if (strlen(s) < 20 || digits(s, 4, &y) < 0 || s[4] != '-' || digits(s + 5, 2, &mo) < 0 ||
 	    s[7] != '-' || digits(s + 8, 2, &d) < 0 || s[10] != 'T' || digits(s + 11, 2, &h) < 0 ||
-	    s[13] != ':' || digits(s + 14, 2, &mi) < 0 || s[16] != ':' ||
-	    digits(s + 17, 2, &sec) < 0)
+	    s[13] != ':' || digits(s + 14, 2, &mi) < 0 || s[16] != ':' || digits(s + 17, 2, &sec) < 0)
 		return -1;
 	leap = (y % 4 == 0 && y % 100 != 0) || y % 400 == 0;
-	if (y < 1970 || mo < 1 || mo > 12 || d < 1 ||
-	    d > mdays[mo - 1] + (mo == 2 && leap) || h > 23 || mi > 59 || sec > 59)
+	if (y < 1970 || mo < 1 || mo > 12 || d < 1 || d > mdays[mo - 1] + (mo == 2 && leap) ||
+	    h > 23 || mi > 59 || sec > 59)
 		return -1;
 	p = s + 19;
 	if (*p == '.') {
@@ -357,8 +356,10 @@ static int parse_datetime(const char *s, int64_t *ms)
 	} else {
 		return -1;
 	}
-	*ms = ((clock_days_from_civil(y, (unsigned)mo, (unsigned)d) * 86400 + h * 3600 + mi * 60 + sec -
-		(int64_t)sign * (oh * 3600 + om * 60)) * 1000) + frac;
+	*ms = ((clock_days_from_civil(y, (unsigned)mo, (unsigned)d) * 86400 + h * 3600 + mi * 60 +
+		sec - (int64_t)sign * (oh * 3600 + om * 60)) *
+	       1000) +
+	      frac;
 	return 0;
 }
 
@@ -521,7 +522,8 @@ static const char *check_conditions(xmlNodePtr root, const struct saml_expect *e
 			}
 			if (!hit)
 				return "audience mismatch";
-		} else if (!is_el(c, NS_SAML, "OneTimeUse") && !is_el(c, NS_SAML, "ProxyRestriction")) {
+		} else if (!is_el(c, NS_SAML, "OneTimeUse") &&
+			   !is_el(c, NS_SAML, "ProxyRestriction")) {
 			return "unsupported condition";
 		}
 	}
@@ -614,24 +616,28 @@ static const char *read_attributes(xmlNodePtr root, const struct saml_expect *e,
 			name = attr(at, "Name");
 			if (name == NULL)
 				return "Attribute without Name";
-			is_roles = e->roles_attribute != NULL && strcmp(name, e->roles_attribute) == 0;
+			is_roles = e->roles_attribute != NULL &&
+				   strcmp(name, e->roles_attribute) == 0;
 			is_dn = strcmp(name, "displayName") == 0;
 			if (!is_roles && !is_dn)
 				continue;
-			for (val = xmlFirstElementChild(at); val != NULL; val = xmlNextElementSibling(val)) {
+			for (val = xmlFirstElementChild(at); val != NULL;
+			     val = xmlNextElementSibling(val)) {
 				if (!is_el(val, NS_SAML, "AttributeValue"))
 					continue;
 				if (val->children == NULL)
 					continue;
 				v = single_text(val);
 				if (v == NULL)
-					return is_roles ? "malformed roles attribute" : "malformed displayName";
+					return is_roles ? "malformed roles attribute"
+							: "malformed displayName";
 				if (is_roles) {
 					s = json_string(v);
 					if (s == NULL || json_array_append_new(out->roles, s) < 0)
 						return "malformed roles attribute";
 				} else if (out->display_name[0] == '\0') {
-					copy_utf8_trunc(out->display_name, sizeof out->display_name, v);
+					copy_utf8_trunc(out->display_name, sizeof out->display_name,
+							v);
 				}
 			}
 		}
@@ -679,8 +685,8 @@ static const char *parse_checked(const char *xml, size_t len, xmlDocPtr *doc)
 /* The document's shape: one Assertion as the root, version 2.0, with a
  * valid ID (*id, *id_attr), no entities, no other IDs, and exactly one
  * Signature, a child of the root (*sig). */
-static const char *check_shape(xmlDocPtr doc, xmlNodePtr root, const char **id,
-			       xmlAttrPtr *id_attr, xmlNodePtr *sig)
+static const char *check_shape(xmlDocPtr doc, xmlNodePtr root, const char **id, xmlAttrPtr *id_attr,
+			       xmlNodePtr *sig)
 {
 	struct scan sc = {0, 0, 0};
 	const char *v;
@@ -771,8 +777,8 @@ static const char *read_verified(xmlNodePtr root, const char *id, const struct s
 	return read_attributes(root, e, out);
 }
 
-int saml_verify(const char *xml, size_t len, const struct saml_expect *e, struct saml_assertion *out,
-		char *err, size_t errcap)
+int saml_verify(const char *xml, size_t len, const struct saml_expect *e,
+		struct saml_assertion *out, char *err, size_t errcap)
 {
 	xmlGenericErrorFunc old_gen = xmlGenericError;
 	void *old_gen_ctx = xmlGenericErrorContext;
@@ -824,7 +830,8 @@ int saml_peek_issuer(const char *xml, size_t len, char *out, size_t cap)
 	if (!doc || dtd)
 		goto out;
 	root = xmlDocGetRootElement(doc);
-	if (!is_el(root, NS_SAML, "Assertion") || children_named(root, NS_SAML, "Issuer", &issuer) != 1)
+	if (!is_el(root, NS_SAML, "Assertion") ||
+	    children_named(root, NS_SAML, "Issuer", &issuer) != 1)
 		goto out;
 	v = single_text(issuer);
 	if (v && copy_str(out, cap, v) == 0)

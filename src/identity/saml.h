@@ -12,22 +12,22 @@
 #define SAML_MAX_XML (64 * 1024)
 
 struct saml_expect {
-	const char *idp_entity_id;   /* expected <Issuer> of the assertion */
-	const char *idp_cert_pem;    /* trusted IdP signing certificate, PEM text */
-	const char *audience;        /* must appear in Conditions/AudienceRestriction/Audience: "<public-url>/saml/sp" */
-	const char *recipient;       /* SubjectConfirmationData/@Recipient must equal: "<public-url>/oauth/token" */
+	const char *idp_entity_id; /* expected <Issuer> of the assertion */
+	const char *idp_cert_pem;  /* trusted IdP signing certificate, PEM text */
+	const char *audience; /* must appear in Conditions/AudienceRestriction/Audience: "<public-url>/saml/sp" */
+	const char *recipient; /* SubjectConfirmationData/@Recipient must equal: "<public-url>/oauth/token" */
 	int64_t now_ms;
 	int64_t skew_ms;             /* allowed clock skew, e.g. 120000 */
 	const char *roles_attribute; /* Attribute Name whose AttributeValues are roles, e.g. "roles" */
 };
 
 struct saml_assertion {
-	char id[256];                /* the assertion's ID attribute (caller enforces one-time use) */
-	char name_id[256];           /* Subject/NameID text */
+	char id[256];      /* the assertion's ID attribute (caller enforces one-time use) */
+	char name_id[256]; /* Subject/NameID text */
 	char issuer[512];
-	int64_t not_on_or_after_ms;  /* earliest of Conditions/@NotOnOrAfter and SubjectConfirmationData/@NotOnOrAfter */
-	json_t *roles;               /* array of strings (possibly empty); owned; free with saml_assertion_free */
-	char display_name[256];      /* optional attribute "displayName" value or "" */
+	int64_t not_on_or_after_ms; /* earliest of Conditions/@NotOnOrAfter and SubjectConfirmationData/@NotOnOrAfter */
+	json_t *roles; /* array of strings (possibly empty); owned; free with saml_assertion_free */
+	char display_name[256]; /* optional attribute "displayName" value or "" */
 };
 
 /* Global xmlsec/libxml2 init for the OpenSSL backend; call once at process
@@ -56,8 +56,8 @@ void saml_global_cleanup(void);
  * restriction, and no condition other than OneTimeUse/ProxyRestriction; a
  * bearer SubjectConfirmation must have Recipient e->recipient, a live
  * NotOnOrAfter and no future NotBefore. */
-int saml_verify(const char *xml, size_t len, const struct saml_expect *e, struct saml_assertion *out,
-		char *err, size_t errcap) WUR;
+int saml_verify(const char *xml, size_t len, const struct saml_expect *e,
+		struct saml_assertion *out, char *err, size_t errcap) WUR;
 /* Reads the Issuer of an assertion WITHOUT verifying anything, only so the
  * caller can pick which IdP's certificate to verify it with (saml_verify
  * then checks the Issuer again, on the verified element). Same parser

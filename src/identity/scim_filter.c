@@ -19,11 +19,11 @@ static const struct {
 	const char *name;
 	enum cmp_op op;
 } ops[] = {
-	{ "eq", OP_EQ }, { "ne", OP_NE }, { "co", OP_CO }, { "sw", OP_SW }, { "ew", OP_EW },
-	{ "gt", OP_GT }, { "ge", OP_GE }, { "lt", OP_LT }, { "le", OP_LE }, { "pr", OP_PR },
+	{"eq", OP_EQ}, {"ne", OP_NE}, {"co", OP_CO}, {"sw", OP_SW}, {"ew", OP_EW},
+	{"gt", OP_GT}, {"ge", OP_GE}, {"lt", OP_LT}, {"le", OP_LE}, {"pr", OP_PR},
 };
 
-static const char *const known_urns[] = { SCIM_URN_USER, SCIM_URN_GROUP, SCIM_URN_ENTERPRISE };
+static const char *const known_urns[] = {SCIM_URN_USER, SCIM_URN_GROUP, SCIM_URN_ENTERPRISE};
 
 /* A point in time: whole seconds since the epoch (UTC) and the fraction's
  * decimal digits without trailing zeros. */
@@ -40,9 +40,9 @@ struct apath {
 
 struct lit {
 	enum lit_kind kind;
-	char *text;          /* the string, or a bare token as written; owned */
-	double num;          /* L_NUM */
-	int is_dt;           /* L_STR that parses as a date-time */
+	char *text; /* the string, or a bare token as written; owned */
+	double num; /* L_NUM */
+	int is_dt;  /* L_STR that parses as a date-time */
 	struct instant dt;
 };
 
@@ -93,8 +93,7 @@ static int is_space(int c)
 /* Characters of an attribute path token: names, '.', and URN prefixes. */
 static int is_word(int c)
 {
-	return is_alpha(c) || is_digit(c) || c == '_' || c == '$' || c == '-' || c == ':' ||
-	       c == '.';
+	return is_alpha(c) || is_digit(c) || c == '_' || c == '$' || c == '-' || c == ':' || c == '.';
 }
 
 static int lower(int c)
@@ -240,13 +239,13 @@ static int parse_datetime(const char *s, struct instant *out)
 			return -1;
 		p += 2;
 	}
-	if (*p || mo < 1 || mo > 12 || d < 1 || d > clock_days_in_month(y, (unsigned)mo) || h > 23 || mi > 59 ||
-	    sec > 60 || oh > 23 || om > 59)
+	if (*p || mo < 1 || mo > 12 || d < 1 || d > clock_days_in_month(y, (unsigned)mo) ||
+	    h > 23 || mi > 59 || sec > 60 || oh > 23 || om > 59)
 		return -1;
 	while (n > 0 && out->frac[n - 1] == '0')
 		out->frac[--n] = '\0';
-	out->sec = clock_days_from_civil(y, (unsigned)mo, (unsigned)d) * 86400 + h * 3600 + mi * 60 + sec -
-		   sign * (oh * 3600 + om * 60);
+	out->sec = clock_days_from_civil(y, (unsigned)mo, (unsigned)d) * 86400 + h * 3600 +
+		   mi * 60 + sec - sign * (oh * 3600 + om * 60);
 	return 0;
 }
 
@@ -290,7 +289,7 @@ json_t *scim_object_get(const json_t *obj, const char *name, const char **key)
 			*key = json_object_iter_key(json_object_iter_at((json_t *)obj, name));
 		return v;
 	}
-	json_object_foreach ((json_t *)obj, k, v) {
+	json_object_foreach((json_t *)obj, k, v) {
 		if (!ci_cmp(k, name)) {
 			if (key)
 				*key = k;
@@ -303,14 +302,21 @@ json_t *scim_object_get(const json_t *obj, const char *name, const char **key)
 const char *scim_json_kind(const json_t *v)
 {
 	switch (v ? json_typeof(v) : JSON_NULL) {
-	case JSON_OBJECT: return "an object";
-	case JSON_ARRAY: return "an array";
-	case JSON_STRING: return "a string";
-	case JSON_INTEGER: return "an integer";
-	case JSON_REAL: return "a number with a fraction or exponent";
+	case JSON_OBJECT:
+		return "an object";
+	case JSON_ARRAY:
+		return "an array";
+	case JSON_STRING:
+		return "a string";
+	case JSON_INTEGER:
+		return "an integer";
+	case JSON_REAL:
+		return "a number with a fraction or exponent";
 	case JSON_TRUE:
-	case JSON_FALSE: return "a boolean";
-	default: return "null";
+	case JSON_FALSE:
+		return "a boolean";
+	default:
+		return "null";
 	}
 }
 
@@ -462,8 +468,8 @@ static int split_path(struct parser *p, size_t start, size_t len, struct apath *
 	dot = memchr(w, '.', len);
 	alen = dot ? (size_t)(dot - w) : len;
 	if (!valid_name(w, alen) || (dot && !valid_name(dot + 1, len - alen - 1))) {
-		fail(p, "invalid attribute name \"%.*s\" at position %zu", (int)(len > 64 ? 64 : len),
-		     w, start + 1);
+		fail(p, "invalid attribute name \"%.*s\" at position %zu",
+		     (int)(len > 64 ? 64 : len), w, start + 1);
 		return -1;
 	}
 	if (alen >= sizeof ap->attr || (dot && len - alen - 1 >= sizeof ap->sub)) {
@@ -571,14 +577,26 @@ static char *parse_string(struct parser *p)
 		c = cur(p);
 		p->pos++;
 		switch (c) {
-		case '"': case '\\': case '/':
+		case '"':
+		case '\\':
+		case '/':
 			o[n++] = c;
 			break;
-		case 'b': o[n++] = '\b'; break;
-		case 'f': o[n++] = '\f'; break;
-		case 'n': o[n++] = '\n'; break;
-		case 'r': o[n++] = '\r'; break;
-		case 't': o[n++] = '\t'; break;
+		case 'b':
+			o[n++] = '\b';
+			break;
+		case 'f':
+			o[n++] = '\f';
+			break;
+		case 'n':
+			o[n++] = '\n';
+			break;
+		case 'r':
+			o[n++] = '\r';
+			break;
+		case 't':
+			o[n++] = '\t';
+			break;
 		case 'u':
 			if (hex4(p->s + p->pos, &cp) < 0)
 				goto bad_escape;
@@ -593,7 +611,8 @@ static char *parse_string(struct parser *p)
 				cp = 0x10000 + ((cp - 0xD800) << 10) + (lo - 0xDC00);
 			}
 			if (!cp) {
-				fail(p, "\\u0000 is not allowed in a string at position %zu", p->pos - 5);
+				fail(p, "\\u0000 is not allowed in a string at position %zu",
+				     p->pos - 5);
 				goto bad;
 			}
 			put_utf8(o, &n, cp);
@@ -651,8 +670,10 @@ static int parse_value(struct parser *p, struct lit *lit, const char *opname)
 	while (p->s[start + n] && !is_space((unsigned char)p->s[start + n]) &&
 	       p->s[start + n] != ')' && p->s[start + n] != ']') {
 		if (bare_forbidden((unsigned char)p->s[start + n])) {
-			fail(p, "invalid character in the value after '%s' at position %zu"
-			     " (quote string values: \"...\")", opname, start + n + 1);
+			fail(p,
+			     "invalid character in the value after '%s' at position %zu"
+			     " (quote string values: \"...\")",
+			     opname, start + n + 1);
 			return -1;
 		}
 		n++;
@@ -747,7 +768,8 @@ static int parse_attr_exp(struct parser *p)
 		return i;
 	}
 	if (ap.sub[0]) {
-		fail(p, "a value filter '[' must follow the attribute name, not a sub-attribute, at position %zu",
+		fail(p,
+		     "a value filter '[' must follow the attribute name, not a sub-attribute, at position %zu",
 		     p->pos + 1);
 		return -1;
 	}
@@ -794,7 +816,8 @@ static int parse_unary(struct parser *p)
 			return -1;
 		skip_ws(p);
 		if (cur(p) != ')') {
-			fail(p, cur(p) ? "expected ')' at position %zu" : "missing ')' at position %zu",
+			fail(p,
+			     cur(p) ? "expected ')' at position %zu" : "missing ')' at position %zu",
 			     p->pos + 1);
 			return -1;
 		}
@@ -925,7 +948,7 @@ static struct scim_filter *filter_new(struct parser *p)
 
 int scim_filter_parse(const char *text, struct scim_filter **out, char *err, size_t errcap)
 {
-	struct parser p = { .err = err, .errcap = errcap };
+	struct parser p = {.err = err, .errcap = errcap};
 	int rc = -1;
 
 	*out = NULL;
@@ -960,7 +983,7 @@ void scim_filter_free(struct scim_filter *f)
 
 int scim_path_parse(const char *text, struct scim_path *out, char *err, size_t errcap)
 {
-	struct parser p = { .err = err, .errcap = errcap };
+	struct parser p = {.err = err, .errcap = errcap};
 	struct apath ap;
 	size_t start, n;
 	char near[32];
@@ -991,7 +1014,8 @@ int scim_path_parse(const char *text, struct scim_path *out, char *err, size_t e
 	skip_ws(&p);
 	if (cur(&p) == '[') {
 		if (ap.sub[0]) {
-			fail(&p, "a value filter '[' must follow the attribute name, not a sub-attribute, at position %zu",
+			fail(&p,
+			     "a value filter '[' must follow the attribute name, not a sub-attribute, at position %zu",
 			     p.pos + 1);
 			goto out;
 		}
@@ -1004,7 +1028,8 @@ int scim_path_parse(const char *text, struct scim_path *out, char *err, size_t e
 			goto out;
 		skip_ws(&p);
 		if (cur(&p) != ']') {
-			fail(&p, cur(&p) ? "expected ']' at position %zu" : "missing ']' at position %zu",
+			fail(&p,
+			     cur(&p) ? "expected ']' at position %zu" : "missing ']' at position %zu",
 			     p.pos + 1);
 			goto out;
 		}
@@ -1045,13 +1070,20 @@ struct test {
 static int order_ok(enum cmp_op op, int c)
 {
 	switch (op) {
-	case OP_EQ: return c == 0;
-	case OP_NE: return c != 0;
-	case OP_GT: return c > 0;
-	case OP_GE: return c >= 0;
-	case OP_LT: return c < 0;
-	case OP_LE: return c <= 0;
-	default: return 0;
+	case OP_EQ:
+		return c == 0;
+	case OP_NE:
+		return c != 0;
+	case OP_GT:
+		return c > 0;
+	case OP_GE:
+		return c >= 0;
+	case OP_LT:
+		return c < 0;
+	case OP_LE:
+		return c <= 0;
+	default:
+		return 0;
 	}
 }
 
@@ -1183,7 +1215,7 @@ static int present(const json_t *v)
  * attribute (for caseExact and dateTime rules). */
 static int test_attr(const struct node *nd, const json_t *v, const char *sub, const char *leaf)
 {
-	struct test t = { .nd = nd };
+	struct test t = {.nd = nd};
 	const json_t *e;
 	size_t i;
 	int r = 0, has = 0;
@@ -1214,7 +1246,8 @@ static int test_attr(const struct node *nd, const json_t *v, const char *sub, co
 	} else if (json_is_array(v)) {
 		for (i = 0; i < json_array_size(v) && !r; i++)
 			if (json_is_object(json_array_get(v, i)))
-				r = any_value(&t, scim_object_get(json_array_get(v, i), sub, NULL), 1);
+				r = any_value(&t, scim_object_get(json_array_get(v, i), sub, NULL),
+					      1);
 	} else if (json_is_object(v)) {
 		r = any_value(&t, scim_object_get(v, sub, NULL), 1);
 	}
@@ -1318,8 +1351,9 @@ static int template_node(const struct scim_filter *f, int i, json_t *obj)
 	const struct node *nd = &f->node[i];
 
 	if (nd->kind == N_AND)
-		return template_node(f, nd->left, obj) < 0 || template_node(f, nd->right, obj) < 0 ?
-			       -1 : 0;
+		return template_node(f, nd->left, obj) < 0 || template_node(f, nd->right, obj) < 0
+			       ? -1
+			       : 0;
 	if (nd->kind != N_CMP || nd->op != OP_EQ || nd->path.urn[0] || nd->path.sub[0])
 		return -1;
 	return json_object_set_new(obj, nd->path.attr, lit_json(&nd->lit));

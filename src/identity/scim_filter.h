@@ -32,12 +32,12 @@ struct scim_filter; /* parsed filter (AST), opaque */
 
 /* A parsed attribute path: [URN:]attr[.sub] or [URN:]attr[filter][.sub]. */
 struct scim_path {
-	char urn[128];  /* schema URN prefix as written, or "" */
-	char attr[64];  /* top-level attribute as written (compare case-insensitively);
+	char urn[128];              /* schema URN prefix as written, or "" */
+	char attr[64];              /* top-level attribute as written (compare case-insensitively);
 			 * "" only when the whole path is a known schema URN
 			 * (SCIM_URN_USER, SCIM_URN_GROUP, SCIM_URN_ENTERPRISE),
 			 * which then names the extension object itself */
-	char sub[64];   /* sub-attribute or "" */
+	char sub[64];               /* sub-attribute or "" */
 	struct scim_filter *filter; /* value filter inside [...] or NULL; owned */
 };
 
@@ -47,8 +47,7 @@ struct scim_path {
  * (errcap > 0; e.g. "unterminated string at position 10"), which the caller
  * answers with 400 scimType invalidFilter. Running out of memory is also -1
  * ("out of memory"). */
-int scim_filter_parse(const char *text, struct scim_filter **out, char *err,
-		      size_t errcap) WUR;
+int scim_filter_parse(const char *text, struct scim_filter **out, char *err, size_t errcap) WUR;
 void scim_filter_free(struct scim_filter *f);
 
 /* Returns 1 if resource (a SCIM resource JSON object) matches f, else 0; a
@@ -83,8 +82,7 @@ int scim_filter_template(const struct scim_filter *f, json_t *obj) WUR;
  * surrounding whitespace allowed. Returns 0 with *out filled (release it
  * with scim_path_free), or -1 with *out zeroed and a message in err (the
  * caller answers invalidPath). */
-int scim_path_parse(const char *text, struct scim_path *out, char *err,
-		    size_t errcap) WUR;
+int scim_path_parse(const char *text, struct scim_path *out, char *err, size_t errcap) WUR;
 void scim_path_free(struct scim_path *p); /* frees p->filter; p stays valid, empty */
 
 /* Case-insensitive member lookup: returns obj's value for the first key

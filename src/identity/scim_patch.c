@@ -18,28 +18,75 @@ enum patch_op { P_ADD = 1, P_REPLACE, P_REMOVE };
 /* Well-known attribute names and schema URNs: a new key equal to one of
  * these ignoring case takes this spelling. */
 static const char *const canonical_names[] = {
-	"schemas", "id", "externalId", "meta", "userName", "name", "formatted", "familyName",
-	"givenName", "middleName", "honorificPrefix", "honorificSuffix", "displayName",
-	"nickName", "profileUrl", "title", "userType", "preferredLanguage", "locale", "timezone",
-	"active", "password", "emails", "phoneNumbers", "ims", "photos", "addresses",
-	"streetAddress", "locality", "region", "postalCode", "country", "groups", "entitlements",
-	"roles", "x509Certificates", "members", "value", "display", "type", "primary", "$ref",
-	"employeeNumber", "costCenter", "organization", "division", "department", "manager",
-	"created", "lastModified", "resourceType", "location", "version", SCIM_URN_USER,
-	SCIM_URN_GROUP, SCIM_URN_ENTERPRISE,
+	"schemas",
+	"id",
+	"externalId",
+	"meta",
+	"userName",
+	"name",
+	"formatted",
+	"familyName",
+	"givenName",
+	"middleName",
+	"honorificPrefix",
+	"honorificSuffix",
+	"displayName",
+	"nickName",
+	"profileUrl",
+	"title",
+	"userType",
+	"preferredLanguage",
+	"locale",
+	"timezone",
+	"active",
+	"password",
+	"emails",
+	"phoneNumbers",
+	"ims",
+	"photos",
+	"addresses",
+	"streetAddress",
+	"locality",
+	"region",
+	"postalCode",
+	"country",
+	"groups",
+	"entitlements",
+	"roles",
+	"x509Certificates",
+	"members",
+	"value",
+	"display",
+	"type",
+	"primary",
+	"$ref",
+	"employeeNumber",
+	"costCenter",
+	"organization",
+	"division",
+	"department",
+	"manager",
+	"created",
+	"lastModified",
+	"resourceType",
+	"location",
+	"version",
+	SCIM_URN_USER,
+	SCIM_URN_GROUP,
+	SCIM_URN_ENTERPRISE,
 };
 
 /* Multi-valued attributes of the core User and Group schemas. */
 static const char *const multi_valued[] = {
-	"emails", "phoneNumbers", "ims", "photos", "addresses", "groups",
-	"entitlements", "roles", "x509Certificates", "members",
+	"emails", "phoneNumbers", "ims",   "photos",           "addresses",
+	"groups", "entitlements", "roles", "x509Certificates", "members",
 };
 
 struct patch {
-	json_t *res;   /* the working copy */
+	json_t *res; /* the working copy */
 	enum patch_op op;
-	size_t idx;    /* index of the operation, for messages */
-	int depth;     /* merge nesting */
+	size_t idx; /* index of the operation, for messages */
+	int depth;  /* merge nesting */
 	char *err;
 	size_t errcap;
 };
@@ -167,7 +214,7 @@ static int merge(struct patch *pt, json_t *dst, const json_t *src, enum patch_op
 			  MERGE_MAX_DEPTH);
 		goto out;
 	}
-	json_object_foreach ((json_t *)src, k, v) {
+	json_object_foreach((json_t *)src, k, v) {
 		rc = apply_attr(pt, dst, k, v, op);
 		if (rc)
 			goto out;
@@ -278,8 +325,8 @@ static void key_json(struct key *k, const json_t *v, int depth)
 		key_put(k, "f", 1);
 		break;
 	case JSON_INTEGER:
-		key_put(k, num, (size_t)snprintf(num, sizeof num, "i%lld;",
-						 (long long)json_integer_value(v)));
+		key_put(k, num,
+			(size_t)snprintf(num, sizeof num, "i%lld;", (long long)json_integer_value(v)));
 		break;
 	case JSON_REAL:
 		d = json_real_value(v);
@@ -305,7 +352,7 @@ static void key_json(struct key *k, const json_t *v, int depth)
 			break;
 		}
 		i = 0;
-		json_object_foreach ((json_t *)v, name, m)
+		json_object_foreach((json_t *)v, name, m)
 			keys[i++] = name;
 		qsort(keys, n, sizeof *keys, cmp_cstr);
 		for (i = 0; i < n; i++) {
@@ -400,7 +447,7 @@ static void kindex_free(struct kindex *ix)
 
 static struct kclass *kindex_find(const struct kindex *ix, const struct key *k)
 {
-	struct kclass probe = { .key = k->p, .len = k->len };
+	struct kclass probe = {.key = k->p, .len = k->len};
 	void *node = tfind(&probe, &ix->root, kclass_cmp);
 
 	return node ? *(struct kclass **)node : NULL;
@@ -535,7 +582,7 @@ static int elements_match(struct elements *el, const json_t *item, size_t *at)
  * scanning arr for each item in turn, found in O((n + m) log(n + m)). */
 static int append_values(struct patch *pt, json_t *arr, const json_t *value)
 {
-	struct elements el = { 0 };
+	struct elements el = {0};
 	const json_t *item;
 	json_t *e;
 	size_t i, j, n = json_is_array(value) ? json_array_size(value) : 1;
@@ -588,8 +635,8 @@ out:
  * Returns SCIM_PATCH_OK or an error code. */
 static int remove_values(struct patch *pt, json_t *arr, const json_t *value)
 {
-	struct kindex whole = { 0 }, values = { 0 };
-	struct key k = { 0 };
+	struct kindex whole = {0}, values = {0};
+	struct key k = {0};
 	const json_t *item, *iv, *ev;
 	json_t *keep = NULL, *e;
 	size_t i, n = json_is_array(value) ? json_array_size(value) : 1;
@@ -744,7 +791,7 @@ static json_t *template_of(const struct scim_filter *f)
 
 	if (!t || !out || scim_filter_template(f, t) < 0)
 		goto bad;
-	json_object_foreach (t, k, v)
+	json_object_foreach(t, k, v)
 		if (json_object_set(out, canonical(k), v))
 			goto bad;
 	json_decref(t);
@@ -815,8 +862,8 @@ static int apply_filtered(struct patch *pt, json_t *base, const struct scim_path
 		return fail(pt, SCIM_PATCH_NO_TARGET,
 			    "no element of \"%s\" matches the filter, and the filter does not describe one to create",
 			    sp->attr);
-	rc = sp->sub[0] ? apply_attr(pt, fresh, sp->sub, value, P_REPLACE) :
-			  merge(pt, fresh, value, P_REPLACE);
+	rc = sp->sub[0] ? apply_attr(pt, fresh, sp->sub, value, P_REPLACE)
+			: merge(pt, fresh, value, P_REPLACE);
 	if (rc) {
 		json_decref(fresh);
 		return rc;
@@ -886,8 +933,7 @@ static int apply_nopath(struct patch *pt, const json_t *value);
 /* One operation on a parsed path. in_value: the path is a key of a
  * path-less value, so read-only attributes are skipped silently instead of
  * being a mutability error. */
-static int apply_path(struct patch *pt, const struct scim_path *sp, const json_t *value,
-		      int in_value)
+static int apply_path(struct patch *pt, const struct scim_path *sp, const json_t *value, int in_value)
 {
 	json_t *base;
 	int rc;
@@ -953,7 +999,7 @@ static int names_schema(struct patch *pt, const char *key)
  * schema's attributes. */
 static int apply_nopath(struct patch *pt, const json_t *value)
 {
-	struct scim_path sp = { 0 };
+	struct scim_path sp = {0};
 	char perr[160], q[48];
 	const char *k;
 	json_t *v;
@@ -967,7 +1013,7 @@ static int apply_nopath(struct patch *pt, const json_t *value)
 			  MERGE_MAX_DEPTH);
 		goto out;
 	}
-	json_object_foreach ((json_t *)value, k, v) {
+	json_object_foreach((json_t *)value, k, v) {
 		if (read_only(k))
 			continue;
 		if (json_is_object(v) && names_schema(pt, k)) {
@@ -981,8 +1027,8 @@ static int apply_nopath(struct patch *pt, const json_t *value)
 		} else {
 			if (scim_path_parse(k, &sp, perr, sizeof perr) < 0) {
 				quote(k, q, sizeof q);
-				rc = fail(pt, SCIM_PATCH_INVALID_PATH, "invalid attribute \"%s\": %s",
-					  q, perr);
+				rc = fail(pt, SCIM_PATCH_INVALID_PATH,
+					  "invalid attribute \"%s\": %s", q, perr);
 				goto out;
 			}
 			rc = apply_path(pt, &sp, v, 1);
@@ -1000,7 +1046,7 @@ out:
 static int apply_one(struct patch *pt, const json_t *opj)
 {
 	const json_t *opv, *pathv, *value;
-	struct scim_path sp = { 0 };
+	struct scim_path sp = {0};
 	char perr[160], q[48];
 	const char *o, *path = NULL;
 	int rc;
@@ -1049,7 +1095,7 @@ static int apply_one(struct patch *pt, const json_t *opj)
 
 int scim_patch_apply(json_t *resource, const json_t *body, char *err, size_t errcap)
 {
-	struct patch pt = { .err = err, .errcap = errcap };
+	struct patch pt = {.err = err, .errcap = errcap};
 	const json_t *ops, *schemas;
 	size_t i;
 	int rc = SCIM_PATCH_INVALID_SYNTAX;
@@ -1142,8 +1188,8 @@ static void not_boolean(char *err, size_t errcap, const char *path, const json_t
 /* Normalises every "primary" member at any depth below v, whose path (as
  * a message names it: emails[0]) is path[0..len). Returns 0 or -1 (err
  * set, naming the member). */
-static int normalize_primary(json_t *v, int depth, char *path, size_t len, size_t cap,
-			     char *err, size_t errcap)
+static int normalize_primary(json_t *v, int depth, char *path, size_t len, size_t cap, char *err,
+			     size_t errcap)
 {
 	const char *k;
 	json_t *m;
@@ -1165,7 +1211,7 @@ static int normalize_primary(json_t *v, int depth, char *path, size_t len, size_
 	}
 	if (!json_is_object(v))
 		return 0;
-	json_object_foreach (v, k, m) {
+	json_object_foreach(v, k, m) {
 		n = snprintf(path + len, cap - len, "%s%s", len ? "." : "", k);
 		if (ci_eq(k, "primary")) {
 			if (boolify(v, k, m) < 0) {
@@ -1238,7 +1284,8 @@ int scim_patch_normalize(json_t *resource, char *err, size_t errcap)
 		if (!ci_eq(key, SCIM_URN_ENTERPRISE) || !json_is_object(ext))
 			continue;
 		json_object_foreach_safe(ext, tmp2, mkey, v) {
-			if (ci_eq(mkey, "manager") && normalize_manager(ext, mkey, v, err, errcap) < 0) {
+			if (ci_eq(mkey, "manager") &&
+			    normalize_manager(ext, mkey, v, err, errcap) < 0) {
 				if (!err[0])
 					snprintf(err, errcap, "out of memory");
 				return SCIM_PATCH_INVALID_VALUE;

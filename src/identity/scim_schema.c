@@ -12,8 +12,16 @@
 
 /* ---------------------------------------------------------------- model */
 
-enum attr_type { T_STRING, T_BOOLEAN, T_DECIMAL, T_INTEGER, T_DATETIME, T_REFERENCE,
-		 T_BINARY, T_COMPLEX };
+enum attr_type {
+	T_STRING,
+	T_BOOLEAN,
+	T_DECIMAL,
+	T_INTEGER,
+	T_DATETIME,
+	T_REFERENCE,
+	T_BINARY,
+	T_COMPLEX
+};
 
 static const struct {
 	const char *name;
@@ -27,18 +35,16 @@ static const struct {
 	{"dateTime", T_DATETIME, "a dateTime string (xsd:dateTime)",
 	 "dateTime strings (xsd:dateTime)"},
 	{"reference", T_REFERENCE, "a reference (a URI string)", "references (URI strings)"},
-	{"binary", T_BINARY, "a binary value (a base64 string)",
-	 "binary values (base64 strings)"},
-	{"complex", T_COMPLEX, "a complex value (a JSON object)",
-	 "complex values (JSON objects)"},
+	{"binary", T_BINARY, "a binary value (a base64 string)", "binary values (base64 strings)"},
+	{"complex", T_COMPLEX, "a complex value (a JSON object)", "complex values (JSON objects)"},
 };
 
 struct attr {
 	char *name;
 	enum attr_type type;
-	int multi;      /* multiValued */
+	int multi; /* multiValued */
 	int required;
-	int bare_ok;    /* elements may be bare strings meaning {"value": s} */
+	int bare_ok; /* elements may be bare strings meaning {"value": s} */
 	struct attr *sub;
 	size_t nsub;
 };
@@ -206,7 +212,8 @@ static int load_types(struct scim_schemas *s, const json_t *defs, char *err, siz
 			t->ext[j] = find_schema(s, json_string_value(json_object_get(e, "schema")));
 			if (!t->ext[j])
 				return load_fail(err, errcap,
-						 "resource type %s names an unknown extension", t->name);
+						 "resource type %s names an unknown extension",
+						 t->name);
 			t->next++;
 		}
 	}
@@ -226,8 +233,7 @@ static void mark_bare_ok(struct scim_schemas *s)
 	}
 }
 
-int scim_schemas_load(const char *meta_json, struct scim_schemas **out, char *err,
-		      size_t errcap)
+int scim_schemas_load(const char *meta_json, struct scim_schemas **out, char *err, size_t errcap)
 {
 	struct scim_schemas *s = NULL;
 	json_t *meta, *defs, *d;
@@ -251,8 +257,7 @@ int scim_schemas_load(const char *meta_json, struct scim_schemas **out, char *er
 		load_fail(err, errcap, "schemas must be an array");
 		goto out;
 	}
-	s->schemas = calloc(json_array_size(defs) ? json_array_size(defs) : 1,
-			    sizeof *s->schemas);
+	s->schemas = calloc(json_array_size(defs) ? json_array_size(defs) : 1, sizeof *s->schemas);
 	if (!s->schemas) {
 		load_fail(err, errcap, "out of memory");
 		goto out;
@@ -324,7 +329,7 @@ static size_t path_push(struct check *ck, const char *fmt, ...)
 	va_end(ap);
 	if (n > 0)
 		ck->len += (size_t)n < sizeof ck->path - ck->len ? (size_t)n
-								   : sizeof ck->path - ck->len - 1;
+								 : sizeof ck->path - ck->len - 1;
 	return was;
 }
 
@@ -370,8 +375,7 @@ static int bad(struct check *ck, const char *what, const json_t *got)
 	return -1;
 }
 
-static const struct attr *find_attr(const struct attr *a, size_t n, const char *name,
-				    size_t len)
+static const struct attr *find_attr(const struct attr *a, size_t n, const char *name, size_t len)
 {
 	size_t i;
 
@@ -387,8 +391,7 @@ static const json_t *before_of(const json_t *before, const char *key)
 	return before ? scim_object_get(before, key, NULL) : NULL;
 }
 
-static int check_value(struct check *ck, const struct attr *a, const json_t *v,
-		       const json_t *before);
+static int check_value(struct check *ck, const struct attr *a, const json_t *v, const json_t *before);
 
 /* Two keys of one object, k1 and k2, name the same attribute (names are
  * case-insensitive, RFC 7643 §2.1): which one counts is ambiguous, as with
@@ -429,8 +432,7 @@ static int check_members(struct check *ck, const struct attr *a, size_t n, const
 		sa = find_attr(a, n, k, strlen(k));
 		if (!sa)
 			continue;
-		if (seen[sa - a] &&
-		    (rc = duplicate(ck, sep, sa->name, seen[sa - a], k, before)) < 0)
+		if (seen[sa - a] && (rc = duplicate(ck, sep, sa->name, seen[sa - a], k, before)) < 0)
 			goto out;
 		seen[sa - a] = k;
 		if (json_is_null(m))
@@ -445,8 +447,7 @@ static int check_members(struct check *ck, const struct attr *a, size_t n, const
 			continue;
 		m = scim_object_get(obj, a[i].name, NULL);
 		if (!m || json_is_null(m)) {
-			snprintf(ck->err, ck->errcap, "%s%s%s is required", ck->path, sep,
-				 a[i].name);
+			snprintf(ck->err, ck->errcap, "%s%s%s is required", ck->path, sep, a[i].name);
 			rc = SCIM_SCHEMA_INVALID_VALUE;
 			goto out;
 		}
@@ -458,8 +459,7 @@ out:
 }
 
 /* One (single) value v of attribute a. */
-static int check_single(struct check *ck, const struct attr *a, const json_t *v,
-			const json_t *before)
+static int check_single(struct check *ck, const struct attr *a, const json_t *v, const json_t *before)
 {
 	int ok;
 
@@ -486,8 +486,8 @@ static int check_single(struct check *ck, const struct attr *a, const json_t *v,
 	case T_COMPLEX:
 		if (!json_is_object(v))
 			return bad(ck, type_says(a->type, 0), v);
-		return check_members(ck, a->sub, a->nsub, v,
-				     json_is_object(before) ? before : NULL, ".", 1);
+		return check_members(ck, a->sub, a->nsub, v, json_is_object(before) ? before : NULL,
+				     ".", 1);
 	default:
 		ok = 0;
 	}
@@ -496,8 +496,7 @@ static int check_single(struct check *ck, const struct attr *a, const json_t *v,
 
 /* The value v of attribute a, multi-valued or not. Values equal to
  * before's at the same place pass as they are. */
-static int check_value(struct check *ck, const struct attr *a, const json_t *v,
-		       const json_t *before)
+static int check_value(struct check *ck, const struct attr *a, const json_t *v, const json_t *before)
 {
 	char what[96];
 	const json_t *e, *be;
@@ -587,8 +586,8 @@ static int check_qualified(struct check *ck, const struct restype *t, const char
 /* The value v of the top-level key k that is not a core attribute: the
  * common attributes, a schema's attributes nested under its URN, or an
  * attribute named by its qualified URN; anything else is kept as it is. */
-static int check_other(struct check *ck, const struct restype *t, const char *k,
-		       const json_t *v, const json_t *before)
+static int check_other(struct check *ck, const struct restype *t, const char *k, const json_t *v,
+		       const json_t *before)
 {
 	const struct schema *sc = NULL;
 	size_t i;
@@ -608,8 +607,10 @@ static int check_other(struct check *ck, const struct restype *t, const char *k,
 	 * attributes may come so too, and then are not required there */
 	path_push(ck, "%s", sc->urn);
 	if (!json_is_object(v))
-		return bad(ck, sc == t->core ? "a JSON object of attributes"
-					     : "a JSON object of the extension's attributes", v);
+		return bad(ck,
+			   sc == t->core ? "a JSON object of attributes"
+					 : "a JSON object of the extension's attributes",
+			   v);
 	return check_members(ck, sc->attrs, sc->nattrs, v, json_is_object(before) ? before : NULL,
 			     ":", sc != t->core);
 }
@@ -668,8 +669,11 @@ int scim_schema_check(const struct scim_schemas *s, const char *type, const json
 		path_pop(&ck, 0);
 		slot = other_slot(t, k);
 		if (slot >= 0 && seen[slot] &&
-		    (rc = duplicate(&ck, "", slot == 0 ? "schemas" : slot == 1 ? "externalId"
-					     : slot == 2 ? t->core->urn : t->ext[slot - 3]->urn,
+		    (rc = duplicate(&ck, "",
+				    slot == 0   ? "schemas"
+				    : slot == 1 ? "externalId"
+				    : slot == 2 ? t->core->urn
+						: t->ext[slot - 3]->urn,
 				    seen[slot], k, before)) < 0)
 			goto out;
 		if (slot >= 0)

@@ -46,8 +46,7 @@ enum scim_schema_result {
  * NULL and a message in err (errcap > 0): text that is not JSON, an
  * attribute without a name or of an unknown type, a resource type naming a
  * schema that is not there, or no memory. */
-int scim_schemas_load(const char *meta_json, struct scim_schemas **out, char *err,
-		      size_t errcap) WUR;
+int scim_schemas_load(const char *meta_json, struct scim_schemas **out, char *err, size_t errcap) WUR;
 void scim_schemas_free(struct scim_schemas *s);
 
 /* The schemas revops publishes (embedded_scim_meta), loaded once on first

@@ -25,7 +25,7 @@
 #include <sys/socket.h>
 #include <sys/types.h>
 
-#define MAX_NAME 253    /* DNS name without the trailing dot */
+#define MAX_NAME 253 /* DNS name without the trailing dot */
 #define MAX_LABEL 63
 
 struct v4_range {
@@ -36,28 +36,28 @@ struct v4_range {
 
 /* More specific entries first: the first match names the range. */
 static const struct v4_range v4_forbidden[] = {
-	{ 0x00000000u, 8, "this network (0.0.0.0/8)" },
-	{ 0x0a000000u, 8, "private (10.0.0.0/8)" },
-	{ 0x64400000u, 10, "carrier-grade NAT (100.64.0.0/10)" },
-	{ 0x7f000000u, 8, "loopback (127.0.0.0/8)" },
-	{ 0xa9fea9feu, 32, "cloud metadata (169.254.169.254)" },
-	{ 0xa9fe0000u, 16, "link-local (169.254.0.0/16)" },
-	{ 0xac100000u, 12, "private (172.16.0.0/12)" },
-	{ 0xc0000000u, 24, "IETF protocol assignments (192.0.0.0/24)" },
-	{ 0xc0000200u, 24, "documentation (192.0.2.0/24)" },
-	{ 0xc0586300u, 24, "6to4 relay anycast (192.88.99.0/24)" },
-	{ 0xc0a80000u, 16, "private (192.168.0.0/16)" },
-	{ 0xc6120000u, 15, "benchmarking (198.18.0.0/15)" },
-	{ 0xc6336400u, 24, "documentation (198.51.100.0/24)" },
-	{ 0xcb007100u, 24, "documentation (203.0.113.0/24)" },
-	{ 0xe0000000u, 4, "multicast (224.0.0.0/4)" },
-	{ 0xffffffffu, 32, "broadcast (255.255.255.255)" },
-	{ 0xf0000000u, 4, "reserved (240.0.0.0/4)" },
+	{0x00000000u, 8, "this network (0.0.0.0/8)"},
+	{0x0a000000u, 8, "private (10.0.0.0/8)"},
+	{0x64400000u, 10, "carrier-grade NAT (100.64.0.0/10)"},
+	{0x7f000000u, 8, "loopback (127.0.0.0/8)"},
+	{0xa9fea9feu, 32, "cloud metadata (169.254.169.254)"},
+	{0xa9fe0000u, 16, "link-local (169.254.0.0/16)"},
+	{0xac100000u, 12, "private (172.16.0.0/12)"},
+	{0xc0000000u, 24, "IETF protocol assignments (192.0.0.0/24)"},
+	{0xc0000200u, 24, "documentation (192.0.2.0/24)"},
+	{0xc0586300u, 24, "6to4 relay anycast (192.88.99.0/24)"},
+	{0xc0a80000u, 16, "private (192.168.0.0/16)"},
+	{0xc6120000u, 15, "benchmarking (198.18.0.0/15)"},
+	{0xc6336400u, 24, "documentation (198.51.100.0/24)"},
+	{0xcb007100u, 24, "documentation (203.0.113.0/24)"},
+	{0xe0000000u, 4, "multicast (224.0.0.0/4)"},
+	{0xffffffffu, 32, "broadcast (255.255.255.255)"},
+	{0xf0000000u, 4, "reserved (240.0.0.0/4)"},
 };
 
 enum v6_kind {
-	V6_FORBIDDEN,  /* the whole range is refused */
-	V6_EMBEDS_V4   /* classify the IPv4 address at byte offset v4_at */
+	V6_FORBIDDEN, /* the whole range is refused */
+	V6_EMBEDS_V4  /* classify the IPv4 address at byte offset v4_at */
 };
 
 struct v6_range {
@@ -71,20 +71,20 @@ struct v6_range {
 /* More specific entries first. Anything not matched here must still lie in
  * 2000::/3. */
 static const struct v6_range v6_special[] = {
-	{ { 0 }, 128, V6_FORBIDDEN, 0, "unspecified (::)" },
-	{ { [15] = 1 }, 128, V6_FORBIDDEN, 0, "loopback (::1)" },
-	{ { [10] = 0xff, [11] = 0xff }, 96, V6_EMBEDS_V4, 12, "IPv4-mapped (::ffff:0:0/96)" },
-	{ { 0x00, 0x64, 0xff, 0x9b }, 96, V6_EMBEDS_V4, 12, "NAT64 (64:ff9b::/96)" },
-	{ { 0x01, 0x00 }, 64, V6_FORBIDDEN, 0, "discard-only (100::/64)" },
-	{ { 0x20, 0x01, 0x0d, 0xb8 }, 32, V6_FORBIDDEN, 0, "documentation (2001:db8::/32)" },
-	{ { 0x20, 0x01, 0x00, 0x00 }, 32, V6_FORBIDDEN, 0, "Teredo (2001::/32)" },
-	{ { 0x20, 0x01 }, 23, V6_FORBIDDEN, 0, "IETF special-purpose (2001::/23)" },
-	{ { 0x20, 0x02 }, 16, V6_EMBEDS_V4, 2, "6to4 (2002::/16)" },
-	{ { 0x3f, 0xff }, 20, V6_FORBIDDEN, 0, "documentation (3fff::/20)" },
-	{ { 0xfc }, 7, V6_FORBIDDEN, 0, "unique local (fc00::/7)" },
-	{ { 0xfe, 0x80 }, 10, V6_FORBIDDEN, 0, "link-local (fe80::/10)" },
-	{ { 0xfe, 0xc0 }, 10, V6_FORBIDDEN, 0, "site-local (fec0::/10)" },
-	{ { 0xff }, 8, V6_FORBIDDEN, 0, "multicast (ff00::/8)" },
+	{{0}, 128, V6_FORBIDDEN, 0, "unspecified (::)"},
+	{{[15] = 1}, 128, V6_FORBIDDEN, 0, "loopback (::1)"},
+	{{[10] = 0xff, [11] = 0xff}, 96, V6_EMBEDS_V4, 12, "IPv4-mapped (::ffff:0:0/96)"},
+	{{0x00, 0x64, 0xff, 0x9b}, 96, V6_EMBEDS_V4, 12, "NAT64 (64:ff9b::/96)"},
+	{{0x01, 0x00}, 64, V6_FORBIDDEN, 0, "discard-only (100::/64)"},
+	{{0x20, 0x01, 0x0d, 0xb8}, 32, V6_FORBIDDEN, 0, "documentation (2001:db8::/32)"},
+	{{0x20, 0x01, 0x00, 0x00}, 32, V6_FORBIDDEN, 0, "Teredo (2001::/32)"},
+	{{0x20, 0x01}, 23, V6_FORBIDDEN, 0, "IETF special-purpose (2001::/23)"},
+	{{0x20, 0x02}, 16, V6_EMBEDS_V4, 2, "6to4 (2002::/16)"},
+	{{0x3f, 0xff}, 20, V6_FORBIDDEN, 0, "documentation (3fff::/20)"},
+	{{0xfc}, 7, V6_FORBIDDEN, 0, "unique local (fc00::/7)"},
+	{{0xfe, 0x80}, 10, V6_FORBIDDEN, 0, "link-local (fe80::/10)"},
+	{{0xfe, 0xc0}, 10, V6_FORBIDDEN, 0, "site-local (fec0::/10)"},
+	{{0xff}, 8, V6_FORBIDDEN, 0, "multicast (ff00::/8)"},
 };
 
 /* Writes a message into out (cap bytes, cap > 0), truncating if needed. */
@@ -107,8 +107,8 @@ static const char *v4_forbidden_range(uint32_t a)
 	size_t i;
 
 	for (i = 0; i < ARRAY_LEN(v4_forbidden); i++) {
-		uint32_t mask = v4_forbidden[i].len == 0 ? 0 :
-			0xffffffffu << (32 - v4_forbidden[i].len);
+		uint32_t mask =
+			v4_forbidden[i].len == 0 ? 0 : 0xffffffffu << (32 - v4_forbidden[i].len);
 		if ((a & mask) == v4_forbidden[i].net)
 			return v4_forbidden[i].name;
 	}
@@ -200,8 +200,8 @@ enum host_kind { HOST_NAME, HOST_IPV4, HOST_IPV6 };
 
 static int is_name_char(char c)
 {
-	return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') ||
-	       (c >= '0' && c <= '9') || c == '-' || c == '_';
+	return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
+	       c == '-' || c == '_';
 }
 
 /* 1 when the n bytes at s are a number in libcurl's (WHATWG) IPv4 parser:
@@ -253,7 +253,8 @@ static int check_name(struct egress_target *t, enum host_kind *kind, struct in_a
 			return EGRESS_BAD_URL;
 		}
 		if (++label > MAX_LABEL) {
-			put_msg(t->why, sizeof(t->why), "host name label is longer than 63 characters");
+			put_msg(t->why, sizeof(t->why),
+				"host name label is longer than 63 characters");
 			return EGRESS_BAD_URL;
 		}
 	}
@@ -277,8 +278,8 @@ empty:
 
 /* Parses url into t->scheme, t->host and t->port, and for literal hosts
  * the address into *lit. Returns 0, or EGRESS_BAD_URL with t->why set. */
-static int parse_url(const char *url, int allow_http, struct egress_target *t,
-		     enum host_kind *kind, struct sockaddr_storage *lit)
+static int parse_url(const char *url, int allow_http, struct egress_target *t, enum host_kind *kind,
+		     struct sockaddr_storage *lit)
 {
 	const char *p, *auth, *end, *hend, *rest;
 	size_t off, alen, hlen;
@@ -302,8 +303,9 @@ static int parse_url(const char *url, int allow_http, struct egress_target *t,
 		t->port = 80;
 		off = 7;
 	} else {
-		put_msg(t->why, sizeof(t->why), allow_http ?
-			"only http:// and https:// URLs are allowed" : "only https:// URLs are allowed");
+		put_msg(t->why, sizeof(t->why),
+			allow_http ? "only http:// and https:// URLs are allowed"
+				   : "only https:// URLs are allowed");
 		return EGRESS_BAD_URL;
 	}
 
@@ -311,7 +313,8 @@ static int parse_url(const char *url, int allow_http, struct egress_target *t,
 	alen = strcspn(auth, "/?#");
 	end = auth + alen;
 	if (memchr(auth, '@', alen)) {
-		put_msg(t->why, sizeof(t->why), "user information (user@host) is not allowed in the URL");
+		put_msg(t->why, sizeof(t->why),
+			"user information (user@host) is not allowed in the URL");
 		goto bad;
 	}
 	if (alen == 0 || auth[0] == ':') {
@@ -373,7 +376,8 @@ static int parse_url(const char *url, int allow_http, struct egress_target *t,
 		size_t digits = (size_t)(end - rest - 1);
 
 		if (*rest != ':') {
-			put_msg(t->why, sizeof(t->why), "unexpected characters after the IPv6 address");
+			put_msg(t->why, sizeof(t->why),
+				"unexpected characters after the IPv6 address");
 			goto bad;
 		}
 		if (digits == 0 || digits > 5) {
@@ -382,7 +386,8 @@ static int parse_url(const char *url, int allow_http, struct egress_target *t,
 		}
 		for (p = rest + 1; p < end; p++) {
 			if (*p < '0' || *p > '9') {
-				put_msg(t->why, sizeof(t->why), "port must be a number from 1 to 65535");
+				put_msg(t->why, sizeof(t->why),
+					"port must be a number from 1 to 65535");
 				goto bad;
 			}
 			port = port * 10 + (unsigned long)(*p - '0');
@@ -496,7 +501,8 @@ int egress_check(const char *url, int allow_http, int allow_private, struct egre
 		if (!allow_private && !egress_address_allowed(ai->ai_addr, range, sizeof(range))) {
 			if (numeric(ai->ai_addr, t->address, sizeof(t->address)) < 0)
 				t->address[0] = '\0';
-			put_msg(t->why, sizeof(t->why), "host resolves to a forbidden address: %s", range);
+			put_msg(t->why, sizeof(t->why), "host resolves to a forbidden address: %s",
+				range);
 			rc = EGRESS_FORBIDDEN;
 			goto out;
 		}
@@ -514,11 +520,11 @@ int egress_check(const char *url, int allow_http, int allow_private, struct egre
 		goto out;
 	}
 	if (chosen->sa_family == AF_INET6)
-		n = snprintf(t->resolve_entry, sizeof(t->resolve_entry), "%s:%d:[%s]",
-			     t->host, t->port, t->address);
+		n = snprintf(t->resolve_entry, sizeof(t->resolve_entry), "%s:%d:[%s]", t->host,
+			     t->port, t->address);
 	else
-		n = snprintf(t->resolve_entry, sizeof(t->resolve_entry), "%s:%d:%s",
-			     t->host, t->port, t->address);
+		n = snprintf(t->resolve_entry, sizeof(t->resolve_entry), "%s:%d:%s", t->host,
+			     t->port, t->address);
 	if (n < 0 || (size_t)n >= sizeof(t->resolve_entry)) {
 		put_msg(t->why, sizeof(t->why), "host name is too long");
 		rc = EGRESS_BAD_URL;

@@ -28,7 +28,7 @@
 
 enum egress_verdict {
 	EGRESS_OK = 0,
-	EGRESS_BAD_URL = -1,        /* not an acceptable URL (scheme, userinfo, port, host syntax) */
+	EGRESS_BAD_URL = -1, /* not an acceptable URL (scheme, userinfo, port, host syntax) */
 	EGRESS_RESOLVE_FAILED = -2, /* the host name did not resolve to any address */
 	EGRESS_FORBIDDEN = -3       /* the host is, or resolves to, a forbidden address */
 };
@@ -105,7 +105,6 @@ int egress_check(const char *url, int allow_http, int allow_private, struct egre
  * addresses are checked where the connection is made, see above). Fills t
  * like egress_check except address and resolve_entry for names. Returns
  * EGRESS_OK, EGRESS_BAD_URL or EGRESS_FORBIDDEN. Thread-safe. */
-int egress_check_url(const char *url, int allow_http, int allow_private,
-		     struct egress_target *t) WUR;
+int egress_check_url(const char *url, int allow_http, int allow_private, struct egress_target *t) WUR;
 
 #endif

@@ -56,10 +56,10 @@ struct xfer {
 	struct curl_slist resolve_node;
 	int64_t start_us;
 	int64_t deadline_us;
-	struct xfer *prev, *next; /* an async client's running list */
+	struct xfer *prev, *next;  /* an async client's running list */
 	struct httpc_async *owner; /* the async client, whose idle handles x reuses */
-	int active;             /* added to the multi handle, not yet finished */
-	int finished;           /* out fields of req are final */
+	int active;                /* added to the multi handle, not yet finished */
+	int finished;              /* out fields of req are final */
 	int too_big;
 	int oom;
 	int refused;            /* the egress guard refused an address */
@@ -75,18 +75,18 @@ struct xfer {
 
 struct httpc_async {
 	CURLM *m;
-	int epfd;               /* the sockets libcurl asks us to watch, and evfd */
-	int evfd;               /* an eventfd written by httpc_async_wakeup */
-	int64_t timer_us;       /* when libcurl's timer is due (monotonic), -1: none */
+	int epfd;         /* the sockets libcurl asks us to watch, and evfd */
+	int evfd;         /* an eventfd written by httpc_async_wakeup */
+	int64_t timer_us; /* when libcurl's timer is due (monotonic), -1: none */
 	/* Per socket (indexed by descriptor): the events registered in epfd
 	 * and the events libcurl wants now (CURL_POLL_* bits; 0: none). */
 	struct sock_state {
 		unsigned char reg, want;
-	} *socks;
+	} * socks;
 	size_t nsocks;
 	struct idle_handle {
 		CURL *e;
-		int shape; /* the options it is configured with: see xfer_prepare */
+		int shape;          /* the options it is configured with: see xfer_prepare */
 	} idle[ASYNC_IDLE_HANDLES]; /* finished easy handles, for reuse: making
 				     * one per request, then resetting and
 				     * configuring one per request, were
@@ -154,7 +154,8 @@ static void check_ca_path(void)
 	if (curl_easy_getinfo(e, CURLINFO_CAPATH, &capath) != CURLE_OK || !capath)
 		log_msg(LOG_WARN, "httpc",
 			"libcurl has no default CA directory: --trust-ca %s replaces "
-			"the system CA store instead of adding to it", trust_ca);
+			"the system CA store instead of adding to it",
+			trust_ca);
 	curl_easy_cleanup(e);
 }
 
@@ -410,10 +411,10 @@ static int build_headers(struct xfer *x, int has_body)
 	return 0;
 }
 
-#define SETOPT(opt, val)                                          \
-	do {                                                      \
-		if (rc == CURLE_OK)                               \
-			rc = curl_easy_setopt(e, opt, val);       \
+#define SETOPT(opt, val)                                    \
+	do {                                                \
+		if (rc == CURLE_OK)                         \
+			rc = curl_easy_setopt(e, opt, val); \
 	} while (0)
 
 /* Makes the easy handle for x. Returns 0 (x->easy set), -1 out of memory,
@@ -632,8 +633,8 @@ int httpc_perform(struct httpc_request *reqs, size_t n)
 		r->status = 0;
 		r->error = HTTPC_EOTHER;
 		snprintf(r->errmsg, sizeof r->errmsg, "not attempted");
-		buf_init(&r->response, r->max_response ? r->max_response
-						       : HTTPC_DEFAULT_MAX_RESPONSE);
+		buf_init(&r->response,
+			 r->max_response ? r->max_response : HTTPC_DEFAULT_MAX_RESPONSE);
 		r->duration_ms = 0;
 		r->reused = 0;
 	}

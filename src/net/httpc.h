@@ -41,32 +41,32 @@ enum httpc_error {
 
 struct httpc_request {
 	/* in */
-	const char *method;            /* "POST" when NULL; "GET", "HEAD", "PUT", "DELETE", ... */
+	const char *method; /* "POST" when NULL; "GET", "HEAD", "PUT", "DELETE", ... */
 	const char *url;
-	const char *body;              /* sent for every method but GET and HEAD; may be NULL */
+	const char *body; /* sent for every method but GET and HEAD; may be NULL */
 	size_t body_len;
-	const char *const *headers;    /* NULL-terminated "Name: value" list, may be NULL;
+	const char *const *headers; /* NULL-terminated "Name: value" list, may be NULL;
 					* at most HTTPC_MAX_REQUEST_HEADERS.
 					* Content-Type: application/json is added when body
 					* != NULL and none is given; Expect: 100-continue is
 					* never sent unless given. A header holding CR or LF
 					* fails the request (HTTPC_EOTHER). */
-	long timeout_ms;               /* total time for this request; <= 0: 15 s */
-	size_t max_response;           /* cap on response bytes kept (more: HTTPC_ETOOBIG); 0 = 1 MiB */
-	const char *resolve;           /* "host:port:address" pin for CURLOPT_RESOLVE (an
+	long timeout_ms;            /* total time for this request; <= 0: 15 s */
+	size_t max_response; /* cap on response bytes kept (more: HTTPC_ETOOBIG); 0 = 1 MiB */
+	const char *resolve; /* "host:port:address" pin for CURLOPT_RESOLVE (an
 					* egress_target's resolve_entry), or NULL / "" */
-	int egress_guard;              /* 1: refuse forbidden addresses (webhook targets) unless
+	int egress_guard;    /* 1: refuse forbidden addresses (webhook targets) unless
 					* httpc_opts.allow_private; 0: trusted URL (the PMS) */
-	void *user;                    /* the caller's, untouched */
+	void *user;          /* the caller's, untouched */
 	/* out */
-	long status;                   /* HTTP status, 0 when no response; may be set
+	long status;            /* HTTP status, 0 when no response; may be set
 					* with an error (e.g. HTTPC_ETOOBIG after the headers) */
-	enum httpc_error error;        /* HTTPC_OK when a response (any status) arrived */
-	char errmsg[160];              /* short human reason (curl's error text) when error != OK */
-	struct buf response;           /* body, NUL-terminated (data never NULL after a
+	enum httpc_error error; /* HTTPC_OK when a response (any status) arrived */
+	char errmsg[160];       /* short human reason (curl's error text) when error != OK */
+	struct buf response;    /* body, NUL-terminated (data never NULL after a
 					* 0 return); the caller buf_free()s it */
-	double duration_ms;            /* from the start of httpc_perform to this request's end */
-	int reused;                    /* 1 when the response came over a connection kept
+	double duration_ms;     /* from the start of httpc_perform to this request's end */
+	int reused;             /* 1 when the response came over a connection kept
 					* from an earlier transfer (CURLINFO_NUM_CONNECTS == 0) */
 };
 
@@ -142,8 +142,7 @@ int httpc_async_start(struct httpc_async *a, struct httpc_request *req) WUR;
  * requests in done[], out fields final (duration_ms from its start).
  * Returns how many, or -1 when the multi handle failed (every running
  * request is then finished with HTTPC_EOTHER and returned by later polls). */
-int httpc_async_poll(struct httpc_async *a, int wait_ms, struct httpc_request **done,
-		     size_t cap) WUR;
+int httpc_async_poll(struct httpc_async *a, int wait_ms, struct httpc_request **done, size_t cap) WUR;
 /* Requests started and not yet returned by poll. */
 size_t httpc_async_running(const struct httpc_async *a);
 /* Makes a poll in progress (or the next one) return at once. Thread-safe. */

@@ -60,7 +60,7 @@ static int commit(struct store_tx *tx, struct buf *err)
 }
 
 int operator_portfolio_create(struct store *st, const char *name, const char *plan, json_t **out,
-			   struct buf *err)
+			      struct buf *err)
 {
 	struct store_tx *tx;
 	char id[ID_MAX];
@@ -103,7 +103,7 @@ int operator_portfolio_show(struct store *st, const char *id, json_t **out, stru
 		json_object_set_new(*out, "rate_limit_per_minute",
 				    json_integer(limit ? limit
 						       : auth_plan_rate_limit(json_string_value(
-							 json_object_get(*out, "plan")))));
+								 json_object_get(*out, "plan")))));
 		json_object_set_new(*out, "rate_limit_override", limit ? json_true() : json_false());
 		store_rollback(tx);
 		return 0;
@@ -116,7 +116,7 @@ int operator_portfolio_show(struct store *st, const char *id, json_t **out, stru
 }
 
 int operator_set_rate_limit(struct store *st, const char *id, int64_t per_minute, json_t **out,
-			 struct buf *err)
+			    struct buf *err)
 {
 	struct store_tx *tx;
 	int rc;
@@ -141,7 +141,7 @@ int operator_set_rate_limit(struct store *st, const char *id, int64_t per_minute
 }
 
 int operator_property_add(struct store *st, const struct operator_property *p, json_t **out,
-		       struct buf *err)
+			  struct buf *err)
 {
 	struct store_tx *tx;
 	json_t *all = NULL, *v;
@@ -168,9 +168,10 @@ int operator_property_add(struct store *st, const struct operator_property *p, j
 		store_rollback(tx);
 		return fail(err, "no such portfolio");
 	}
-	rc = portfolio_property_add(tx, &(struct portfolio_property_new){
-						id, p->portfolio_id, p->name, p->brand, p->code,
-						p->billing_id, p->timezone, p->currency, p->nip});
+	rc = portfolio_property_add(tx, &(struct portfolio_property_new){id, p->portfolio_id,
+									 p->name, p->brand, p->code,
+									 p->billing_id, p->timezone,
+									 p->currency, p->nip});
 	if (rc < 0 || portfolio_properties(tx, p->portfolio_id, &all) < 0) {
 		store_rollback(tx);
 		json_decref(all);
@@ -204,7 +205,7 @@ static json_t *split_list(const char *s, int (*ok)(const char *))
 }
 
 int operator_ceiling_add(struct store *st, const struct operator_ceiling *c, json_t **out,
-		      struct buf *err)
+			 struct buf *err)
 {
 	struct store_tx *tx;
 	json_t *codes, *pf = NULL, *v;
@@ -238,9 +239,10 @@ int operator_ceiling_add(struct store *st, const struct operator_ceiling *c, jso
 		free(codes_s);
 		return fail(err, "no such portfolio");
 	}
-	rc = portfolio_ceiling_add(tx, &(struct portfolio_ceiling_new){
-						id, c->portfolio_id, c->brand, c->currency, codes_s,
-						c->valid_from, c->valid_to, c->max_minor_units});
+	rc = portfolio_ceiling_add(tx, &(struct portfolio_ceiling_new){id, c->portfolio_id, c->brand,
+								       c->currency, codes_s,
+								       c->valid_from, c->valid_to,
+								       c->max_minor_units});
 	free(codes_s);
 	if (rc < 0 || portfolio_load(tx, c->portfolio_id, &pf) != 1) {
 		store_rollback(tx);
@@ -260,7 +262,7 @@ static int is_scope(const char *s)
 }
 
 int operator_client_create(struct store *st, const char *portfolio_id, const char *name,
-			const char *scopes, const char *codes, json_t **out, struct buf *err)
+			   const char *scopes, const char *codes, json_t **out, struct buf *err)
 {
 	struct store_tx *tx;
 	json_t *scope_list = NULL, *code_list = NULL, *v;
@@ -313,7 +315,8 @@ int operator_client_create(struct store *st, const char *portfolio_id, const cha
 	json_array_foreach(code_list, i, v)
 		if (portfolio_property_by_code(tx, portfolio_id, json_string_value(v), &prop) != 1) {
 			store_rollback(tx);
-			fail(err, "--properties names a code that is not a property of the portfolio");
+			fail(err,
+			     "--properties names a code that is not a property of the portfolio");
 			goto out;
 		}
 	if (auth_client_create(tx, portfolio_id, name ? name : "client", bits, code_list, id,
@@ -341,7 +344,7 @@ out:
 }
 
 int operator_scim_token_create(struct store *st, const char *portfolio_id, json_t **out,
-			    struct buf *err)
+			       struct buf *err)
 {
 	struct store_tx *tx;
 	char token[AUTH_TOKEN_MAX];
@@ -364,8 +367,7 @@ int operator_scim_token_create(struct store *st, const char *portfolio_id, json_
 }
 
 int operator_user_create(struct store *st, const char *portfolio_id, const char *user_name,
-		      const char *display_name, const char *roles, json_t **out,
-		      struct buf *err)
+			 const char *display_name, const char *roles, json_t **out, struct buf *err)
 {
 	struct store_tx *tx;
 	json_t *role_list;
@@ -395,9 +397,8 @@ int operator_user_create(struct store *st, const char *portfolio_id, const char 
 		}
 	}
 	if (rc == 0)
-		*out = json_pack("{s:s, s:s, s:s, s:b, s:O}", "id", id, "portfolio_id",
-				 portfolio_id, "user_name", user_name, "active", 1, "roles",
-				 role_list);
+		*out = json_pack("{s:s, s:s, s:s, s:b, s:O}", "id", id, "portfolio_id", portfolio_id,
+				 "user_name", user_name, "active", 1, "roles", role_list);
 	json_decref(role_list);
 	return rc < 0 ? -1 : 0;
 }
@@ -420,8 +421,7 @@ int operator_user_list(struct store *st, const char *portfolio_id, json_t **out,
 }
 
 int operator_idp_set(struct store *st, const char *portfolio_id, const char *entity_id,
-		  const char *cert_pem, const char *roles_attribute, json_t **out,
-		  struct buf *err)
+		     const char *cert_pem, const char *roles_attribute, json_t **out, struct buf *err)
 {
 	struct store_tx *tx;
 	int64_t now = clock_now_ms();
@@ -451,7 +451,7 @@ int operator_idp_set(struct store *st, const char *portfolio_id, const char *ent
 }
 
 int operator_event_list(struct store *st, const char *portfolio_id, int64_t after, int64_t limit,
-		     json_t **out, struct buf *err)
+			json_t **out, struct buf *err)
 {
 	struct store_tx *tx;
 	int rc;
@@ -473,8 +473,8 @@ int operator_event_list(struct store *st, const char *portfolio_id, int64_t afte
 #define EMIT_TX_EVENTS 10000
 
 int operator_event_emit(struct store *st, const char *portfolio_id, const char *surface,
-		     const char *type, int64_t count, const char *property, json_t **out,
-		     struct buf *err)
+			const char *type, int64_t count, const char *property, json_t **out,
+			struct buf *err)
 {
 	struct store_tx *tx = NULL;
 	json_t *props = NULL, *data = NULL;
@@ -530,8 +530,7 @@ out:
 	return rc;
 }
 
-int operator_audit_verify(struct store *st, const char *decision_id, json_t **out,
-		       struct buf *err)
+int operator_audit_verify(struct store *st, const char *decision_id, json_t **out, struct buf *err)
 {
 	struct store_tx *tx;
 	json_t *trail = NULL;
@@ -545,10 +544,11 @@ int operator_audit_verify(struct store *st, const char *decision_id, json_t **ou
 	rc = audit_load(tx, decision_id, &trail);
 	store_rollback(tx);
 	if (rc <= 0)
-		return fail(err, rc == 0 ? "no audit trail for that decision" : "could not read the trail");
+		return fail(err, rc == 0 ? "no audit trail for that decision"
+					 : "could not read the trail");
 	*out = json_pack("{s:s, s:I, s:O, s:O}", "decision_id", decision_id, "entries",
-			 (json_int_t)json_array_size(json_object_get(trail, "entries")), "head_hash",
-			 json_object_get(trail, "head_hash"), "chain_valid",
+			 (json_int_t)json_array_size(json_object_get(trail, "entries")),
+			 "head_hash", json_object_get(trail, "head_hash"), "chain_valid",
 			 json_object_get(trail, "chain_valid"));
 	json_decref(trail);
 	return 0;
@@ -581,8 +581,7 @@ int operator_parse_time(const char *s, int64_t *ms)
 }
 
 int operator_deprecation_add(struct store *st, const char *method, const char *route,
-			  const char *announced, const char *note, json_t **out,
-			  struct buf *err)
+			     const char *announced, const char *note, json_t **out, struct buf *err)
 {
 	static const char *methods[] = {"GET", "POST", "PUT", "PATCH", "DELETE"};
 	struct store_tx *tx;
@@ -642,9 +641,8 @@ struct demo_prop {
 
 /* Seeds one demo portfolio and appends its credentials to creds. */
 static int seed_one(struct store *st, const char *name, const char *plan, const char *domain,
-		    const struct demo_prop *props, int nprops, const char *const *brands,
-		    int nbrands, const char *public_url, const char *idp_cert, json_t *creds,
-		    struct buf *err)
+		    const struct demo_prop *props, int nprops, const char *const *brands, int nbrands,
+		    const char *public_url, const char *idp_cert, json_t *creds, struct buf *err)
 {
 	char entity[256];
 	json_t *idp = NULL;
@@ -660,15 +658,14 @@ static int seed_one(struct store *st, const char *name, const char *plan, const 
 		goto out;
 	pid = json_string_value(json_object_get(pf, "id"));
 	for (i = 0; i < nprops; i++) {
-		struct operator_property p = {pid, props[i].name, props[i].brand, props[i].code, billing,
-					   props[i].tz, "PLN", props[i].nip};
+		struct operator_property p = {pid,     props[i].name, props[i].brand, props[i].code,
+					      billing, props[i].tz,   "PLN",          props[i].nip};
 
 		snprintf(billing, sizeof billing, "BILL-%s", props[i].code);
 		if (operator_property_add(st, &p, &obj, err) < 0)
 			goto out;
 		json_array_append_new(plist, json_pack("{s:O, s:O, s:O}", "id",
-						       json_object_get(obj, "id"),
-						       "pms_property_code",
+						       json_object_get(obj, "id"), "pms_property_code",
 						       json_object_get(obj, "pms_property_code"),
 						       "brand", json_object_get(obj, "brand")));
 		json_decref(obj);
@@ -679,12 +676,12 @@ static int seed_one(struct store *st, const char *name, const char *plan, const 
 
 		if (operator_ceiling_add(st, &c, &obj, err) < 0)
 			goto out;
-		json_array_append_new(clist, json_pack("{s:O, s:O, s:O, s:O}", "id",
-						       json_object_get(obj, "id"), "brand",
-						       json_object_get(obj, "brand"), "currency",
-						       json_object_get(obj, "currency"),
-						       "max_minor_units",
-						       json_object_get(obj, "max_minor_units")));
+		json_array_append_new(clist,
+				      json_pack("{s:O, s:O, s:O, s:O}", "id",
+						json_object_get(obj, "id"), "brand",
+						json_object_get(obj, "brand"), "currency",
+						json_object_get(obj, "currency"), "max_minor_units",
+						json_object_get(obj, "max_minor_units")));
 		json_decref(obj);
 		obj = NULL;
 	}
@@ -693,8 +690,8 @@ static int seed_one(struct store *st, const char *name, const char *plan, const 
 		goto out;
 	for (i = 0; i < DIRECTORY_NROLES; i++) {
 		snprintf(user, sizeof user, "%s@%s", names[i], domain);
-		if (operator_user_create(st, pid, user, names[i], directory_role_names[i], &u,
-					 err) < 0)
+		if (operator_user_create(st, pid, user, names[i], directory_role_names[i], &u, err) <
+		    0)
 			goto out;
 		json_decref(u);
 		u = NULL;
@@ -724,8 +721,7 @@ out:
 	return rc;
 }
 
-int operator_demo_seed(struct store *st, const char *public_url, const char *data_dir,
-		    struct buf *err)
+int operator_demo_seed(struct store *st, const char *public_url, const char *data_dir, struct buf *err)
 {
 	static const struct demo_prop ent[] = {
 		{"Vistula Grand Warsaw", "Vistula Grand", "WAW01", "Europe/Warsaw", "5260250995"},
@@ -777,8 +773,8 @@ int operator_demo_seed(struct store *st, const char *public_url, const char *dat
 		     public_url, idp_cert, creds, err) < 0)
 		goto out;
 	doc = json_pack("{s:s, s:s+, s:O, s:{s:s, s:s}}", "base_url", public_url, "token_url",
-			public_url, "/oauth/token", "portfolios", creds, "demo_idp", "private_key_file",
-			key_path, "certificate_file", cert_path);
+			public_url, "/oauth/token", "portfolios", creds, "demo_idp",
+			"private_key_file", key_path, "certificate_file", cert_path);
 	text = json_dumps(doc, JSON_INDENT(2) | JSON_PRESERVE_ORDER);
 	snprintf(path, sizeof path, "%s/demo-credentials.json", data_dir);
 	if (!text || write_file(path, text, 0600) < 0) {

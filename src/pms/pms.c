@@ -10,8 +10,8 @@
 #include "pms/pms_sim_core.h"
 
 struct pms {
-	char base[512];          /* http(s) base URL without a trailing slash */
-	struct pms_sim *sim;     /* "sim:" */
+	char base[512];      /* http(s) base URL without a trailing slash */
+	struct pms_sim *sim; /* "sim:" */
 };
 
 int pms_open(const char *url, struct pms **out)
@@ -60,9 +60,8 @@ struct pms_sim *pms_simulator(struct pms *p)
 static json_t *request_json(const struct pms_write *w)
 {
 	return json_pack("{s:s, s:s, s:s, s:{s:s, s:I}, s:s}", "room_type_code", w->room_type_code,
-			 "from", w->from, "to", w->to, "rate", "currency", w->currency,
-			 "minor_units", (json_int_t)w->minor_units, "idempotency_key",
-			 w->idempotency_key);
+			 "from", w->from, "to", w->to, "rate", "currency", w->currency, "minor_units",
+			 (json_int_t)w->minor_units, "idempotency_key", w->idempotency_key);
 }
 
 /* Reads a 200 answer into w; anything not shaped as §7 says is a failed
@@ -79,8 +78,9 @@ static void read_receipt(struct pms_write *w, long status, const json_t *body)
 		snprintf(w->error, sizeof w->error, "the PMS answered HTTP %ld", status);
 		return;
 	}
-	if (!json_is_string(ref) || !json_string_length(ref) || json_string_length(ref) >= sizeof w->pms_ref ||
-	    !json_is_string(at) || json_string_length(at) >= sizeof w->at ||
+	if (!json_is_string(ref) || !json_string_length(ref) ||
+	    json_string_length(ref) >= sizeof w->pms_ref || !json_is_string(at) ||
+	    json_string_length(at) >= sizeof w->at ||
 	    !(json_is_null(prev) ||
 	      (json_is_object(prev) && json_is_string(json_object_get(prev, "currency")) &&
 	       json_string_length(json_object_get(prev, "currency")) == 3 &&
@@ -132,8 +132,8 @@ static int write_http(struct pms *p, struct pms_write *w, size_t n)
 		body = request_json(&w[i]);
 		bodies[i] = body ? json_dumps(body, JSON_COMPACT) : NULL;
 		json_decref(body);
-		if (!bodies[i] || asprintf(&urls[i], "%s/properties/%s/rates", p->base,
-					   w[i].property_code) < 0) {
+		if (!bodies[i] ||
+		    asprintf(&urls[i], "%s/properties/%s/rates", p->base, w[i].property_code) < 0) {
 			urls[i] = NULL;
 			goto out;
 		}

@@ -22,14 +22,14 @@ struct pms_write {
 	int64_t minor_units;
 	char idempotency_key[160];
 	/* out */
-	int ok;                 /* 1: the PMS accepted the write (200 with a receipt) */
-	long http_status;       /* 0 when no answer */
+	int ok;           /* 1: the PMS accepted the write (200 with a receipt) */
+	long http_status; /* 0 when no answer */
 	char pms_ref[128];
 	char at[40];
-	int has_previous;       /* previous_rate was a money object (not null) */
+	int has_previous; /* previous_rate was a money object (not null) */
 	char prev_currency[4];
 	int64_t prev_minor_units;
-	char error[200];        /* why it failed, when !ok */
+	char error[200]; /* why it failed, when !ok */
 };
 
 /* Opens the connector for url ("sim:" or an http(s) base URL). Returns 0

@@ -29,7 +29,7 @@ struct book {
 /* The stored outcome of one idempotency key. */
 struct idem {
 	unsigned char fingerprint[CRYPTO_SHA256_LEN]; /* of the canonical request body */
-	json_t *resp; /* the 200 body answered the first time */
+	json_t *resp;                                 /* the 200 body answered the first time */
 };
 
 /* A chained hash map from NUL-terminated keys to owned values. */
@@ -47,12 +47,12 @@ struct map {
 
 struct pms_sim {
 	pthread_mutex_t mu;
-	char **fail;       /* failing property codes */
+	char **fail; /* failing property codes */
 	size_t nfail;
-	size_t capacity;   /* accepted writes kept at most */
-	struct map books;  /* book key -> struct book */
-	struct map idems;  /* code + idempotency key -> struct idem */
-	json_t *written;   /* the accepted writes, oldest first */
+	size_t capacity;  /* accepted writes kept at most */
+	struct map books; /* book key -> struct book */
+	struct map idems; /* code + idempotency key -> struct idem */
+	json_t *written;  /* the accepted writes, oldest first */
 };
 
 /* A write whose body passed validation. */
@@ -328,7 +328,7 @@ static const char *unknown_key(const json_t *obj, const char *const *allowed)
  * unknown keys, so one body always gets the same message. */
 static const char *check_request(const json_t *req, struct write_req *w, char *msg, size_t cap)
 {
-	static const char *const top[] = {"room_type_code", "from", "to", "rate",
+	static const char *const top[] = {"room_type_code",  "from", "to", "rate",
 					  "idempotency_key", NULL};
 	static const char *const money[] = {"currency", "minor_units", NULL};
 	const json_t *rate, *mu;
@@ -493,8 +493,8 @@ static int apply_write(struct pms_sim *s, const char *code, const struct write_r
 	out = json_pack("{s:s,s:O,s:s}", "pms_ref", ref, "previous_rate", prev, "at", at);
 	entry = json_pack("{s:s,s:s,s:s,s:s,s:o,s:s,s:s,s:s,s:O}", "property_code", code,
 			  "room_type_code", w->room_type_code, "from", w->from_s, "to", w->to_s,
-			  "rate", money_obj(w->currency, w->minor_units), "idempotency_key",
-			  w->key, "pms_ref", ref, "at", at, "previous_rate", prev);
+			  "rate", money_obj(w->currency, w->minor_units), "idempotency_key", w->key,
+			  "pms_ref", ref, "at", at, "previous_rate", prev);
 	*resp = out ? json_deep_copy(out) : NULL;
 	if (!entry || !*resp || json_array_append(s->written, entry) < 0)
 		goto out;

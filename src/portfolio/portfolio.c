@@ -8,7 +8,7 @@
 #include "identity/auth.h"
 #include "store/store.h"
 
-#define PROPERTY_COLS                                                                   \
+#define PROPERTY_COLS                                                                       \
 	"id, portfolio_id, name, brand, pms_property_code, billing_id, timezone, currency," \
 	" vat_entity_nip, created_at"
 
@@ -20,8 +20,7 @@ int portfolio_exists(struct store_tx *tx, const char *id)
 			       (struct store_val[]){sv_text(id)}, 1, &one);
 }
 
-int portfolio_has_property(struct store_tx *tx, const char *portfolio_id,
-			   const char *property_id)
+int portfolio_has_property(struct store_tx *tx, const char *portfolio_id, const char *property_id)
 {
 	int64_t one;
 
@@ -141,9 +140,9 @@ static json_t *text_or_null(struct store_rows *r, int col)
 
 int portfolio_property_write(struct buf *b, struct store_rows *r)
 {
-	static const char *const keys[] = {"id", "portfolio_id", "name", "brand",
-					   "pms_property_code", "billing_id", "timezone",
-					   "currency", "vat_entity_nip"};
+	static const char *const keys[] = {"id",       "portfolio_id",      "name",
+					   "brand",    "pms_property_code", "billing_id",
+					   "timezone", "currency",          "vat_entity_nip"};
 	char ts[CLOCK_RFC3339_LEN];
 	size_t i;
 
@@ -186,12 +185,13 @@ static int load_ceilings(struct store_tx *tx, const char *portfolio_id, json_t *
 		return rc;
 	while ((rc = store_next(r)) == 1) {
 		codes = json_loads(store_text(r, 4), 0, NULL);
-		json_array_append_new(
-			arr, json_pack("{s:s, s:s, s:s, s:I, s:o, s:s, s:o}", "id", store_text(r, 0),
-				       "brand", store_text(r, 1), "currency", store_text(r, 2),
-				       "max_minor_units", (json_int_t)store_int(r, 3),
-				       "room_type_codes", codes ? codes : json_array(), "valid_from",
-				       store_text(r, 5), "valid_to", text_or_null(r, 6)));
+		json_array_append_new(arr,
+				      json_pack("{s:s, s:s, s:s, s:I, s:o, s:s, s:o}", "id",
+						store_text(r, 0), "brand", store_text(r, 1),
+						"currency", store_text(r, 2), "max_minor_units",
+						(json_int_t)store_int(r, 3), "room_type_codes",
+						codes ? codes : json_array(), "valid_from",
+						store_text(r, 5), "valid_to", text_or_null(r, 6)));
 	}
 	store_rows_close(r);
 	return rc < 0 ? rc : 0;
@@ -217,11 +217,10 @@ int portfolio_load(struct store_tx *tx, const char *id, json_t **out)
 		target = store_is_null(r, 3) ? NULL : json_loads(store_text(r, 3), 0, NULL);
 		if (json_is_object(target)) /* secrets are never echoed */
 			json_object_del(target, "secret");
-		p = json_pack("{s:s, s:s, s:s, s:s, s:[], s:o, s:o}", "id", store_text(r, 0),
-			      "name", store_text(r, 1), "plan", plan, "sla_tier",
-			      auth_plan_sla_tier(plan), "brand_ceilings", "audit_stream_target",
-			      target ? target : json_null(), "created_at",
-			      jsonw_time(store_int(r, 4)));
+		p = json_pack("{s:s, s:s, s:s, s:s, s:[], s:o, s:o}", "id", store_text(r, 0), "name",
+			      store_text(r, 1), "plan", plan, "sla_tier", auth_plan_sla_tier(plan),
+			      "brand_ceilings", "audit_stream_target", target ? target : json_null(),
+			      "created_at", jsonw_time(store_int(r, 4)));
 	}
 	store_rows_close(r);
 	if (rc <= 0)
@@ -267,7 +266,8 @@ int portfolio_create(struct store_tx *tx, const char *id, const char *name, cons
 	int rc = store_exec(tx,
 			    "INSERT INTO portfolios (id, name, plan, created_at) VALUES ($1, $2, $3, $4)",
 			    (struct store_val[]){sv_text(id), sv_text(name), sv_text(plan),
-						 sv_int(clock_now_ms())}, 4);
+						 sv_int(clock_now_ms())},
+			    4);
 
 	return rc < 0 ? rc : 0;
 }
@@ -276,7 +276,8 @@ int portfolio_set_rate_limit(struct store_tx *tx, const char *id, int64_t per_mi
 {
 	return store_exec(tx, "UPDATE portfolios SET rate_limit_per_minute = $2 WHERE id = $1",
 			  (struct store_val[]){sv_text(id),
-					       per_minute ? sv_int(per_minute) : sv_null()}, 2);
+					       per_minute ? sv_int(per_minute) : sv_null()},
+			  2);
 }
 
 int portfolio_property_add(struct store_tx *tx, const struct portfolio_property_new *p)
@@ -286,10 +287,11 @@ int portfolio_property_add(struct store_tx *tx, const struct portfolio_property_
 			    " billing_id, timezone, currency, vat_entity_nip, created_at)"
 			    " VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10)",
 			    (struct store_val[]){sv_text(p->id), sv_text(p->portfolio_id),
-						 sv_text(p->name), sv_text(p->brand), sv_text(p->code),
-						 sv_text(p->billing_id), sv_text(p->timezone),
-						 sv_text(p->currency), sv_text(p->nip),
-						 sv_int(clock_now_ms())}, 10);
+						 sv_text(p->name), sv_text(p->brand),
+						 sv_text(p->code), sv_text(p->billing_id),
+						 sv_text(p->timezone), sv_text(p->currency),
+						 sv_text(p->nip), sv_int(clock_now_ms())},
+			    10);
 
 	return rc < 0 ? rc : 0;
 }
@@ -304,7 +306,8 @@ int portfolio_ceiling_add(struct store_tx *tx, const struct portfolio_ceiling_ne
 						 sv_text(c->brand), sv_text(c->currency),
 						 sv_int(c->max_minor_units), sv_text(c->room_types),
 						 sv_text(c->valid_from), sv_text(c->valid_to),
-						 sv_int(clock_now_ms())}, 9);
+						 sv_int(clock_now_ms())},
+			    9);
 
 	return rc < 0 ? rc : 0;
 }

@@ -17,7 +17,7 @@ struct store_rows;
 /* One property as the rates module needs it. */
 struct portfolio_property {
 	char id[ID_MAX];
-	char code[64];      /* pms_property_code */
+	char code[64]; /* pms_property_code */
 	char brand[128];
 	char currency[4];
 };
@@ -27,8 +27,8 @@ struct portfolio_ceiling {
 	int found;
 	char brand[128];
 	char currency[4];
-	int64_t max;         /* minor units */
-	json_t *room_types;  /* owned array of codes; empty = every room type */
+	int64_t max;        /* minor units */
+	json_t *room_types; /* owned array of codes; empty = every room type */
 	int64_t from_days;
 	int has_to;
 	int64_t to_days;
@@ -48,8 +48,7 @@ struct portfolio_ceiling_new {
 
 /* Each returns 1 (found / yes), 0 (no such row) or a negative store status. */
 int portfolio_exists(struct store_tx *tx, const char *id) WUR;
-int portfolio_has_property(struct store_tx *tx, const char *portfolio_id,
-			   const char *property_id) WUR;
+int portfolio_has_property(struct store_tx *tx, const char *portfolio_id, const char *property_id) WUR;
 int portfolio_count(struct store_tx *tx, int64_t *n) WUR;
 /* The property of the portfolio with the given id, or with the given PMS
  * property code (portfolio_property_by_code). */

@@ -126,9 +126,11 @@ int audit_insert(struct store_tx *tx, const char *decision_id, const struct audi
 	int rc = store_exec(tx,
 			    "INSERT INTO audit_entries (decision_id, seq, at, kind, actor, details,"
 			    " prev_hash, hash) VALUES ($1, $2, $3, $4, $5, $6, $7, $8)",
-			    (struct store_val[]){sv_text(decision_id), sv_int(e->seq), sv_int(e->at_ms),
-						 sv_text(e->kind), sv_text(e->actor), sv_text(e->details),
-						 sv_text(e->prev), sv_text(e->hash)}, 8);
+			    (struct store_val[]){sv_text(decision_id), sv_int(e->seq),
+						 sv_int(e->at_ms), sv_text(e->kind),
+						 sv_text(e->actor), sv_text(e->details),
+						 sv_text(e->prev), sv_text(e->hash)},
+			    8);
 
 	return rc < 0 ? rc : 0;
 }
@@ -139,8 +141,8 @@ void audit_entry_free(struct audit_entry *e)
 	e->details = NULL;
 }
 
-int audit_append(struct store_tx *tx, struct audit_chain *ch, const char *kind,
-		 const char *actor, const json_t *details, int64_t at_ms)
+int audit_append(struct store_tx *tx, struct audit_chain *ch, const char *kind, const char *actor,
+		 const json_t *details, int64_t at_ms)
 {
 	struct audit_chain next = *ch;
 	struct audit_entry e;
@@ -204,10 +206,9 @@ int audit_load(struct store_tx *tx, const char *decision_id, json_t **out)
 		json_array_append_new(entries,
 				      json_pack("{s:I, s:s, s:s, s:s, s:o, s:s, s:s}", "seq",
 						(json_int_t)store_int(r, 0), "at", at, "kind",
-						store_text(r, 2), "actor", store_text(r, 3),
-						"details", details ? details : json_null(),
-						"prev_hash", store_text(r, 5), "hash",
-						store_text(r, 6)));
+						store_text(r, 2), "actor", store_text(r, 3), "details",
+						details ? details : json_null(), "prev_hash",
+						store_text(r, 5), "hash", store_text(r, 6)));
 		snprintf(head, sizeof head, "%s", store_text(r, 6));
 	}
 	store_rows_close(r);

@@ -23,8 +23,8 @@ struct store_tx;
 /* The tip of one decision's chain, carried between appends. */
 struct audit_chain {
 	char decision_id[ID_MAX];
-	int64_t seq;     /* of the last entry; 0 = empty */
-	char head[65];   /* hash of the last entry, or AUDIT_GENESIS */
+	int64_t seq;   /* of the last entry; 0 = empty */
+	char head[65]; /* hash of the last entry, or AUDIT_GENESIS */
 };
 
 /* Reads the tip of decision_id's chain inside tx. Returns 0 or a negative
@@ -38,7 +38,7 @@ struct audit_entry {
 	int64_t at_ms;
 	char kind[32];
 	char actor[320];
-	char *details;   /* canonical JSON; owned */
+	char *details; /* canonical JSON; owned */
 	char prev[65];
 	char hash[65];
 };
@@ -52,8 +52,8 @@ int audit_insert(struct store_tx *tx, const char *decision_id, const struct audi
 void audit_entry_free(struct audit_entry *e);
 /* Appends one entry inside tx and advances ch. details is borrowed.
  * Returns 0 or a negative store status. */
-int audit_append(struct store_tx *tx, struct audit_chain *ch, const char *kind,
-		 const char *actor, const json_t *details, int64_t at_ms) WUR;
+int audit_append(struct store_tx *tx, struct audit_chain *ch, const char *kind, const char *actor,
+		 const json_t *details, int64_t at_ms) WUR;
 /* The hash of one entry (the formula above); at is the RFC 3339 string. */
 void audit_entry_hash(const char *prev_hash, int64_t seq, const char *at, const char *kind,
 		      const char *actor, const json_t *details, char out[65]);

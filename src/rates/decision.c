@@ -16,10 +16,10 @@
 
 /* ------------------------------------------------------ the table */
 
-#define DECISION_COLS                                                                        \
-	"id, status, room_type_code, date_from, date_to, currency, minor_units,"             \
-	" brand_ceiling_id, approver_saml_subject, justification, proposer, created_at,"     \
-	" properties, receipts, failure, revert_reason, revert_approver, reverted_at,"       \
+#define DECISION_COLS                                                                    \
+	"id, status, room_type_code, date_from, date_to, currency, minor_units,"         \
+	" brand_ceiling_id, approver_saml_subject, justification, proposer, created_at," \
+	" properties, receipts, failure, revert_reason, revert_approver, reverted_at,"   \
 	" updated_at"
 
 /* The receipts of a row as the API shows them: {property, pms_ref, at}. */
@@ -70,8 +70,8 @@ json_t *decision_from_row(struct store_rows *r)
 			 "proposed_rate", governance_money(store_text(r, 5), store_int(r, 6)),
 			 "governance", "brand_ceiling_id", store_text(r, 7), "approver_saml_subject",
 			 store_text(r, 8), "justification", store_text(r, 9), "proposed_by",
-			 store_text(r, 10), "properties_written", written, "pms_write_receipts", rec,
-			 "audit_trail_url", audit_url(store_text(r, 0)), "failure",
+			 store_text(r, 10), "properties_written", written, "pms_write_receipts",
+			 rec, "audit_trail_url", audit_url(store_text(r, 0)), "failure",
 			 failure ? failure : json_null(), "revert", revert, "created_at",
 			 jsonw_time(store_int(r, 11)), "updated_at", jsonw_time(store_int(r, 18)));
 }
@@ -87,7 +87,8 @@ int decision_load(struct store_tx *tx, const char *pf, const char *id, json_t **
 	int rc, other = 0;
 
 	*out = NULL;
-	rc = store_query(tx, "SELECT " DECISION_COLS ", portfolio_id FROM rate_decisions WHERE id = $1",
+	rc = store_query(tx,
+			 "SELECT " DECISION_COLS ", portfolio_id FROM rate_decisions WHERE id = $1",
 			 (struct store_val[]){sv_text(id)}, 1, &r);
 	if (rc != STORE_OK)
 		return rc;
@@ -136,7 +137,8 @@ static int set_status(struct store_tx *tx, const char *id, const char *status,
 			"UPDATE rate_decisions SET status = $2, receipts = COALESCE($3, receipts),"
 			" failure = $4, updated_at = $5 WHERE id = $1",
 			(struct store_val[]){sv_text(id), sv_text(status), sv_text(rs), sv_text(fs),
-					     sv_int(clock_now_ms())}, 5);
+					     sv_int(clock_now_ms())},
+			5);
 	free(rs);
 	free(fs);
 	return rc < 0 ? rc : 0;
@@ -160,7 +162,8 @@ static int insert_decision(struct store_tx *tx, const char *id, const char *pf, 
 						     sv_text(p->to), sv_text(p->currency),
 						     sv_int(p->minor_units), sv_text(p->ceiling_id),
 						     sv_text(p->approver), sv_text(p->justification),
-						     sv_text(actor), sv_text(props), sv_int(now)}, 14);
+						     sv_text(actor), sv_text(props), sv_int(now)},
+				14);
 	free(props);
 	return rc < 0 ? rc : 0;
 }
@@ -172,7 +175,8 @@ static int mark_reverted(struct store_tx *tx, const char *id, const char *reason
 			    "UPDATE rate_decisions SET status = 'reverted', revert_reason = $2,"
 			    " revert_approver = $3, reverted_at = $4, updated_at = $4 WHERE id = $1",
 			    (struct store_val[]){sv_text(id), sv_text(reason), sv_text(approver),
-						 sv_int(now)}, 4);
+						 sv_int(now)},
+			    4);
 
 	return rc < 0 ? rc : 0;
 }
@@ -205,8 +209,8 @@ static int load_receipts(struct store_tx *tx, const char *id, json_t **receipts,
 	if (rc == 1) {
 		*receipts = json_loads(store_text(r, 0), 0, NULL);
 		*row = json_pack("{s:s, s:s, s:s, s:s, s:I}", "room", store_text(r, 1), "from",
-				 store_text(r, 2), "to", store_text(r, 3), "currency", store_text(r, 4),
-				 "minor", (json_int_t)store_int(r, 5));
+				 store_text(r, 2), "to", store_text(r, 3), "currency",
+				 store_text(r, 4), "minor", (json_int_t)store_int(r, 5));
 	}
 	store_rows_close(r);
 	if (rc == 1 && (!json_is_array(*receipts) || !*row ||
@@ -234,8 +238,7 @@ static int actor_of(struct store_tx *tx, const struct decision_who *who, char *o
 
 /* Takes the write lock again after PMS writes and reads the tip of the
  * decision's chain. Returns 0 with *tx open, or a negative status. */
-static int reopen_chain(struct store *st, const char *id, struct store_tx **tx,
-			struct audit_chain *ch)
+static int reopen_chain(struct store *st, const char *id, struct store_tx **tx, struct audit_chain *ch)
 {
 	int rc = store_begin(st, 1, tx);
 
@@ -286,7 +289,7 @@ struct publish {
 	const struct decision_proposal *p;
 	struct governance_rate rate;
 	struct portfolio_ceiling ce;
-	struct rate_batch *batch;    /* t[]: the targets, in request order */
+	struct rate_batch *batch; /* t[]: the targets, in request order */
 	char actor[300];
 	char approver_id[ID_MAX];
 	json_t *checks, *details, *roles, *final;
@@ -349,7 +352,8 @@ static int govern(struct store *st, struct publish *pub, struct decision_outcome
 	if (rc != STORE_OK)
 		return rc;
 	if ((rc = load_targets(tx, pub, out)) != 0 ||
-	    (rc = portfolio_ceiling_get(tx, pub->who->portfolio_id, pub->p->ceiling_id, &pub->ce)) < 0 ||
+	    (rc = portfolio_ceiling_get(tx, pub->who->portfolio_id, pub->p->ceiling_id, &pub->ce)) <
+		    0 ||
 	    (rc = actor_of(tx, pub->who, pub->actor, sizeof pub->actor)) < 0)
 		goto out;
 	for (i = 0; i < n; i++) {
@@ -373,7 +377,8 @@ out:
 static int prepare_next(struct publish *pub, const char *kind, const char *actor, json_t *details)
 {
 	int rc = details ? audit_prepare(&pub->ch, kind, actor, details, pub->now,
-					 &pub->ent[pub->nent]) : -1;
+					 &pub->ent[pub->nent])
+			 : -1;
 
 	json_decref(details);
 	if (rc == 0)
@@ -394,11 +399,11 @@ static int prepare_proposal(struct publish *pub, const char *id)
 	snprintf(pub->ch.head, sizeof pub->ch.head, "%s", AUDIT_GENESIS);
 	rc = prepare_next(pub, "proposed", pub->actor,
 			  json_pack("{s:O, s:s, s:{s:s, s:s}, s:o, s:s, s:s, s:s}", "properties",
-				    p->properties, "room_type_code", p->room_type_code, "date_range",
-				    "from", p->from, "to", p->to, "proposed_rate",
-				    governance_money(p->currency, p->minor_units), "brand_ceiling_id",
-				    p->ceiling_id, "approver_saml_subject", p->approver,
-				    "justification", p->justification));
+				    p->properties, "room_type_code", p->room_type_code,
+				    "date_range", "from", p->from, "to", p->to, "proposed_rate",
+				    governance_money(p->currency, p->minor_units),
+				    "brand_ceiling_id", p->ceiling_id, "approver_saml_subject",
+				    p->approver, "justification", p->justification));
 	for (i = 0; i < json_array_size(pub->checks) && rc == 0; i++)
 		rc = prepare_next(pub, "ceiling_check", "revops",
 				  json_incref(json_array_get(pub->checks, i)));
@@ -486,7 +491,8 @@ static int record_published(struct store *st, struct publish *pub, const char *i
 	int rc = 0;
 
 	for (i = 0; i < pub->batch->n && rc == 0; i++)
-		rc = prepare_next(pub, "pms_write", "pms", rate_batch_entry(pub->batch, i, "publish"));
+		rc = prepare_next(pub, "pms_write", "pms",
+				  rate_batch_entry(pub->batch, i, "publish"));
 	if (rc == 0)
 		rc = prepare_next(pub, "published", "revops",
 				  json_pack("{s:O}", "properties_written", p->properties));
@@ -564,15 +570,16 @@ int decision_publish(struct store *st, struct pms *pms, const struct decision_wh
 	pub->checks = json_array();
 	pub->details = json_array();
 	pub->batch = calloc(1, sizeof *pub->batch);
-	pub->rate = (struct governance_rate){p->ceiling_id, p->room_type_code, 0, 0, p->currency,
-					     p->minor_units};
+	pub->rate = (struct governance_rate){p->ceiling_id, p->room_type_code, 0, 0,
+					     p->currency,   p->minor_units};
 	if (!pub->batch || json_array_size(p->properties) > DECISION_MAX_PROPERTIES ||
 	    clock_parse_date(p->from, &pub->rate.from_days) < 0 ||
 	    clock_parse_date(p->to, &pub->rate.to_days) < 0)
 		goto out;
 	if ((rc = govern(st, pub, out)) != 0)
 		goto out;
-	rc = id_new("rd_", out->id, sizeof out->id) < 0 ? STORE_ERR : record_proposal(st, pub, out->id);
+	rc = id_new("rd_", out->id, sizeof out->id) < 0 ? STORE_ERR
+							: record_proposal(st, pub, out->id);
 	if (rc != STORE_OK)
 		goto out;
 	if (json_array_size(pub->details)) {
@@ -647,7 +654,8 @@ static void revert_batch(struct revert *r)
 		struct portfolio_property t = {0};
 
 		prev = json_object_get(rec, "previous_rate");
-		snprintf(t.id, sizeof t.id, "%s", json_string_value(json_object_get(rec, "property")));
+		snprintf(t.id, sizeof t.id, "%s",
+			 json_string_value(json_object_get(rec, "property")));
 		snprintf(t.code, sizeof t.code, "%s",
 			 json_string_value(json_object_get(rec, "pms_property_code")));
 		if (!json_is_object(prev)) {
@@ -683,10 +691,9 @@ static int record_reverted(struct store_tx *tx, struct audit_chain *ch, struct r
 		rc = audit_append(tx, ch, "pms_write", "pms", e, now);
 		json_decref(e);
 	}
-	e = json_pack("{s:s, s:s, s:s, s:O, s:O, s:O}", "reason", r->reason,
-		      "approver_saml_subject", r->approver, "requested_by", r->actor, "restored",
-		      r->restored, "not_restored_no_previous_rate", r->skipped, "approver_roles",
-		      r->roles);
+	e = json_pack("{s:s, s:s, s:s, s:O, s:O, s:O}", "reason", r->reason, "approver_saml_subject",
+		      r->approver, "requested_by", r->actor, "restored", r->restored,
+		      "not_restored_no_previous_rate", r->skipped, "approver_roles", r->roles);
 	if (rc == 0)
 		rc = audit_append(tx, ch, "reverted", r->approver, e, now);
 	json_decref(e);
@@ -704,8 +711,7 @@ static int record_reverted(struct store_tx *tx, struct audit_chain *ch, struct r
 
 /* After the writes: records the failure or the revert, then reads the
  * decision back for the answer. */
-static int revert_record(struct store *st, struct revert *r, int written,
-			 struct decision_outcome *out)
+static int revert_record(struct store *st, struct revert *r, int written, struct decision_outcome *out)
 {
 	struct store_tx *tx;
 	struct audit_chain ch;
@@ -732,12 +738,11 @@ static int revert_record(struct store *st, struct revert *r, int written,
 	return 0;
 }
 
-int decision_revert(struct store *st, struct pms *pms, const struct decision_who *who,
-		    const char *id, const char *reason, const char *approver,
-		    struct decision_outcome *out)
+int decision_revert(struct store *st, struct pms *pms, const struct decision_who *who, const char *id,
+		    const char *reason, const char *approver, struct decision_outcome *out)
 {
-	struct revert r = {who, id, reason, approver, NULL, NULL, NULL, NULL, NULL, NULL, "", "",
-			   NULL};
+	struct revert r = {who,  id,   reason, approver, NULL, NULL, NULL,
+			   NULL, NULL, NULL,   "",       "",   NULL};
 	struct store_tx *tx;
 	int rc;
 

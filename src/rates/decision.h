@@ -22,7 +22,7 @@ struct pms;
 /* Who asks, and which properties their credentials reach. */
 struct decision_who {
 	const char *portfolio_id;
-	const char *user_id;   /* "" for a client */
+	const char *user_id; /* "" for a client */
 	const char *client_id;
 	int (*reaches)(void *arg, const char *property_id);
 	void *arg;
@@ -30,32 +30,32 @@ struct decision_who {
 
 /* A proposed decision (a body the API has validated; dates YYYY-MM-DD). */
 struct decision_proposal {
-	const json_t *properties;   /* array of property ids */
+	const json_t *properties; /* array of property ids */
 	const char *room_type_code, *from, *to, *currency;
 	int64_t minor_units;
 	const char *ceiling_id, *approver, *justification;
 };
 
 enum decision_result {
-	DECISION_DONE,               /* body: publish: the short answer; revert: the decision */
-	DECISION_NOT_IN_PORTFOLIO,   /* properties[index] is not a property of the portfolio */
-	DECISION_CEILING_EXCEEDED,   /* recorded as rejected; body: details, one per property */
+	DECISION_DONE,                /* body: publish: the short answer; revert: the decision */
+	DECISION_NOT_IN_PORTFOLIO,    /* properties[index] is not a property of the portfolio */
+	DECISION_CEILING_EXCEEDED,    /* recorded as rejected; body: details, one per property */
 	DECISION_GOVERNANCE_REJECTED, /* why; publish: recorded as rejected */
-	DECISION_PMS_FAILED,         /* body: the failure {stage, failed_writes} */
-	DECISION_NOT_FOUND,          /* revert: no such decision */
-	DECISION_OTHER_PORTFOLIO,    /* revert: it belongs to another portfolio */
-	DECISION_OUT_OF_REACH,       /* revert: a property outside the credentials */
-	DECISION_NOT_PUBLISHED,      /* revert: status says what it is */
-	DECISION_REVERTED_MEANWHILE, /* revert: another revert won */
+	DECISION_PMS_FAILED,          /* body: the failure {stage, failed_writes} */
+	DECISION_NOT_FOUND,           /* revert: no such decision */
+	DECISION_OTHER_PORTFOLIO,     /* revert: it belongs to another portfolio */
+	DECISION_OUT_OF_REACH,        /* revert: a property outside the credentials */
+	DECISION_NOT_PUBLISHED,       /* revert: status says what it is */
+	DECISION_REVERTED_MEANWHILE,  /* revert: another revert won */
 };
 
 struct decision_outcome {
 	enum decision_result result;
-	char id[ID_MAX];       /* the decision recorded or named */
+	char id[ID_MAX]; /* the decision recorded or named */
 	size_t index;
-	const char *why;       /* a static sentence */
+	const char *why; /* a static sentence */
 	char status[16];
-	json_t *body;          /* owned by the caller */
+	json_t *body; /* owned by the caller */
 };
 
 /* Proposes, governs and publishes a decision. Returns 0 with *out, or a
@@ -66,15 +66,13 @@ int decision_publish(struct store *st, struct pms *pms, const struct decision_wh
 /* Reverts published decision id: each property's previous rate is written
  * back (properties that had none stay and are listed). Returns 0 with
  * *out, or a negative store status. */
-int decision_revert(struct store *st, struct pms *pms, const struct decision_who *who,
-		    const char *id, const char *reason, const char *approver,
-		    struct decision_outcome *out) WUR;
+int decision_revert(struct store *st, struct pms *pms, const struct decision_who *who, const char *id,
+		    const char *reason, const char *approver, struct decision_outcome *out) WUR;
 
 /* Loads one decision of the portfolio as its API representation. Returns
  * 1, 0 (no such decision in any portfolio), 2 (it belongs to another
  * portfolio), or a negative store status. */
-int decision_load(struct store_tx *tx, const char *portfolio_id, const char *id,
-		  json_t **out) WUR;
+int decision_load(struct store_tx *tx, const char *portfolio_id, const char *id, json_t **out) WUR;
 /* 1 when every property of decision d (a decision_load result) is reached
  * by who, else 0. */
 int decision_reached(const struct decision_who *who, const json_t *d);

@@ -21,35 +21,40 @@ static void ceiling_reasons(const struct portfolio_property *p, const struct por
 	int covered = 0;
 
 	if (strcmp(p->brand, ce->brand))
-		json_array_append_new(reasons, json_string("the property's brand is not the ceiling's brand"));
+		json_array_append_new(reasons,
+				      json_string("the property's brand is not the ceiling's brand"));
 	json_array_foreach(ce->room_types, i, v)
 		covered |= json_is_string(v) && !strcmp(json_string_value(v), rt->room_type_code);
 	if (json_array_size(ce->room_types) && !covered)
-		json_array_append_new(reasons, json_string("the room type is not covered by the ceiling"));
+		json_array_append_new(reasons,
+				      json_string("the room type is not covered by the ceiling"));
 	if (strcmp(rt->currency, ce->currency))
-		json_array_append_new(reasons, json_string("the currency is not the ceiling's currency"));
+		json_array_append_new(reasons,
+				      json_string("the currency is not the ceiling's currency"));
 	if (strcmp(rt->currency, p->currency))
-		json_array_append_new(reasons, json_string("the currency is not the property's currency"));
+		json_array_append_new(reasons,
+				      json_string("the currency is not the property's currency"));
 	if (rt->from_days < ce->from_days || (ce->has_to && rt->to_days > ce->to_days))
-		json_array_append_new(reasons, json_string("the dates are outside the ceiling's validity"));
+		json_array_append_new(reasons,
+				      json_string("the dates are outside the ceiling's validity"));
 	if (rt->minor_units > ce->max)
 		json_array_append_new(reasons, json_string("the proposed rate is above the ceiling"));
 }
 
 json_t *governance_ceiling_check(const struct portfolio_property *p,
-				 const struct portfolio_ceiling *ce,
-				 const struct governance_rate *rt)
+				 const struct portfolio_ceiling *ce, const struct governance_rate *rt)
 {
 	json_t *reasons = json_array();
 
 	if (!ce->found)
-		json_array_append_new(reasons, json_string("no such brand ceiling in this portfolio"));
+		json_array_append_new(reasons,
+				      json_string("no such brand ceiling in this portfolio"));
 	else
 		ceiling_reasons(p, ce, rt, reasons);
 	return json_pack("{s:s, s:s, s:s, s:o, s:o, s:b, s:o}", "property", p->id,
 			 "pms_property_code", p->code, "ceiling", rt->ceiling_id, "limit",
-			 ce->found ? governance_money(ce->currency, ce->max) : json_null(), "proposed",
-			 governance_money(rt->currency, rt->minor_units), "passed",
+			 ce->found ? governance_money(ce->currency, ce->max) : json_null(),
+			 "proposed", governance_money(rt->currency, rt->minor_units), "passed",
 			 json_array_size(reasons) == 0, "reasons", reasons);
 }
 

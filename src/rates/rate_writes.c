@@ -81,9 +81,9 @@ json_t *rate_batch_entry(const struct rate_batch *b, size_t i, const char *purpo
 	const struct pms_write *w = &b->w[i];
 
 	return json_pack("{s:s, s:s, s:s, s:s, s:s, s:o, s:o, s:s}", "property", b->t[i].id,
-			 "pms_property_code", b->t[i].code, "purpose", purpose, "pms_ref", w->pms_ref,
-			 "at", w->at, "rate", governance_money(w->currency, w->minor_units),
-			 "previous_rate",
+			 "pms_property_code", b->t[i].code, "purpose", purpose, "pms_ref",
+			 w->pms_ref, "at", w->at, "rate",
+			 governance_money(w->currency, w->minor_units), "previous_rate",
 			 w->has_previous ? governance_money(w->prev_currency, w->prev_minor_units)
 					 : json_null(),
 			 "idempotency_key", w->idempotency_key);
@@ -146,10 +146,10 @@ static int record_failed(struct store_tx *tx, const char *pf, const char *decisi
 
 		if (w->ok)
 			continue;
-		json_array_append_new(failed, json_pack("{s:s, s:s, s:I, s:s}", "property",
-							b->t[i].id, "pms_property_code", b->t[i].code,
-							"http_status", (json_int_t)w->http_status,
-							"error", w->error));
+		json_array_append_new(failed,
+				      json_pack("{s:s, s:s, s:I, s:s}", "property", b->t[i].id,
+						"pms_property_code", b->t[i].code, "http_status",
+						(json_int_t)w->http_status, "error", w->error));
 		props = json_pack("[s]", b->t[i].id);
 		data = json_pack("{s:s, s:s, s:s, s:I, s:s}", "decision_id", decision_id,
 				 "property_id", b->t[i].id, "pms_property_code", b->t[i].code,

@@ -86,12 +86,11 @@ void store_rollback(struct store_tx *tx);
 
 /* Runs a statement that returns no rows. Returns the number of rows changed
  * (>= 0) or a negative enum store_status. */
-int store_exec(struct store_tx *tx, const char *sql, const struct store_val *params,
-	       int nparams) WUR;
+int store_exec(struct store_tx *tx, const char *sql, const struct store_val *params, int nparams) WUR;
 /* Runs a query; *out iterates its rows and must be closed before the tx
  * ends. Returns 0 or a negative enum store_status. */
-int store_query(struct store_tx *tx, const char *sql, const struct store_val *params,
-		int nparams, struct store_rows **out) WUR;
+int store_query(struct store_tx *tx, const char *sql, const struct store_val *params, int nparams,
+		struct store_rows **out) WUR;
 /* Advances to the next row: 1 = a row, 0 = no more rows, < 0 = error. */
 int store_next(struct store_rows *rows) WUR;
 /* Column accessors for the current row (0-based). Text is valid until the

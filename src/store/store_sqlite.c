@@ -19,11 +19,11 @@
 #define BUSY_TIMEOUT_MS 10000
 
 struct cached_stmt {
-	char *sql;            /* a copy of the statement text; compared by content */
-	uint64_t hash;        /* sql_hash(sql) */
+	char *sql;     /* a copy of the statement text; compared by content */
+	uint64_t hash; /* sql_hash(sql) */
 	sqlite3_stmt *stmt;
 	int nparams;
-	int map[32];          /* SQL parameter index -> $N number */
+	int map[32]; /* SQL parameter index -> $N number */
 	int in_use;
 };
 
@@ -78,7 +78,7 @@ struct store_tx {
 struct store_rows {
 	struct store_tx *tx;
 	struct cached_stmt *cs;
-	sqlite3_stmt *own;   /* a one-off statement when the cached one is busy */
+	sqlite3_stmt *own; /* a one-off statement when the cached one is busy */
 };
 
 static int map_rc(sqlite3 *db, int rc, const char *sql)
@@ -157,8 +157,8 @@ static int prepare(struct conn *c, const char *sql, int persistent, sqlite3_stmt
 	int rc, i, n;
 	const char *name;
 
-	rc = sqlite3_prepare_v3(c->db, sql, -1, persistent ? SQLITE_PREPARE_PERSISTENT : 0,
-				stmt, NULL);
+	rc = sqlite3_prepare_v3(c->db, sql, -1, persistent ? SQLITE_PREPARE_PERSISTENT : 0, stmt,
+				NULL);
 	if (rc != SQLITE_OK)
 		return map_rc(c->db, rc, sql);
 	n = sqlite3_bind_parameter_count(*stmt);
@@ -263,8 +263,8 @@ static int bind_all(struct store_tx *tx, sqlite3_stmt *stmt, int nslots, const i
 
 	for (i = 0; i < nslots; i++) {
 		if (map[i] < 1 || map[i] > nparams) {
-			log_msg(LOG_ERROR, "store_error", "placeholder $%d without a value in: %.120s",
-				map[i], sql);
+			log_msg(LOG_ERROR, "store_error",
+				"placeholder $%d without a value in: %.120s", map[i], sql);
 			return STORE_ERR;
 		}
 		v = &params[map[i] - 1];
@@ -288,8 +288,8 @@ static int bind_all(struct store_tx *tx, sqlite3_stmt *stmt, int nslots, const i
 	return STORE_OK;
 }
 
-int store_query(struct store_tx *tx, const char *sql, const struct store_val *params,
-		int nparams, struct store_rows **out)
+int store_query(struct store_tx *tx, const char *sql, const struct store_val *params, int nparams,
+		struct store_rows **out)
 {
 	struct store_rows *r;
 	sqlite3_stmt *own;
@@ -371,8 +371,7 @@ void store_rows_close(struct store_rows *r)
 	free(r);
 }
 
-int store_exec(struct store_tx *tx, const char *sql, const struct store_val *params,
-	       int nparams)
+int store_exec(struct store_tx *tx, const char *sql, const struct store_val *params, int nparams)
 {
 	struct store_rows *r;
 	int rc;
@@ -504,8 +503,8 @@ static int migrate(struct store *st)
 			goto fail;
 		if (have > latest) {
 			log_msg(LOG_ERROR, "store_migrate",
-				"database schema %lld is newer than this build (%d)", (long long)have,
-				latest);
+				"database schema %lld is newer than this build (%d)",
+				(long long)have, latest);
 			rc = STORE_ERR;
 			goto fail;
 		}
@@ -519,10 +518,12 @@ static int migrate(struct store *st)
 			rc = STORE_ERR;
 			goto fail;
 		}
-		rc = store_exec(tx, "INSERT INTO schema_migrations (version, name, applied_at)"
-				    " VALUES ($1, $2, $3)",
+		rc = store_exec(tx,
+				"INSERT INTO schema_migrations (version, name, applied_at)"
+				" VALUES ($1, $2, $3)",
 				(struct store_val[]){sv_int(m->version), sv_text(m->name),
-						     sv_int(clock_now_ms())}, 3);
+						     sv_int(clock_now_ms())},
+				3);
 		if (rc < 0)
 			goto fail;
 		rc = store_commit(tx);

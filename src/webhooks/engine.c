@@ -68,10 +68,10 @@ int engine_schedule(const char *surface, const int64_t **offsets)
 
 struct lane {
 	char *key;
-	int rate;        /* sends per second, 0 = no cap */
-	int owner;       /* the sender that serves it */
-	int in_flight;   /* claimed and not yet recorded; recorder only */
-	int finished;    /* of those, finished and about to be recorded; recorder only */
+	int rate;      /* sends per second, 0 = no cap */
+	int owner;     /* the sender that serves it */
+	int in_flight; /* claimed and not yet recorded; recorder only */
+	int finished;  /* of those, finished and about to be recorded; recorder only */
 	/* The HTTP thread's: transfers running, and claimed flights waiting
 	 * for one of the ENGINE_LANE_CONCURRENCY slots (FIFO). */
 	int running;
@@ -81,10 +81,10 @@ struct lane {
 	 * recorder only. */
 	char *sealed;
 	struct signing_key *skey;
-	double tat;      /* GCRA theoretical arrival time, mono ms; recorder only */
-	int64_t due_ms;  /* earliest known due time (wall ms); under mu */
-	unsigned gen;    /* bumped by every notify; under mu */
-	int64_t hash;    /* engine_lane_hash(key): the due index's key */
+	double tat;     /* GCRA theoretical arrival time, mono ms; recorder only */
+	int64_t due_ms; /* earliest known due time (wall ms); under mu */
+	unsigned gen;   /* bumped by every notify; under mu */
+	int64_t hash;   /* engine_lane_hash(key): the due index's key */
 	/* The seqs of its deliveries claimed and not yet recorded (their rows
 	 * still look due, so selection skips them); owner's recorder only. A
 	 * turn records before it claims, so at most LANE_CLAIMED are claimed
@@ -137,15 +137,15 @@ struct sender {
 	pthread_t http_thr, rec_thr;
 	int http_started, rec_started;
 	struct httpc_async *http;
-	size_t rr;                 /* round-robin start; recorder only */
-	size_t in_flight;          /* claimed, not yet recorded; recorder only */
+	size_t rr;        /* round-robin start; recorder only */
+	size_t in_flight; /* claimed, not yet recorded; recorder only */
 	pthread_mutex_t qmu;
-	pthread_cond_t qcond;      /* the recorder waits here */
-	struct flight_queue ready; /* claimed, to start (recorder -> HTTP) */
-	struct flight_queue done;  /* finished, to record (HTTP -> recorder) */
-	struct flight_queue spare; /* the HTTP thread's, swapped with ready */
+	pthread_cond_t qcond;       /* the recorder waits here */
+	struct flight_queue ready;  /* claimed, to start (recorder -> HTTP) */
+	struct flight_queue done;   /* finished, to record (HTTP -> recorder) */
+	struct flight_queue spare;  /* the HTTP thread's, swapped with ready */
 	struct flight_queue failed; /* the HTTP thread's: ended at once, to hand back */
-	int wake;                  /* under qmu: plan again (a lane got work) */
+	int wake;                   /* under qmu: plan again (a lane got work) */
 	volatile int rec_exited;
 };
 
@@ -163,7 +163,7 @@ struct engine {
 	int drain_ms;
 	struct lane **lanes; /* under mu (the array; see struct lane for fields) */
 	size_t nlanes, lanes_cap;
-	int64_t cursor;      /* fan-out thread only */
+	int64_t cursor; /* fan-out thread only */
 };
 
 void engine_touch(struct engine_touched *t, const char *lane, int rate)
@@ -293,8 +293,9 @@ static int lanes_rescan(struct engine *d)
 
 	if ((rc = store_begin(d->st, 0, &tx)) != STORE_OK)
 		return rc;
-	rc = store_query(tx, "SELECT lane, MIN(rate_per_s), MIN(next_attempt_at) FROM"
-			     " webhook_deliveries WHERE next_attempt_at IS NOT NULL GROUP BY lane",
+	rc = store_query(tx,
+			 "SELECT lane, MIN(rate_per_s), MIN(next_attempt_at) FROM"
+			 " webhook_deliveries WHERE next_attempt_at IS NOT NULL GROUP BY lane",
 			 NULL, 0, &r);
 	if (rc == STORE_OK) {
 		pthread_mutex_lock(&d->mu);
@@ -388,7 +389,7 @@ struct fan {
 	const struct outbox_event *ev;
 	const struct buf *body;
 	int64_t now;
-	json_t *created;                 /* when not NULL, gets {id, target} per delivery */
+	json_t *created; /* when not NULL, gets {id, target} per delivery */
 	struct engine_touched *touched;
 };
 
@@ -593,7 +594,8 @@ static void *fanout_main(void *arg)
 		memset(&touched, 0, sizeof touched);
 		n = fan_out_batch(d, &touched);
 		if (n < 0)
-			log_msg(LOG_ERROR, "webhook", "fan-out failed (store status %d); retrying", n);
+			log_msg(LOG_ERROR, "webhook", "fan-out failed (store status %d); retrying",
+				n);
 		engine_notify(d, &touched);
 		if (n == FANOUT_BATCH)
 			continue;
@@ -712,8 +714,8 @@ static int record_outcome(struct store_tx *tx, struct flight *f, int64_t now, in
 			" dead_lettered_at = CASE WHEN $2 = 'dead_lettered' THEN $6"
 			" ELSE dead_lettered_at END WHERE seq = $1",
 			(struct store_val[]){sv_int(f->seq), sv_text(state), sv_int(f->attempt),
-					     sv_int(origin), next == NO_DUE ? sv_null() : sv_int(next),
-					     sv_int(now)},
+					     sv_int(origin),
+					     next == NO_DUE ? sv_null() : sv_int(next), sv_int(now)},
 			6);
 	return rc < 0 ? rc : 0;
 }
@@ -792,20 +794,20 @@ static int flight_sign(struct flight *f, struct signing_key *key)
  * earliest first: from the due index alone, so the lane's deliveries in
  * flight, which still look due, cost an index entry each to skip. Read
  * outside the write lock: only the lane's own sender claims from it. */
-#define DUE_SEQS_SQL                                                                       \
-	"SELECT seq FROM webhook_deliveries WHERE lane_hash = $1 AND"                          \
-	" next_attempt_at IS NOT NULL AND next_attempt_at <= $2 ORDER BY next_attempt_at"    \
+#define DUE_SEQS_SQL                                                                      \
+	"SELECT seq FROM webhook_deliveries WHERE lane_hash = $1 AND"                     \
+	" next_attempt_at IS NOT NULL AND next_attempt_at <= $2 ORDER BY next_attempt_at" \
 	" LIMIT $3"
-#define DUE_COLS                                                                           \
-	"SELECT seq, id, surface, event_id, event_type, portfolio_id, url, body,"             \
+#define DUE_COLS                                                                  \
+	"SELECT seq, id, surface, event_id, event_type, portfolio_id, url, body," \
 	" attempt_count, schedule_origin, manual, subscription_id FROM webhook_deliveries"
 /* One of them, if it is the lane's ($2; a hash collision is not). */
 #define DUE_ROW_SQL DUE_COLS " WHERE seq = $1 AND lane = $2 AND next_attempt_at IS NOT NULL"
 /* The lane's ($4) due deliveries by the text: used when the hash is shared
  * with another lane, whose rows would otherwise fill DUE_SEQS_SQL's LIMIT
  * (hash collisions are rare, but lane text comes partly from users). */
-#define DUE_LANE_SQL                                                                       \
-	DUE_COLS " WHERE lane_hash = $1 AND next_attempt_at IS NOT NULL AND"                  \
+#define DUE_LANE_SQL                                                         \
+	DUE_COLS " WHERE lane_hash = $1 AND next_attempt_at IS NOT NULL AND" \
 		 " next_attempt_at <= $2 AND lane = $4 ORDER BY next_attempt_at LIMIT $3"
 
 static void lane_key_drop(struct lane *l)
@@ -881,9 +883,8 @@ static void lane_landed(struct lane *l, int64_t seq)
 /* Takes the rows r yields as flights of l, skipping those in flight, until
  * out holds want (*n so far); the first one fetches the lane's key. Returns
  * the rows seen, or a negative store status. */
-static int take_rows(struct engine *d, struct store_tx *tx, struct lane *l,
-		     struct store_rows *r, int want, struct flight **out, int *n,
-		     struct signing_key **key)
+static int take_rows(struct engine *d, struct store_tx *tx, struct lane *l, struct store_rows *r,
+		     int want, struct flight **out, int *n, struct signing_key **key)
 {
 	int rc, rows = 0;
 
@@ -894,14 +895,15 @@ static int take_rows(struct engine *d, struct store_tx *tx, struct lane *l,
 		if (!(out[*n] = flight_new(l, r)))
 			return STORE_ERR;
 		if (*n == 0)
-			*key = lane_key(d, l, tx, out[0]->surface, store_text(r, 5), store_text(r, 11));
+			*key = lane_key(d, l, tx, out[0]->surface, store_text(r, 5),
+					store_text(r, 11));
 		(*n)++;
 	}
 	return rc < 0 ? rc : rows;
 }
 
-static int select_lane(struct engine *d, struct store_tx *tx, const struct claim *c,
-		       int64_t now, struct flight **out, int64_t *min_due)
+static int select_lane(struct engine *d, struct store_tx *tx, const struct claim *c, int64_t now,
+		       struct flight **out, int64_t *min_due)
 {
 	struct lane *l = c->lane;
 	struct store_rows *r;
@@ -919,13 +921,14 @@ static int select_lane(struct engine *d, struct store_tx *tx, const struct claim
 		return rc;
 	while ((rc = store_next(r)) == 1) {
 		rows++;
-		if (nseqs < c->want && nseqs < (int)ARRAY_LEN(seqs) && !lane_flying(l, store_int(r, 0)))
+		if (nseqs < c->want && nseqs < (int)ARRAY_LEN(seqs) &&
+		    !lane_flying(l, store_int(r, 0)))
 			seqs[nseqs++] = store_int(r, 0);
 	}
 	store_rows_close(r);
 	for (i = 0; rc >= 0 && i < nseqs && n == i; i++) {
-		rc = store_query(tx, DUE_ROW_SQL, (struct store_val[]){sv_int(seqs[i]), sv_text(l->key)},
-				 2, &r);
+		rc = store_query(tx, DUE_ROW_SQL,
+				 (struct store_val[]){sv_int(seqs[i]), sv_text(l->key)}, 2, &r);
 		if (rc != STORE_OK)
 			break;
 		rc = take_rows(d, tx, l, r, c->want, out, &n, &key);
@@ -962,7 +965,8 @@ static int select_lane(struct engine *d, struct store_tx *tx, const struct claim
 				     "SELECT next_attempt_at FROM webhook_deliveries WHERE"
 				     " lane_hash = $1 AND next_attempt_at > $2 AND lane = $3"
 				     " ORDER BY next_attempt_at LIMIT 1",
-				     (struct store_val[]){sv_int(l->hash), sv_int(now), sv_text(l->key)},
+				     (struct store_val[]){sv_int(l->hash), sv_int(now),
+							  sv_text(l->key)},
 				     3, min_due);
 		if (rc < 0)
 			goto fail;
@@ -991,7 +995,8 @@ static int claims_delete(struct store_tx *tx, struct claim_row **rows, size_t n)
 			goto out;
 	if (buf_putc(&ids, ']') < 0)
 		goto out;
-	rc = store_exec(tx, "DELETE FROM webhook_claims WHERE id IN (SELECT value FROM json_each($1))",
+	rc = store_exec(tx,
+			"DELETE FROM webhook_claims WHERE id IN (SELECT value FROM json_each($1))",
 			(struct store_val[]){sv_text(ids.data)}, 1);
 out:
 	buf_free(&ids);
@@ -1001,8 +1006,8 @@ out:
 /* Writes the claim row of the n flights f inside the write transaction
  * and points them at it. Returns the row (malloc'ed) or NULL with *rc set
  * to a negative store status. */
-static struct claim_row *claim_write(struct store_tx *tx, struct flight **f, size_t n,
-				     int64_t now, int *rc)
+static struct claim_row *claim_write(struct store_tx *tx, struct flight **f, size_t n, int64_t now,
+				     int *rc)
 {
 	struct claim_row *c = calloc(1, sizeof *c);
 	struct buf seqs;
@@ -1115,14 +1120,13 @@ struct turn {
 	struct flight_queue fin; /* finished, to record */
 	struct claim *claims;
 	size_t nclaims;
-	int blocked_wait;    /* ms until a capped lane may send again, or -1 */
+	int blocked_wait; /* ms until a capped lane may send again, or -1 */
 };
 
 /* Decides which lanes to claim from now: due, under their concurrency and
  * cap, round robin from d->rr, within MAX_IN_FLIGHT overall. Returns the
  * wait (ms) until the next known due time when nothing is claimable. */
-static int plan_claims(struct sender *sd, struct turn *t, int64_t now, double mono,
-		       size_t in_flight)
+static int plan_claims(struct sender *sd, struct turn *t, int64_t now, double mono, size_t in_flight)
 {
 	struct engine *d = sd->d;
 	size_t i, n, budget = in_flight < MAX_IN_FLIGHT ? MAX_IN_FLIGHT - in_flight : 0;
@@ -1333,8 +1337,7 @@ static void *recorder_main(void *arg)
 		stopping = d->stop;
 		if (stopping && !drain_until)
 			drain_until = clock_mono_ms() + d->drain_ms;
-		if (stopping && t.fin.n == 0 &&
-		    (sd->in_flight == 0 || clock_mono_ms() >= drain_until))
+		if (stopping && t.fin.n == 0 && (sd->in_flight == 0 || clock_mono_ms() >= drain_until))
 			break;
 		pthread_mutex_lock(&sd->qmu);
 		if (sd->done.n == 0 && !sd->wake && wait > 0 && !d->stop) {
@@ -1522,7 +1525,8 @@ static int recover_claims(struct store *st)
 	if (n > 0)
 		log_msg(LOG_WARN, "webhook_recovered",
 			"%" PRId64 " deliveries were in flight when the last process stopped; sending"
-			" them again (receivers may see them twice)", n);
+			" them again (receivers may see them twice)",
+			n);
 	return 0;
 }
 
@@ -1555,8 +1559,9 @@ int engine_start(struct store *st, const struct engine_opts *o, struct engine **
 		return -1;
 	d->st = st;
 	d->o = *o;
-	d->nsenders = o->senders < 1 ? 1
-		      : o->senders > ENGINE_MAX_SENDERS ? ENGINE_MAX_SENDERS : o->senders;
+	d->nsenders = o->senders < 1                    ? 1
+		      : o->senders > ENGINE_MAX_SENDERS ? ENGINE_MAX_SENDERS
+							: o->senders;
 	memcpy(d->seal_key, o->seal_key, sizeof d->seal_key);
 	d->o.seal_key = d->seal_key;
 	pthread_mutex_init(&d->mu, NULL);
@@ -1565,8 +1570,8 @@ int engine_start(struct store *st, const struct engine_opts *o, struct engine **
 		goto fail;
 	if ((rc = store_begin(st, 0, &tx)) != STORE_OK)
 		goto fail;
-	rc = store_query_int(tx, "SELECT last_event_seq FROM webhook_dispatch WHERE id = 1", NULL, 0,
-			     &d->cursor);
+	rc = store_query_int(tx, "SELECT last_event_seq FROM webhook_dispatch WHERE id = 1", NULL,
+			     0, &d->cursor);
 	store_rollback(tx);
 	if (rc != 1)
 		goto fail;
@@ -1664,9 +1669,9 @@ void engine_stop(struct engine *d, int drain_ms)
 #define RETRY_WINDOW_MS (30 * DAY_MS)  /* v1: after the original event */
 #define REPLAY_WINDOW_MS (90 * DAY_MS) /* v2 */
 
-#define DLV_COLS                                                                            \
-	"id, subscription_id, event_id, event_type, surface, target, url, state,"           \
-	" attempt_count, next_attempt_at, event_created_at, created_at, delivered_at,"    \
+#define DLV_COLS                                                                       \
+	"id, subscription_id, event_id, event_type, surface, target, url, state,"      \
+	" attempt_count, next_attempt_at, event_created_at, created_at, delivered_at," \
 	" dead_lettered_at, portfolio_id, seq, lane, rate_per_s"
 
 static const char *const states[] = {"pending", "retry_scheduled", "delivered", "dead_lettered"};
@@ -1726,13 +1731,13 @@ static json_t *delivery_json(struct store_tx *tx, struct store_rows *r)
 	return json_pack("{s:s, s:s, s:s, s:s, s:s, s:s, s:s, s:s, s:I, s:o, s:o, s:o, s:o, s:o,"
 			 " s:o}",
 			 "id", store_text(r, 0), "subscription_id", store_text(r, 1), "event_id",
-			 store_text(r, 2), "event_type", store_text(r, 3), "surface", store_text(r, 4),
-			 "target", store_text(r, 5), "url", store_text(r, 6), "state", state,
-			 "attempt_count", (json_int_t)store_int(r, 8), "next_attempt_at",
-			 waiting ? time_or_null(r, 9) : json_null(),
+			 store_text(r, 2), "event_type", store_text(r, 3), "surface",
+			 store_text(r, 4), "target", store_text(r, 5), "url", store_text(r, 6),
+			 "state", state, "attempt_count", (json_int_t)store_int(r, 8),
+			 "next_attempt_at", waiting ? time_or_null(r, 9) : json_null(),
 			 "event_created_at", time_or_null(r, 10), "created_at", time_or_null(r, 11),
-			 "delivered_at", time_or_null(r, 12), "dead_lettered_at", time_or_null(r, 13),
-			 "attempts", attempts_json(tx, store_text(r, 0)));
+			 "delivered_at", time_or_null(r, 12), "dead_lettered_at",
+			 time_or_null(r, 13), "attempts", attempts_json(tx, store_text(r, 0)));
 }
 
 json_t *engine_delivery_item(struct store_tx *tx, struct store_rows *r, void *arg, char *key,
@@ -1771,9 +1776,9 @@ static int page_query(struct store *st, const char *where, const char *portfolio
 	return rc;
 }
 
-int engine_deliveries_page(struct store *st, const char *portfolio_id,
-			   const char *subscription_id, const char *state, int64_t before,
-			   int limit, struct store_tx **tx, struct store_rows **rows)
+int engine_deliveries_page(struct store *st, const char *portfolio_id, const char *subscription_id,
+			   const char *state, int64_t before, int limit, struct store_tx **tx,
+			   struct store_rows **rows)
 {
 	char where[128];
 
@@ -1896,8 +1901,8 @@ static int redeliver_in(struct store_tx *tx, const char *portfolio_id, const cha
 	return ENGINE_MINE;
 }
 
-int engine_redeliver(struct engine *d, struct store *st, const char *portfolio_id,
-		     const char *id, const char *surface, struct engine_redelivery *out)
+int engine_redeliver(struct engine *d, struct store *st, const char *portfolio_id, const char *id,
+		     const char *surface, struct engine_redelivery *out)
 {
 	struct engine_touched touched = {0};
 	struct store_tx *tx;
@@ -1968,8 +1973,8 @@ static int ping_in(struct store_tx *tx, const char *surface, const char *portfol
 	return rc == 1 ? ENGINE_MINE : STORE_ERR;
 }
 
-int engine_ping(struct engine *d, struct store *st, const char *surface,
-		const char *portfolio_id, const char *subscription_id, json_t **out)
+int engine_ping(struct engine *d, struct store *st, const char *surface, const char *portfolio_id,
+		const char *subscription_id, json_t **out)
 {
 	struct engine_touched touched = {0};
 	struct store_tx *tx;

@@ -89,7 +89,7 @@ enum engine_outcome {
 	ENGINE_EXPIRED = 4, /* redelivery refused: the event is older than the window */
 };
 
-#define ENGINE_SLA_TARGET 0.9995      /* the delivered ratio promised a month */
+#define ENGINE_SLA_TARGET 0.9995       /* the delivered ratio promised a month */
 #define ENGINE_SLA_CREDIT_BELOW 0.9990 /* a month below this earns a credit */
 
 /* 1 when state is a delivery state (pending, retry_scheduled, delivered,
@@ -104,9 +104,9 @@ int engine_delivery_state_known(const char *state);
  * also on failure (*tx NULL when the snapshot did not begin, *rows NULL
  * when the query failed). Returns STORE_OK or a negative store status.
  * Rows go to engine_delivery_item. */
-int engine_deliveries_page(struct store *st, const char *portfolio_id,
-			   const char *subscription_id, const char *state, int64_t before,
-			   int limit, struct store_tx **tx, struct store_rows **rows) WUR;
+int engine_deliveries_page(struct store *st, const char *portfolio_id, const char *subscription_id,
+			   const char *state, int64_t before, int limit, struct store_tx **tx,
+			   struct store_rows **rows) WUR;
 /* The same for the portfolio's dead letters, of subscription_id only when
  * it is not NULL. */
 int engine_dead_letters_page(struct store *st, const char *portfolio_id,
@@ -121,8 +121,7 @@ json_t *engine_delivery_item(struct store_tx *tx, struct store_rows *r, void *ar
 /* Delivery id with its attempt log as JSON in *out (owned by the caller)
  * when it is portfolio_id's. Returns ENGINE_MINE, ENGINE_NONE or
  * ENGINE_OTHER (*out NULL), or a negative store status. */
-int engine_delivery_get(struct store *st, const char *portfolio_id, const char *id,
-			json_t **out) WUR;
+int engine_delivery_get(struct store *st, const char *portfolio_id, const char *id, json_t **out) WUR;
 
 /* What engine_redeliver reports. */
 struct engine_redelivery {
@@ -138,8 +137,8 @@ struct engine_redelivery {
  * found. Requeues it in one write transaction, then tells d (may be NULL).
  * Returns ENGINE_MINE, _NONE, _OTHER, _STATE, _EXPIRED (out says more) or
  * a negative store status. */
-int engine_redeliver(struct engine *d, struct store *st, const char *portfolio_id,
-		     const char *id, const char *surface, struct engine_redelivery *out) WUR;
+int engine_redeliver(struct engine *d, struct store *st, const char *portfolio_id, const char *id,
+		     const char *surface, struct engine_redelivery *out) WUR;
 
 /* Pings the enabled subscription subscription_id of surface: a
  * webhook.ping outbox event (kept like any other) and its deliveries to
@@ -147,8 +146,8 @@ int engine_redeliver(struct engine *d, struct store *st, const char *portfolio_i
  * NULL). *out (owned by the caller) is {event_id, subscription_id,
  * deliveries: [{id, target}]}. Returns ENGINE_MINE, ENGINE_NONE,
  * ENGINE_OTHER or a negative store status. */
-int engine_ping(struct engine *d, struct store *st, const char *surface,
-		const char *portfolio_id, const char *subscription_id, json_t **out) WUR;
+int engine_ping(struct engine *d, struct store *st, const char *surface, const char *portfolio_id,
+		const char *subscription_id, json_t **out) WUR;
 
 /* The delivery SLA of a month [start, end) (ms): the portfolio's primary v2
  * deliveries of real events (not pings) created for events in it, and how

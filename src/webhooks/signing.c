@@ -60,8 +60,7 @@ static int hex_decode(const char *s, unsigned char *out, size_t n)
 	return 0;
 }
 
-int signing_verify_service(const char *secret, const void *body, size_t len,
-			   const char *header)
+int signing_verify_service(const char *secret, const void *body, size_t len, const char *header)
 {
 	unsigned char want[CRYPTO_SHA256_LEN], got[CRYPTO_SHA256_LEN];
 	int ok;
@@ -70,8 +69,7 @@ int signing_verify_service(const char *secret, const void *body, size_t len,
 		return 0;
 	/* The length and the characters of the header are public; only the
 	 * comparison with the expected MAC has to take constant time. */
-	if (strlen(header) != 2 * CRYPTO_SHA256_LEN ||
-	    hex_decode(header, got, sizeof got) < 0)
+	if (strlen(header) != 2 * CRYPTO_SHA256_LEN || hex_decode(header, got, sizeof got) < 0)
 		return 0;
 	crypto_hmac_sha256(secret, strlen(secret), body, len, want);
 	ok = crypto_equal(want, got, sizeof want);
@@ -157,8 +155,8 @@ struct signing_key *signing_key_new(const char *secret)
 	return k;
 }
 
-int signing_key_sign(struct signing_key *k, const char *msg_id, int64_t timestamp,
-		     const void *body, size_t len, char hex[SIGNING_HEX_LEN], char *std, size_t cap)
+int signing_key_sign(struct signing_key *k, const char *msg_id, int64_t timestamp, const void *body,
+		     size_t len, char hex[SIGNING_HEX_LEN], char *std, size_t cap)
 {
 	unsigned char mac[CRYPTO_SHA256_LEN];
 	const void *part = body ? body : "";
@@ -212,9 +210,9 @@ static int within_tolerance(int64_t ts, int64_t now, int64_t tol)
 /* Every "v1," entry of the header is compared (no early exit), so the time
  * taken depends on the header's shape, not on where a match is. Entries of
  * other schemes (v1a, v2, …) are skipped, as the specification allows. */
-int signing_verify_standard(const char *secret, const char *msg_id,
-			    const char *timestamp_header, const void *body, size_t len,
-			    const char *signature_header, int64_t now_s, int64_t tolerance_s)
+int signing_verify_standard(const char *secret, const char *msg_id, const char *timestamp_header,
+			    const void *body, size_t len, const char *signature_header,
+			    int64_t now_s, int64_t tolerance_s)
 {
 	char want[STD_SIG_LEN];
 	const char *p, *end;
@@ -224,8 +222,7 @@ int signing_verify_standard(const char *secret, const char *msg_id,
 
 	if (!secret || !msg_id || !timestamp_header || !signature_header)
 		return 0;
-	if (parse_timestamp(timestamp_header, &ts) < 0 ||
-	    !within_tolerance(ts, now_s, tolerance_s))
+	if (parse_timestamp(timestamp_header, &ts) < 0 || !within_tolerance(ts, now_s, tolerance_s))
 		return 0;
 	if (signing_standard_signature(secret, msg_id, ts, body, len, want, sizeof want) < 0)
 		return 0;

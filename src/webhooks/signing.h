@@ -36,19 +36,17 @@ struct signing_key *signing_key_new(const char *secret);
 /* Both signatures of one delivery, as signing_service_signature (hex) and
  * signing_standard_signature (std, cap >= 48 bytes) would make them.
  * Returns 0, or -1 (bad arguments, out of memory). */
-int signing_key_sign(struct signing_key *k, const char *msg_id, int64_t timestamp,
-		     const void *body, size_t len, char hex[SIGNING_HEX_LEN], char *std,
-		     size_t cap) WUR;
+int signing_key_sign(struct signing_key *k, const char *msg_id, int64_t timestamp, const void *body,
+		     size_t len, char hex[SIGNING_HEX_LEN], char *std, size_t cap) WUR;
 void signing_key_free(struct signing_key *k);
 /* Verifies an X-Service-Signature header value in constant time: 1 valid,
  * 0 not. Accepts the hex in any case. */
-int signing_verify_service(const char *secret, const void *body, size_t len,
-			   const char *header);
+int signing_verify_service(const char *secret, const void *body, size_t len, const char *header);
 /* Verifies a Standard Webhooks "webhook-signature" header (space-separated
  * list of "v1,<sig>" entries: valid if any matches) and the timestamp
  * tolerance (|now - timestamp| <= tolerance_s); 1 valid, 0 not. */
-int signing_verify_standard(const char *secret, const char *msg_id,
-			    const char *timestamp_header, const void *body, size_t len,
-			    const char *signature_header, int64_t now_s, int64_t tolerance_s);
+int signing_verify_standard(const char *secret, const char *msg_id, const char *timestamp_header,
+			    const void *body, size_t len, const char *signature_header,
+			    int64_t now_s, int64_t tolerance_s);
 
 #endif

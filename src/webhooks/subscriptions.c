@@ -44,7 +44,8 @@ void subscriptions_check_events(const char *surface, const json_t *events, json_
 			continue;
 		}
 		for (j = 0; j < i; j++)
-			if (!strcmp(json_string_value(json_array_get(events, j)), json_string_value(v))) {
+			if (!strcmp(json_string_value(json_array_get(events, j)),
+				    json_string_value(v))) {
 				validate_add_detail(details, field, "repeats an earlier event type");
 				break;
 			}
@@ -86,8 +87,9 @@ static int load_subscription(struct store_tx *tx, const char *pf, const char *id
 	int rc, other = 0;
 
 	*out = NULL;
-	rc = store_query(tx, "SELECT " SUB_COLS ", portfolio_id FROM webhook_subscriptions"
-			     " WHERE id = $1 AND status = 'enabled'",
+	rc = store_query(tx,
+			 "SELECT " SUB_COLS ", portfolio_id FROM webhook_subscriptions"
+			 " WHERE id = $1 AND status = 'enabled'",
 			 (struct store_val[]){sv_text(id)}, 1, &r);
 	if (rc != STORE_OK)
 		return rc;
@@ -113,10 +115,12 @@ int subscriptions_page(struct store *st, const char *portfolio_id, const char *a
 		*tx = NULL;
 		return rc;
 	}
-	rc = store_query(*tx, "SELECT " SUB_COLS " FROM webhook_subscriptions WHERE portfolio_id = $1"
-			      " AND status = 'enabled' AND id > $2 ORDER BY id LIMIT $3",
+	rc = store_query(*tx,
+			 "SELECT " SUB_COLS " FROM webhook_subscriptions WHERE portfolio_id = $1"
+			 " AND status = 'enabled' AND id > $2 ORDER BY id LIMIT $3",
 			 (struct store_val[]){sv_text(portfolio_id), sv_text(after),
-					      sv_int(limit + 1)}, 3, rows);
+					      sv_int(limit + 1)},
+			 3, rows);
 	if (rc != STORE_OK)
 		*rows = NULL;
 	return rc;
@@ -238,8 +242,8 @@ static int draft_make(const unsigned char seal_key[32], const struct subscriptio
 	if (!d->events || id_new("wh_", d->id, sizeof d->id) < 0)
 		return STORE_ERR;
 	/* A v1 subscription has its own secret, sealed to its id. */
-	if (!strcmp(rq->surface, "v1") &&
-	    (signing_new_secret(d->secret) < 0 || !(d->sealed = crypto_seal(seal_key, d->secret, d->id))))
+	if (!strcmp(rq->surface, "v1") && (signing_new_secret(d->secret) < 0 ||
+					   !(d->sealed = crypto_seal(seal_key, d->secret, d->id))))
 		return STORE_ERR;
 	return 0;
 }
@@ -253,8 +257,9 @@ static int create_in(struct store_tx *tx, const unsigned char seal_key[32],
 	int64_t count = 0;
 	int rc;
 
-	rc = store_query_int(tx, "SELECT COUNT(*) FROM webhook_subscriptions WHERE portfolio_id = $1"
-				 " AND status = 'enabled'",
+	rc = store_query_int(tx,
+			     "SELECT COUNT(*) FROM webhook_subscriptions WHERE portfolio_id = $1"
+			     " AND status = 'enabled'",
 			     (struct store_val[]){sv_text(rq->portfolio_id)}, 1, &count);
 	if (rc < 0)
 		return rc;
@@ -271,7 +276,8 @@ static int create_in(struct store_tx *tx, const unsigned char seal_key[32],
 					     sv_text(rq->surface), sv_text(rq->url),
 					     sv_text(rq->mirror_url), sv_text(d->events),
 					     sv_text(rq->description), sv_text(d->sealed),
-					     sv_int(clock_now_ms())}, 9);
+					     sv_int(clock_now_ms())},
+			9);
 	if (rc < 0)
 		return rc;
 	rc = load_subscription(tx, rq->portfolio_id, d->id, out);
@@ -387,10 +393,10 @@ static int sub_append(struct store_rows *r, struct subscription **s, size_t *cnt
 		*s = grown;
 		*cap = ncap;
 	}
-	(*s)[*cnt] = (struct subscription){strdup(store_text(r, 0)), strdup(store_text(r, 1)),
-					   strdup(store_text(r, 2)), strdup(store_text(r, 3)),
+	(*s)[*cnt] = (struct subscription){strdup(store_text(r, 0)),      strdup(store_text(r, 1)),
+					   strdup(store_text(r, 2)),      strdup(store_text(r, 3)),
 					   dup_or_null(store_text(r, 4)), strdup(store_text(r, 5)),
-					   strdup(store_text(r, 7)), store_int(r, 6)};
+					   strdup(store_text(r, 7)),      store_int(r, 6)};
 	(*cnt)++;
 	return 0;
 }
@@ -441,9 +447,8 @@ int subscriptions_wants(const struct subscription *s, const char *type)
 
 /* ------------------------------------------------------------ signing */
 
-int subscriptions_sealed_secret(struct store_tx *tx, const char *surface,
-				const char *portfolio_id, const char *subscription_id, char *out,
-				size_t cap)
+int subscriptions_sealed_secret(struct store_tx *tx, const char *surface, const char *portfolio_id,
+				const char *subscription_id, char *out, size_t cap)
 {
 	struct store_rows *r;
 	int v1 = !strcmp(surface, "v1");

@@ -76,8 +76,7 @@ json_t *subscriptions_item(struct store_tx *tx, struct store_rows *r, void *arg,
 /* The enabled subscription id as JSON in *out (owned by the caller) when it
  * is portfolio_id's. Returns SUBSCRIPTIONS_MINE, _NONE, _OTHER (*out NULL)
  * or a negative store status. */
-int subscriptions_get(struct store *st, const char *portfolio_id, const char *id,
-		      json_t **out) WUR;
+int subscriptions_get(struct store *st, const char *portfolio_id, const char *id, json_t **out) WUR;
 /* Deletes (marks deleted) the enabled subscription id of portfolio_id: its
  * deliveries stay visible. Returns subscriptions_get's outcomes. */
 int subscriptions_delete(struct store *st, const char *portfolio_id, const char *id) WUR;
@@ -116,9 +115,8 @@ int subscriptions_wants(const struct subscription *s, const char *type);
  * own, or the v2 portfolio's (mirrors share it), copied into out (cap
  * bytes). Returns 1, 0 (no secret) or a negative store status (also when
  * it does not fit). */
-int subscriptions_sealed_secret(struct store_tx *tx, const char *surface,
-				const char *portfolio_id, const char *subscription_id, char *out,
-				size_t cap) WUR;
+int subscriptions_sealed_secret(struct store_tx *tx, const char *surface, const char *portfolio_id,
+				const char *subscription_id, char *out, size_t cap) WUR;
 /* Opens a secret subscriptions_sealed_secret read for the same surface,
  * portfolio and subscription. Returns the malloc'ed secret (the caller
  * wipes and frees it) or NULL (wrong key, or moved to another row). */

@@ -173,8 +173,8 @@ static void send_token(struct ctx *c, const char *token, unsigned want, const js
 	respond_raw_json(c, 200,
 			 json_pack("{s:s, s:s, s:i, s:s, s:s, s:O}", "access_token", token,
 				   "token_type", "Bearer", "expires_in", c->svc->cfg->token_ttl,
-				   "scope", granted, "portfolio_id", portfolio_id,
-				   "property_codes", codes));
+				   "scope", granted, "portfolio_id", portfolio_id, "property_codes",
+				   codes));
 }
 
 /* Issues a token for the grant inside tx (committing it). Applies the
@@ -204,8 +204,13 @@ static void issue(struct ctx *c, struct store_tx *tx, const struct grant *cl, co
 	    (narrowed && json_array_size(ids) > AUTH_MAX_PROPS))
 		goto bad_scope; /* a requested code that is not a property here */
 	{
-		struct auth_grant g = {cl->portfolio_id, cl->client_id, cl->user_id, want,
-				       narrowed ? ids : NULL, codes, now,
+		struct auth_grant g = {cl->portfolio_id,
+				       cl->client_id,
+				       cl->user_id,
+				       want,
+				       narrowed ? ids : NULL,
+				       codes,
+				       now,
 				       now + (int64_t)c->svc->cfg->token_ttl * 1000};
 
 		rc = auth_token_issue(tx, &g, token, sizeof token);
@@ -244,8 +249,9 @@ static int find_idp(struct store_tx *tx, const char *portfolio_id, const char *i
 	int rc = idp_find(tx, portfolio_id, issuer, idp);
 
 	if (rc == IDP_UNKNOWN)
-		*why = portfolio_id ? "the assertion's issuer is not this client's trusted identity provider"
-				    : "the assertion's issuer is not a trusted identity provider";
+		*why = portfolio_id
+			       ? "the assertion's issuer is not this client's trusted identity provider"
+			       : "the assertion's issuer is not a trusted identity provider";
 	else if (rc == IDP_AMBIGUOUS)
 		*why = "ambiguous issuer: several portfolios trust it; authenticate the client";
 	return rc == IDP_FOUND ? 1 : rc < 0 ? rc : 0;
@@ -271,8 +277,7 @@ static int saml_user(struct store_tx *tx, const char *pf, const struct saml_asse
 	return rc < 0 ? rc : 1;
 }
 
-int oauth_assertion_decode(const char *assertion, unsigned char **xml, size_t *len,
-			   size_t *cap)
+int oauth_assertion_decode(const char *assertion, unsigned char **xml, size_t *len, size_t *cap)
 {
 	size_t n = strlen(assertion);
 
@@ -301,8 +306,8 @@ int oauth_assertion_decode(const char *assertion, unsigned char **xml, size_t *l
 /* The RFC 7522 grant: verify the assertion, enforce one-time use, find or
  * provision the user, issue a user token. cl holds the authenticated
  * client (client_id NULL when there was none). Consumes tx. */
-static void saml_grant(struct ctx *c, struct store_tx *tx, struct grant *cl,
-		       const char *assertion, const char *scope)
+static void saml_grant(struct ctx *c, struct store_tx *tx, struct grant *cl, const char *assertion,
+		       const char *scope)
 {
 	unsigned char *xml = NULL;
 	char issuer[512], audience[600], recipient[600], err[256];
@@ -333,8 +338,8 @@ static void saml_grant(struct ctx *c, struct store_tx *tx, struct grant *cl,
 	snprintf(audience, sizeof audience, "%s/saml/sp", c->svc->cfg->public_url);
 	snprintf(recipient, sizeof recipient, "%s/oauth/token", c->svc->cfg->public_url);
 	{
-		struct saml_expect e = {issuer, idp.cert_pem, audience, recipient, clock_now_ms(),
-					SAML_SKEW_MS, idp.roles_attribute};
+		struct saml_expect e = {issuer,         idp.cert_pem, audience,           recipient,
+					clock_now_ms(), SAML_SKEW_MS, idp.roles_attribute};
 
 		if (saml_verify((const char *)xml, len, &e, &a, err, sizeof err) < 0) {
 			why = err;

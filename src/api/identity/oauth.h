@@ -44,8 +44,7 @@ int oauth_scope_parse(const char *scope, unsigned allowed, const json_t *allowed
  * caller crypto_wipe()s *cap bytes and frees it) holding *len bytes; -1
  * when it is not base64url or too long; -2 when memory ran out. On error
  * *xml is NULL and *len, *cap are 0. */
-int oauth_assertion_decode(const char *assertion, unsigned char **xml, size_t *len,
-			   size_t *cap) WUR;
+int oauth_assertion_decode(const char *assertion, unsigned char **xml, size_t *len, size_t *cap) WUR;
 /* Deletes expired access tokens and used-assertion records. Returns the
  * number of rows removed, or -1. */
 int oauth_purge(struct store *st, int64_t now_ms);

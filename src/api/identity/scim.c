@@ -29,7 +29,6 @@
 #define SCIM_MAX_RESULTS 200
 #define SCIM_DEFAULT_COUNT 100
 
-
 /* ---------------------------------------------------------------- output */
 
 static void send_scim(struct ctx *c, int status, json_t *body)
@@ -59,8 +58,10 @@ void scim_error(struct ctx *c, int status, const char *scim_type, const char *fm
 void scim_error_shape(struct ctx *c, enum err e, const char *msg)
 {
 	scim_error(c, err_status(e),
-		   e == ERR_REQUEST_MALFORMED ? "invalidSyntax"
-		   : e == ERR_VALIDATION_FAILED ? "invalidValue" : NULL, "%s", msg);
+		   e == ERR_REQUEST_MALFORMED   ? "invalidSyntax"
+		   : e == ERR_VALIDATION_FAILED ? "invalidValue"
+						: NULL,
+		   "%s", msg);
 }
 
 static void db_error(struct ctx *c, int rc)
@@ -118,7 +119,8 @@ static json_t *user_repr(struct ctx *c, const struct directory_row *row,
 		location(c, "Groups", gid, loc, sizeof loc);
 		json_array_append_new(list, json_pack("{s:s, s:s, s:O?, s:s}", "value", gid, "$ref",
 						      loc, "display",
-						      directory_get_ci(json_object_get(g, "doc"), "displayName"),
+						      directory_get_ci(json_object_get(g, "doc"),
+								       "displayName"),
 						      "type", "direct"));
 	}
 	json_decref(groups);
@@ -548,12 +550,12 @@ void scim_h_groups_list(struct ctx *c)
 		return;
 	}
 	json_array_foreach(groups, i, g)
-		json_array_append_new(
-			all, group_repr(c, json_string_value(json_object_get(g, "id")),
-					json_object_get(g, "doc"),
-					json_integer_value(json_object_get(g, "version")),
-					json_integer_value(json_object_get(g, "created")),
-					json_integer_value(json_object_get(g, "updated"))));
+		json_array_append_new(all,
+				      group_repr(c, json_string_value(json_object_get(g, "id")),
+						 json_object_get(g, "doc"),
+						 json_integer_value(json_object_get(g, "version")),
+						 json_integer_value(json_object_get(g, "created")),
+						 json_integer_value(json_object_get(g, "updated"))));
 	json_decref(groups);
 	send_list(c, all, 0);
 }
@@ -577,13 +579,12 @@ static int check_if_match(struct ctx *c, int64_t version)
 	return -1;
 }
 
-
 /* Answers 400 for a refusal of directory_user_prepare() or
  * directory_group_prepare(). */
 static void prepare_refused(struct ctx *c, int rc, const char *err)
 {
-	scim_error(c, 400, rc == SCIM_SCHEMA_INVALID_SYNTAX ? "invalidSyntax" : "invalidValue", "%s",
-		   err);
+	scim_error(c, 400, rc == SCIM_SCHEMA_INVALID_SYNTAX ? "invalidSyntax" : "invalidValue",
+		   "%s", err);
 }
 
 /* Answers 409 when a user write found its userName taken, else the store
@@ -591,8 +592,8 @@ static void prepare_refused(struct ctx *c, int rc, const char *err)
 static void user_write_failed(struct ctx *c, int rc, const struct directory_user *u)
 {
 	if (rc == STORE_CONSTRAINT)
-		scim_error(c, 409, "uniqueness", "userName \"%s\" is already taken in this portfolio",
-			   u->user_name);
+		scim_error(c, 409, "uniqueness",
+			   "userName \"%s\" is already taken in this portfolio", u->user_name);
 	else
 		db_error(c, rc);
 }
@@ -669,8 +670,7 @@ void scim_h_user_get(struct ctx *c)
 /* Opens a write transaction and loads the resource named by the path
  * under it, checking If-Match. Returns 1 with *tx and *row (the caller
  * finishes both), or 0 after answering (nothing left open). */
-static int load_for_change(struct ctx *c, int user, struct store_tx **tx,
-			   struct directory_row *row)
+static int load_for_change(struct ctx *c, int user, struct store_tx **tx, struct directory_row *row)
 {
 	int rc;
 
@@ -766,8 +766,8 @@ static int begin_change(struct ctx *c, int user, struct directory_row *row, stru
  * of the PATCH engine's error and returns -1. */
 static int apply_patch(struct ctx *c, json_t *doc, const json_t *body)
 {
-	static const char *types[] = {NULL, "invalidSyntax", "invalidPath", "noTarget",
-				      "invalidValue", "mutability"};
+	static const char *types[] = {NULL,       "invalidSyntax", "invalidPath",
+				      "noTarget", "invalidValue",  "mutability"};
 	char err[256];
 	int rc = scim_patch_apply(doc, body, err, sizeof err);
 
@@ -783,8 +783,7 @@ static int apply_patch(struct ctx *c, json_t *doc, const json_t *body)
  * user stored with a wrong type before that check existed can still be
  * changed and deactivated). Touches no store. Returns the new document,
  * or NULL after answering 400. */
-static json_t *user_change(struct ctx *c, const json_t *stored, int patch,
-			   struct directory_user *u)
+static json_t *user_change(struct ctx *c, const json_t *stored, int patch, struct directory_user *u)
 {
 	char err[256];
 	json_t *doc;
@@ -1030,8 +1029,8 @@ void scim_h_group_get(struct ctx *c)
 	rc = directory_load(tx, DIRECTORY_GROUP, c->p.portfolio_id, ctx_param(c, 0), &row);
 	store_rollback(tx);
 	if (rc == 1)
-		send_resource(c, 200, group_repr(c, row.id, row.doc, row.version, row.created,
-						 row.updated));
+		send_resource(c, 200,
+			      group_repr(c, row.id, row.doc, row.version, row.created, row.updated));
 	else if (rc == 0)
 		scim_error(c, 404, NULL, "no group %s", ctx_param(c, 0));
 	else
@@ -1043,7 +1042,8 @@ void scim_h_group_get(struct ctx *c)
  * clients send a bare id string or a single object as the value. */
 static json_t *normalize_member_ops(const json_t *body)
 {
-	json_t *copy = json_deep_copy(body), *ops = directory_get_ci(copy, "Operations"), *op, *v, *path;
+	json_t *copy = json_deep_copy(body), *ops = directory_get_ci(copy, "Operations"), *op, *v,
+	       *path;
 	size_t i;
 
 	json_array_foreach(ops, i, op) {
@@ -1174,15 +1174,16 @@ static void add_meta(struct ctx *c, json_t *o, const char *type, const char *pat
 	char loc[1024];
 
 	snprintf(loc, sizeof loc, "%s/scim/v2/%s", c->svc->cfg->public_url, path);
-	json_object_set_new(o, "meta", json_pack("{s:s, s:s}", "resourceType", type, "location", loc));
+	json_object_set_new(o, "meta",
+			    json_pack("{s:s, s:s}", "resourceType", type, "location", loc));
 }
 
 static void send_list_of(struct ctx *c, json_t *items)
 {
-	send_scim(c, 200, json_pack("{s:[s], s:I, s:I, s:i, s:o}", "schemas", URN_LIST,
-				    "totalResults", (json_int_t)json_array_size(items),
-				    "itemsPerPage", (json_int_t)json_array_size(items), "startIndex",
-				    1, "Resources", items));
+	send_scim(c, 200,
+		  json_pack("{s:[s], s:I, s:I, s:i, s:o}", "schemas", URN_LIST, "totalResults",
+			    (json_int_t)json_array_size(items), "itemsPerPage",
+			    (json_int_t)json_array_size(items), "startIndex", 1, "Resources", items));
 }
 
 void scim_h_service_provider_config(struct ctx *c)
@@ -1269,4 +1270,3 @@ static const struct route routes[] = {
 	ROUTE_SCIM_ENTRY("DELETE", "/scim/v2/Groups/{id}", scim_h_group_delete, BODY_NONE),
 };
 const struct route_table scim_routes = ROUTE_TABLE(routes);
-

@@ -19,8 +19,7 @@ struct ctx;
 
 /* The SCIM error body (urn:ietf:params:scim:api:messages:2.0:Error).
  * scim_type may be NULL. */
-void scim_error(struct ctx *c, int status, const char *scim_type, const char *fmt, ...)
-	PRINTF(4, 5);
+void scim_error(struct ctx *c, int status, const char *scim_type, const char *fmt, ...) PRINTF(4, 5);
 /* The SCIM shape of the pipeline's own refusals (404, 405, 413, 429, ...):
  * SCIM clients parse RFC 7644 §3.12 error bodies for every answer under
  * /scim/. Set as ctx.error_shape by the pipeline. */

@@ -6,8 +6,7 @@
 #include "identity/directory.h"
 #include "store/store.h"
 
-int user_event_append(struct store_tx *tx, const char *portfolio_id,
-		      const struct directory_event *ev)
+int user_event_append(struct store_tx *tx, const char *portfolio_id, const struct directory_event *ev)
 {
 	json_t *props = json_array(), *data;
 	int rc = STORE_ERR;

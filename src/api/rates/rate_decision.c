@@ -120,7 +120,8 @@ static json_t *failure_details(const json_t *failure)
 		json_t *d = json_deep_copy(f);
 
 		json_object_set_new(d, "field", json_string("properties"));
-		json_object_set_new(d, "issue", json_string(json_string_value(json_object_get(f, "error"))));
+		json_object_set_new(d, "issue",
+				    json_string(json_string_value(json_object_get(f, "error"))));
 		json_array_append_new(details, d);
 	}
 	return details;
@@ -242,9 +243,11 @@ void rate_decision_check(const json_t *b, json_t *details)
 	if (!currency_known(str(b, "proposed_rate.currency")))
 		validate_add_detail(details, "proposed_rate.currency",
 				    "must be an ISO 4217 currency code such as PLN");
-	minor = json_integer_value(json_object_get(json_object_get(b, "proposed_rate"), "minor_units"));
+	minor = json_integer_value(
+		json_object_get(json_object_get(b, "proposed_rate"), "minor_units"));
 	if (minor <= 0)
-		validate_add_detail(details, "proposed_rate.minor_units", "must be a positive integer");
+		validate_add_detail(details, "proposed_rate.minor_units",
+				    "must be a positive integer");
 	if (blank(str(b, "governance.brand_ceiling_id")))
 		validate_add_detail(details, "governance.brand_ceiling_id", "must not be empty");
 	if (blank(str(b, "governance.approver_saml_subject")))
@@ -253,17 +256,21 @@ void rate_decision_check(const json_t *b, json_t *details)
 		validate_add_detail(details, "governance.justification", "must not be empty");
 }
 
-
 void rate_decision_h_create(struct ctx *c)
 {
 	const json_t *b = c->body, *props = json_object_get(b, "properties");
 	struct decision_who who = who_of(c);
-	struct decision_proposal p = {
-		props, str(b, "room_type_code"), str(b, "date_range.from"), str(b, "date_range.to"),
-		str(b, "proposed_rate.currency"),
-		json_integer_value(json_object_get(json_object_get(b, "proposed_rate"), "minor_units")),
-		str(b, "governance.brand_ceiling_id"), str(b, "governance.approver_saml_subject"),
-		str(b, "governance.justification")};
+	struct decision_proposal p = {props,
+				      str(b, "room_type_code"),
+				      str(b, "date_range.from"),
+				      str(b, "date_range.to"),
+				      str(b, "proposed_rate.currency"),
+				      json_integer_value(
+					      json_object_get(json_object_get(b, "proposed_rate"),
+							      "minor_units")),
+				      str(b, "governance.brand_ceiling_id"),
+				      str(b, "governance.approver_saml_subject"),
+				      str(b, "governance.justification")};
 	struct decision_outcome o;
 	json_t *details = json_array();
 	size_t i;
@@ -287,7 +294,8 @@ void rate_decision_h_create(struct ctx *c)
 	else if (o.result == DECISION_DONE)
 		respond_decision(c, 201, json_incref(o.body));
 	else
-		respond_outcome(c, &o, "a PMS write failed; the writes already made were compensated");
+		respond_outcome(c, &o,
+				"a PMS write failed; the writes already made were compensated");
 	json_decref(o.body);
 }
 
@@ -405,8 +413,7 @@ void rate_decision_h_revert(struct ctx *c)
 		respond_error(c, ERR_VALIDATION_FAILED, det, "the revert is not valid");
 		return;
 	}
-	rc = decision_revert(c->svc->store, c->svc->pms, &who, ctx_param(c, 0), reason, approver,
-			     &o);
+	rc = decision_revert(c->svc->store, c->svc->pms, &who, ctx_param(c, 0), reason, approver, &o);
 	if (rc < 0)
 		respond_store_error(c, rc);
 	else if (o.result == DECISION_DONE)

@@ -16,8 +16,7 @@
 /* Pages a delivery list newest first: reads ?limit and ?cursor (the last
  * seq shown) for scope, then the page from engine_deliveries_page (state
  * may be NULL) or, with dead = 1, engine_dead_letters_page. */
-static void list_page(struct ctx *c, const char *scope, int dead, const char *sub,
-		      const char *state)
+static void list_page(struct ctx *c, const char *scope, int dead, const char *sub, const char *state)
 {
 	char after[ID_MAX] = "";
 	struct store_tx *tx;
@@ -115,8 +114,8 @@ void delivery_h_get(struct ctx *c)
 static void recover(struct ctx *c, const char *surface)
 {
 	struct engine_redelivery out;
-	int rc = engine_redeliver(c->svc->engine, c->svc->store, c->p.portfolio_id,
-				  ctx_param(c, 0), surface, &out);
+	int rc = engine_redeliver(c->svc->engine, c->svc->store, c->p.portfolio_id, ctx_param(c, 0),
+				  surface, &out);
 
 	if (rc == ENGINE_MINE) {
 		respond_data(c, 202, out.delivery);

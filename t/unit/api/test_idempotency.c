@@ -71,8 +71,8 @@ static void fp_of(const char *body, char out[65])
 	idempotency_fingerprint("POST", "/v2/rate-decisions", NULL, body, strlen(body), out);
 }
 
-static enum idem_action begin_at(struct store *st, const char *pf, const char *who,
-				 const char *key, const char *fp, int64_t now, int64_t window)
+static enum idem_action begin_at(struct store *st, const char *pf, const char *who, const char *key,
+				 const char *fp, int64_t now, int64_t window)
 {
 	struct idem_stored out;
 	enum idem_action a;
@@ -111,8 +111,7 @@ static void test_claim_in_progress_mismatch(void **state)
 	assert_int_equal(count_rows(f->st), 1);
 	assert_int_equal(begin_at(f->st, "pf_1", "cli_1", "k1", fp, T0 + 5, WINDOW),
 			 IDEM_IN_PROGRESS);
-	assert_int_equal(begin_at(f->st, "pf_1", "cli_1", "k1", fp2, T0 + 6, WINDOW),
-			 IDEM_MISMATCH);
+	assert_int_equal(begin_at(f->st, "pf_1", "cli_1", "k1", fp2, T0 + 6, WINDOW), IDEM_MISMATCH);
 	/* still in progress for the original request; nothing was overwritten */
 	assert_int_equal(begin_at(f->st, "pf_1", "cli_1", "k1", fp, T0 + 7, WINDOW),
 			 IDEM_IN_PROGRESS);
@@ -150,8 +149,7 @@ static void test_finish_then_replay(void **state)
 		assert_null(out.headers);
 	}
 	/* a different request under a finished key */
-	assert_int_equal(begin_at(f->st, "pf_1", "cli_1", "k1", fp2, T0 + 20, WINDOW),
-			 IDEM_MISMATCH);
+	assert_int_equal(begin_at(f->st, "pf_1", "cli_1", "k1", fp2, T0 + 20, WINDOW), IDEM_MISMATCH);
 	/* a finished key is not released */
 	idempotency_release(f->st, "pf_1", "cli_1", "k1");
 	assert_int_equal(begin_at(f->st, "pf_1", "cli_1", "k1", fp, T0 + 30, WINDOW), IDEM_REPLAY);
@@ -167,8 +165,7 @@ static void test_finish_without_headers_or_body(void **state)
 	fp_of("", fp);
 	assert_int_equal(begin_at(f->st, "pf_1", "cli_1", "empty", fp, T0, WINDOW), IDEM_PROCEED);
 	assert_int_equal(idempotency_finish(f->st, "pf_1", "cli_1", "empty", 204, NULL, NULL, 0), 0);
-	assert_int_equal(idempotency_begin(f->st, "pf_1", "cli_1", "empty", fp, T0 + 1, WINDOW,
-					   &out),
+	assert_int_equal(idempotency_begin(f->st, "pf_1", "cli_1", "empty", fp, T0 + 1, WINDOW, &out),
 			 IDEM_REPLAY);
 	assert_int_equal(out.status, 204);
 	assert_null(out.headers);
@@ -211,10 +208,8 @@ static void test_isolation(void **state)
 	assert_int_equal(count_rows(f->st), 4);
 	assert_int_equal(idempotency_finish(f->st, "pf_2", "cli_1", "k", 201, NULL, "pf2", 3), 0);
 	/* only pf_2's row is done */
-	assert_int_equal(begin_at(f->st, "pf_1", "cli_1", "k", fp, T0 + 1, WINDOW),
-			 IDEM_IN_PROGRESS);
-	assert_int_equal(begin_at(f->st, "pf_1", "usr_9", "k", fp, T0 + 1, WINDOW),
-			 IDEM_IN_PROGRESS);
+	assert_int_equal(begin_at(f->st, "pf_1", "cli_1", "k", fp, T0 + 1, WINDOW), IDEM_IN_PROGRESS);
+	assert_int_equal(begin_at(f->st, "pf_1", "usr_9", "k", fp, T0 + 1, WINDOW), IDEM_IN_PROGRESS);
 	assert_int_equal(idempotency_begin(f->st, "pf_2", "cli_1", "k", fp, T0 + 1, WINDOW, &out),
 			 IDEM_REPLAY);
 	assert_int_equal(out.body.len, 3);
@@ -222,8 +217,7 @@ static void test_isolation(void **state)
 	idempotency_stored_free(&out);
 	/* releasing one principal's key leaves the others */
 	idempotency_release(f->st, "pf_1", "usr_9", "k");
-	assert_int_equal(begin_at(f->st, "pf_1", "cli_1", "k", fp, T0 + 2, WINDOW),
-			 IDEM_IN_PROGRESS);
+	assert_int_equal(begin_at(f->st, "pf_1", "cli_1", "k", fp, T0 + 2, WINDOW), IDEM_IN_PROGRESS);
 	assert_int_equal(count_rows(f->st), 3);
 }
 
@@ -297,8 +291,7 @@ static void test_abandoned_lease(void **state)
 	assert_int_equal(begin_at(f->st, "pf_1", "cli_1", "k", fp, T0 + IDEMPOTENCY_LEASE_MS - 1,
 				  WINDOW),
 			 IDEM_IN_PROGRESS);
-	assert_int_equal(begin_at(f->st, "pf_1", "cli_1", "k", fp, T0 + IDEMPOTENCY_LEASE_MS,
-				  WINDOW),
+	assert_int_equal(begin_at(f->st, "pf_1", "cli_1", "k", fp, T0 + IDEMPOTENCY_LEASE_MS, WINDOW),
 			 IDEM_PROCEED);
 	/* the takeover holds a fresh lease */
 	assert_int_equal(begin_at(f->st, "pf_1", "cli_1", "k", fp, T0 + IDEMPOTENCY_LEASE_MS + 1,
@@ -365,8 +358,8 @@ static void test_concurrent_claims(void **state)
 		snprintf(key, sizeof key, "race-%d", round);
 		assert_int_equal(pthread_barrier_init(&go, NULL, RACERS), 0);
 		for (i = 0; i < RACERS; i++) {
-			r[i] = (struct racer){.st = f->st, .go = &go, .key = key, .fp = fp,
-					      .result = IDEM_ERROR};
+			r[i] = (struct racer){
+				.st = f->st, .go = &go, .key = key, .fp = fp, .result = IDEM_ERROR};
 			assert_int_equal(pthread_create(&th[i], NULL, race, &r[i]), 0);
 		}
 		proceed = busy = 0;
@@ -399,10 +392,12 @@ static void test_sealed_bodies(void **state)
 	fp_of(body, fp);
 	assert_int_equal(begin_at(f->st, "pf_1", "cli_1", "sealed", fp, T0, WINDOW), IDEM_PROCEED);
 	assert_int_equal(idempotency_finish(f->st, "pf_1", "cli_1", "sealed", 201, NULL, body,
-					    strlen(body)), 0);
+					    strlen(body)),
+			 0);
 	assert_int_equal(store_begin(f->st, 0, &tx), STORE_OK);
 	assert_int_equal(store_query(tx, "SELECT body FROM idempotency_keys WHERE idem_key = 'sealed'",
-				     NULL, 0, &r), STORE_OK);
+				     NULL, 0, &r),
+			 STORE_OK);
 	assert_int_equal(store_next(r), 1);
 	assert_null(strstr(store_text(r, 0), "whsec_"));
 	assert_int_equal(strncmp(store_text(r, 0), "v1:", 3), 0);
@@ -415,8 +410,11 @@ static void test_sealed_bodies(void **state)
 	idempotency_stored_free(&out);
 	/* moved to another key: it does not open, and nothing is replayed */
 	assert_int_equal(store_begin(f->st, 1, &tx), STORE_OK);
-	assert_int_equal(store_exec(tx, "UPDATE idempotency_keys SET idem_key = 'moved'"
-					" WHERE idem_key = 'sealed'", NULL, 0), 1);
+	assert_int_equal(store_exec(tx,
+				    "UPDATE idempotency_keys SET idem_key = 'moved'"
+				    " WHERE idem_key = 'sealed'",
+				    NULL, 0),
+			 1);
 	assert_int_equal(store_commit(tx), STORE_OK);
 	assert_int_equal(idempotency_begin(f->st, "pf_1", "cli_1", "moved", fp, T0 + 2, WINDOW, &out),
 			 IDEM_ERROR);

@@ -131,7 +131,7 @@ static void test_reset_semantics(void **state)
 	assert_int_equal(r.remaining, 8);
 	rl_window_peek(w, 10, 65100, &r);
 	assert_int_equal(r.remaining, 9);
-	assert_int_equal(r.reset_s, 30);   /* bucket 350 leaves at 95 100 */
+	assert_int_equal(r.reset_s, 30); /* bucket 350 leaves at 95 100 */
 	rl_window_peek(w, 10, 95099, &r);
 	assert_int_equal(r.remaining, 9);
 	assert_int_equal(r.reset_s, 1);
@@ -310,7 +310,8 @@ static void simulate(int64_t n, uint64_t seed)
 			acc[nacc++] = t;
 		/* the window's exact span, including this request if counted */
 		j = first_at_or_after(acc, nacc, &p_span, (t / 100) * 100 - 60000);
-		assert_int_equal(r.remaining, n - (int64_t)(nacc - j) > 0 ? n - (int64_t)(nacc - j) : 0);
+		assert_int_equal(r.remaining,
+				 n - (int64_t)(nacc - j) > 0 ? n - (int64_t)(nacc - j) : 0);
 		if (!r.allowed) {
 			j = first_at_or_after(acc, nacc, &p_ref, t - 60099);
 			assert_true((int64_t)(nacc - j) >= n);
@@ -404,12 +405,12 @@ static void test_registry_lru(void **state)
 	assert_int_equal(reg_take(rl, "a", 1, 0), 1);
 	assert_int_equal(reg_take(rl, "b", 1, 0), 1);
 	assert_int_equal(reg_take(rl, "c", 1, 0), 1);
-	assert_int_equal(reg_take(rl, "a", 1, 0), 0);   /* a most recent */
-	assert_int_equal(reg_take(rl, "d", 1, 0), 1);   /* evicts b */
+	assert_int_equal(reg_take(rl, "a", 1, 0), 0); /* a most recent */
+	assert_int_equal(reg_take(rl, "d", 1, 0), 1); /* evicts b */
 	assert_int_equal(reg_take(rl, "a", 1, 0), 0);
 	assert_int_equal(reg_take(rl, "c", 1, 0), 0);
 	assert_int_equal(reg_take(rl, "d", 1, 0), 0);
-	assert_int_equal(reg_take(rl, "b", 1, 0), 1);   /* back empty; evicts a */
+	assert_int_equal(reg_take(rl, "b", 1, 0), 1); /* back empty; evicts a */
 	assert_int_equal(reg_take(rl, "c", 1, 0), 0);
 	assert_int_equal(reg_take(rl, "a", 1, 0), 1);
 	ratelimit_free(rl);

@@ -107,8 +107,8 @@ static void test_hmac_prepared(void **state)
 
 		assert_int_equal(crypto_hmac_parts(h, 3, p, len, parts), 0);
 		crypto_hex(parts, sizeof parts, hex);
-		assert_string_equal(
-			hex, "5bdcc146bf60754e6a042426089575c75a003f089d2739839dec58b964ec3843");
+		assert_string_equal(hex,
+				    "5bdcc146bf60754e6a042426089575c75a003f089d2739839dec58b964ec3843");
 	}
 	crypto_hmac_free(h);
 	memset(key, 0xaa, 131);
@@ -321,7 +321,7 @@ static void test_id_valid_rejects(void **state)
 	assert_int_equal(id_new("rd_", id, sizeof id), 0);
 	assert_int_equal(id_valid("rd_", id), 1);
 	assert_int_equal(id_valid("rs_", id), 0);
-	assert_int_equal(id_valid("r_", id), 0);     /* a shorter prefix: body too long */
+	assert_int_equal(id_valid("r_", id), 0); /* a shorter prefix: body too long */
 	assert_int_equal(id_valid("rd_", id + 1), 0);
 	assert_int_equal(id_valid("rd_", "rd_"), 0);
 	assert_int_equal(id_valid("rd_", ""), 0);
@@ -394,10 +394,9 @@ static void test_clock_http_date(void **state)
 static void test_clock_parse_date(void **state)
 {
 	static const char *const bad[] = {
-		"2023-02-29", "2026-13-01", "2026-00-10", "2026-1-01",  "2026-01-01x",
-		"2026-01-32", "2026-04-31", "2100-02-29", "0000-01-01", "2026/01/01",
-		"2026-01-0a", " 026-01-01", "+026-01-01", "",           "20260101",
-		"2026-01-00",
+		"2023-02-29", "2026-13-01", "2026-00-10", "2026-1-01",  "2026-01-01x", "2026-01-32",
+		"2026-04-31", "2100-02-29", "0000-01-01", "2026/01/01", "2026-01-0a",  " 026-01-01",
+		"+026-01-01", "",           "20260101",   "2026-01-00",
 	};
 	int64_t d = -1;
 	size_t i;
@@ -493,9 +492,9 @@ static void test_clock_now(void **state)
 
 static void test_pagination_limit(void **state)
 {
-	static const char *const bad[] = {"0",  "-1",  "501", "abc", "",        "1.5",
-					  "+5", " 5",  "5 ",  "1e3", "0000001", "0x10",
-					  "999999", "1000000"};
+	static const char *const bad[] = {"0",       "-1",   "501",    "abc",    "",
+					  "1.5",     "+5",   " 5",     "5 ",     "1e3",
+					  "0000001", "0x10", "999999", "1000000"};
 	int v;
 	size_t i;
 
@@ -571,8 +570,7 @@ static void test_cursor_tamper(void **state)
 	assert_int_equal(pagination_cursor_encode(KEY_A, "props:pf_A", id, cur, sizeof cur), 0);
 	/* another list, another key */
 	assert_int_equal(pagination_cursor_decode(KEY_A, "props:pf_B", cur, back, sizeof back), -1);
-	assert_int_equal(pagination_cursor_decode(KEY_A, "props:pf_A ", cur, back, sizeof back),
-			 -1);
+	assert_int_equal(pagination_cursor_decode(KEY_A, "props:pf_A ", cur, back, sizeof back), -1);
 	assert_int_equal(pagination_cursor_decode(KEY_A, "", cur, back, sizeof back), -1);
 	assert_int_equal(pagination_cursor_decode(KEY_B, "props:pf_A", cur, back, sizeof back), -1);
 	/* every single-character edit is refused */
@@ -597,20 +595,16 @@ static void test_cursor_tamper(void **state)
 	}
 	/* extended */
 	snprintf(edit, sizeof edit, "%sAAAA", cur);
-	assert_int_equal(pagination_cursor_decode(KEY_A, "props:pf_A", edit, back, sizeof back),
-			 -1);
+	assert_int_equal(pagination_cursor_decode(KEY_A, "props:pf_A", edit, back, sizeof back), -1);
 	/* outside the alphabet, padded */
 	snprintf(edit, sizeof edit, "%s=", cur);
-	assert_int_equal(pagination_cursor_decode(KEY_A, "props:pf_A", edit, back, sizeof back),
-			 -1);
+	assert_int_equal(pagination_cursor_decode(KEY_A, "props:pf_A", edit, back, sizeof back), -1);
 	/* longer than PAGINATION_CURSOR_MAX */
 	memset(edit, 'A', PAGINATION_CURSOR_MAX + 1);
 	edit[PAGINATION_CURSOR_MAX + 1] = '\0';
-	assert_int_equal(pagination_cursor_decode(KEY_A, "props:pf_A", edit, back, sizeof back),
-			 -1);
+	assert_int_equal(pagination_cursor_decode(KEY_A, "props:pf_A", edit, back, sizeof back), -1);
 	edit[PAGINATION_CURSOR_MAX] = '\0';
-	assert_int_equal(pagination_cursor_decode(KEY_A, "props:pf_A", edit, back, sizeof back),
-			 -1);
+	assert_int_equal(pagination_cursor_decode(KEY_A, "props:pf_A", edit, back, sizeof back), -1);
 	/* still intact afterwards */
 	assert_int_equal(pagination_cursor_decode(KEY_A, "props:pf_A", cur, back, sizeof back), 0);
 	assert_string_equal(back, id);
@@ -682,7 +676,7 @@ static void test_form_basic(void **state)
 static void test_form_rejects(void **state)
 {
 	static const char *const bad[] = {"a=%zz", "%zz=1", "a=%4", "a=%",   "a=%00",
-					  "a=%g0", "%00=1", "a=1%",  "a=1%2", "b=%%41"};
+					  "a=%g0", "%00=1", "a=1%", "a=1%2", "b=%%41"};
 	struct form f;
 	const char *why;
 	char body[512];
@@ -712,8 +706,8 @@ static void test_form_rejects(void **state)
 	/* 16 fields fit, 17 do not */
 	body[0] = '\0';
 	for (n = 0; n < 16; n++)
-		snprintf(body + strlen(body), sizeof body - strlen(body), "%sf%d=%d", n ? "&" : "", n,
-			 n);
+		snprintf(body + strlen(body), sizeof body - strlen(body), "%sf%d=%d", n ? "&" : "",
+			 n, n);
 	assert_int_equal(parse(body, &f, &why), 0);
 	assert_int_equal(f.n, 16);
 	assert_string_equal(form_get(&f, "f15"), "15");
@@ -733,7 +727,8 @@ static void test_form_decode(void **state)
 	assert_string_equal(out, "a b c");
 	free(out);
 	assert_int_equal(form_decode("%C5%81%c3%b3d%C5%BA", 19, &out), 0);
-	assert_string_equal(out, "\xc5\x81\xc3\xb3" "d\xc5\xba"); /* "Łódź" */
+	assert_string_equal(out, "\xc5\x81\xc3\xb3"
+				 "d\xc5\xba"); /* "Łódź" */
 	free(out);
 	assert_int_equal(form_decode("", 0, &out), 0);
 	assert_string_equal(out, "");
@@ -752,8 +747,7 @@ static const struct route ROUTES[] = {
 	{.method = "POST", .pattern = "/oauth/token"},
 };
 
-static int route(const char *method, const char *path, struct route_match *m,
-		 struct buf *allow)
+static int route(const char *method, const char *path, struct route_match *m, struct buf *allow)
 {
 	memset(m, 0x5a, sizeof *m);
 	buf_reset(allow);
@@ -808,11 +802,21 @@ static void test_router_case_insensitive_flag(void **state)
 static void test_router_not_found(void **state)
 {
 	static const char *const paths[] = {
-		"/v2/portfolios//",      "/v2/portfolios/pf_1//", "/v2/portfolios//properties",
-		"/v2/portfolios/pf_1/x", "/v2/nothing",           "/",
-		"",                      "/v2",                   "v2/portfolios",
-		"//v2/portfolios",       "/V2/portfolios",        "/v2/portfolio",
-		"/v2/portfoliosx",       "/oauth/token//",        "/v2/portfolios/pf_1/properties/x",
+		"/v2/portfolios//",
+		"/v2/portfolios/pf_1//",
+		"/v2/portfolios//properties",
+		"/v2/portfolios/pf_1/x",
+		"/v2/nothing",
+		"/",
+		"",
+		"/v2",
+		"v2/portfolios",
+		"//v2/portfolios",
+		"/V2/portfolios",
+		"/v2/portfolio",
+		"/v2/portfoliosx",
+		"/oauth/token//",
+		"/v2/portfolios/pf_1/properties/x",
 	};
 	struct route_match m;
 	struct buf allow;
@@ -843,7 +847,8 @@ static void test_router_method_not_allowed(void **state)
 	assert_string_equal(allow.data, "GET");
 	assert_int_equal(route("GET", "/oauth/token", &m, &allow), 405);
 	assert_string_equal(allow.data, "POST");
-	assert_int_equal(route("get", "/v2/portfolios", &m, &allow), 405); /* methods are case-sensitive */
+	assert_int_equal(route("get", "/v2/portfolios", &m, &allow),
+			 405); /* methods are case-sensitive */
 	buf_reset(&allow);
 	assert_int_equal(router_match(two, ARRAY_LEN(two), "PUT", "/v2/webhooks", &m, &allow), 405);
 	assert_string_equal(allow.data, "GET, POST");
@@ -886,9 +891,9 @@ static void test_router_param_cap(void **state)
 /* -------------------------------------------------------------------- auth */
 
 static const char *const SCOPES[] = {
-	"portfolios:read", "rates:read", "rates:write", "webhooks:manage",
-	"guest-threads:read", "alerts:read", "tasks:read", "tasks:write",
-	"fiscal:write", "audit:read", "feeds:write",
+	"portfolios:read",    "rates:read",  "rates:write", "webhooks:manage",
+	"guest-threads:read", "alerts:read", "tasks:read",  "tasks:write",
+	"fiscal:write",       "audit:read",  "feeds:write",
 };
 
 static void test_auth_scopes(void **state)

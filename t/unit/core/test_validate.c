@@ -155,11 +155,14 @@ static void test_parse_invalid_json(void **state)
 	reject("{\"a\":1,}", "invalid JSON at line 1 column 8: string or '}' expected near '}'");
 	reject("{\"a\":1", "invalid JSON at line 1 column 6: '}' expected near end of file");
 	reject("{\n\"a\":\n tru}", "invalid JSON at line 3 column 4: invalid token near 'tru'");
-	reject("{\"a\":\"\x01\"}", "invalid JSON at line 1 column 6: control character 0x1 near '\"'");
+	reject("{\"a\":\"\x01\"}",
+	       "invalid JSON at line 1 column 6: control character 0x1 near '\"'");
 	reject("{\"a\":\"\\ud800\"}",
 	       "invalid JSON at line 1 column 13: invalid Unicode '\\uD800' near '\"\\ud800\"'");
-	reject("{\"a\":1e400}", "invalid JSON at line 1 column 10: real number overflow near '1e400'");
-	reject("\xef\xbb\xbf{}", "invalid JSON at line 1 column 1: invalid token near '\xef\xbb\xbf'");
+	reject("{\"a\":1e400}",
+	       "invalid JSON at line 1 column 10: real number overflow near '1e400'");
+	reject("\xef\xbb\xbf{}",
+	       "invalid JSON at line 1 column 1: invalid token near '\xef\xbb\xbf'");
 }
 
 static void test_parse_trailing_garbage(void **state)
@@ -432,31 +435,27 @@ static void test_utf8_len(void **state)
 /* ---- validate_object ---- */
 
 static const struct vfield money_spec[] = {
-	{ .name = "currency", .type = V_STRING, .required = 1, .max = 3 },
-	{ .name = "minor_units", .type = V_INT, .required = 1 },
-	{ 0 }
-};
+	{.name = "currency", .type = V_STRING, .required = 1, .max = 3},
+	{.name = "minor_units", .type = V_INT, .required = 1},
+	{0}};
 
-static const struct vfield item_spec[] = {
-	{ .name = "sku", .type = V_STRING, .required = 1 },
-	{ .name = "qty", .type = V_INT },
-	{ 0 }
-};
+static const struct vfield item_spec[] = {{.name = "sku", .type = V_STRING, .required = 1},
+					  {.name = "qty", .type = V_INT},
+					  {0}};
 
 static const struct vfield body_spec[] = {
-	{ .name = "property_id", .type = V_STRING, .required = 1 },
-	{ .name = "proposed_rate", .type = V_OBJECT, .required = 1, .fields = money_spec },
-	{ .name = "note", .type = V_STRING, .nullable = 1, .max = 10 },
-	{ .name = "score", .type = V_NUMBER },
-	{ .name = "publish", .type = V_BOOL },
-	{ .name = "properties", .type = V_ARRAY, .items = V_STRING, .max = 5 },
-	{ .name = "items", .type = V_ARRAY, .items = V_OBJECT, .item_fields = item_spec },
-	{ .name = "meta", .type = V_OBJECT },
-	{ .name = "tags", .type = V_ARRAY },
-	{ .name = "extra", .type = V_ANY },
-	{ .name = "maybe", .type = V_ANY, .nullable = 1 },
-	{ 0 }
-};
+	{.name = "property_id", .type = V_STRING, .required = 1},
+	{.name = "proposed_rate", .type = V_OBJECT, .required = 1, .fields = money_spec},
+	{.name = "note", .type = V_STRING, .nullable = 1, .max = 10},
+	{.name = "score", .type = V_NUMBER},
+	{.name = "publish", .type = V_BOOL},
+	{.name = "properties", .type = V_ARRAY, .items = V_STRING, .max = 5},
+	{.name = "items", .type = V_ARRAY, .items = V_OBJECT, .item_fields = item_spec},
+	{.name = "meta", .type = V_OBJECT},
+	{.name = "tags", .type = V_ARRAY},
+	{.name = "extra", .type = V_ANY},
+	{.name = "maybe", .type = V_ANY, .nullable = 1},
+	{0}};
 
 static void test_validate_valid(void **state)
 {
@@ -468,13 +467,15 @@ static void test_validate_valid(void **state)
 		  "\"minor_units\": 45900}, \"note\": null, \"score\": 1.5, \"publish\": false, "
 		  "\"properties\": [\"a\", \"b\"], \"items\": [{\"sku\": \"x\", \"qty\": 2}], "
 		  "\"meta\": {\"anything\": [1, {}]}, \"tags\": [1, \"x\", null], "
-		  "\"extra\": [], \"maybe\": null}", body_spec, &n);
+		  "\"extra\": [], \"maybe\": null}",
+		  body_spec, &n);
 	assert_int_equal(n, 0);
 	expect_details(d, NULL);
 	json_decref(d);
 	/* Optional fields may be left out. */
 	d = check("{\"property_id\": \"p\", \"proposed_rate\": {\"currency\": \"EUR\", "
-		  "\"minor_units\": -1}}", body_spec, &n);
+		  "\"minor_units\": -1}}",
+		  body_spec, &n);
 	assert_int_equal(n, 0);
 	expect_details(d, NULL);
 	json_decref(d);
@@ -493,8 +494,8 @@ static void test_validate_required(void **state)
 	/* Nested required fields, in spec order, with dotted paths. */
 	d = check("{\"property_id\": \"p\", \"proposed_rate\": {}}", body_spec, &n);
 	assert_int_equal(n, 2);
-	expect_details(d, "proposed_rate.currency", "is required",
-		       "proposed_rate.minor_units", "is required", NULL);
+	expect_details(d, "proposed_rate.currency", "is required", "proposed_rate.minor_units",
+		       "is required", NULL);
 	json_decref(d);
 }
 
@@ -510,63 +511,58 @@ static void test_validate_unknown(void **state)
 		  body_spec, &n);
 	assert_int_equal(n, 4);
 	expect_details(d, "zeta", "is not a known field", "alpha", "is not a known field",
-		       "proposed_rate.cents", "is not a known field",
-		       "mid", "is not a known field", NULL);
+		       "proposed_rate.cents", "is not a known field", "mid", "is not a known field",
+		       NULL);
 	json_decref(d);
 	/* Matching is exact (case-sensitive). */
 	d = check("{\"Property_id\": \"p\", \"proposed_rate\": {\"currency\": \"PLN\", "
-		  "\"minor_units\": 1}}", body_spec, &n);
+		  "\"minor_units\": 1}}",
+		  body_spec, &n);
 	assert_int_equal(n, 2);
-	expect_details(d, "Property_id", "is not a known field", "property_id", "is required",
-		       NULL);
+	expect_details(d, "Property_id", "is not a known field", "property_id", "is required", NULL);
 	json_decref(d);
 }
 
 static void test_validate_types(void **state)
 {
 	static const struct vfield spec[] = {
-		{ .name = "s", .type = V_STRING },
-		{ .name = "i", .type = V_INT },
-		{ .name = "n", .type = V_NUMBER },
-		{ .name = "b", .type = V_BOOL },
-		{ .name = "o", .type = V_OBJECT },
-		{ .name = "a", .type = V_ARRAY },
-		{ .name = "x", .type = V_ANY },
-		{ 0 }
-	};
+		{.name = "s", .type = V_STRING}, {.name = "i", .type = V_INT},
+		{.name = "n", .type = V_NUMBER}, {.name = "b", .type = V_BOOL},
+		{.name = "o", .type = V_OBJECT}, {.name = "a", .type = V_ARRAY},
+		{.name = "x", .type = V_ANY},    {0}};
 	json_t *d;
 	int n;
 
 	(void)state;
 	d = check("{\"s\": 1, \"i\": \"1\", \"n\": \"1.5\", \"b\": 0, \"o\": [], \"a\": {}, "
-		  "\"x\": false}", spec, &n);
+		  "\"x\": false}",
+		  spec, &n);
 	assert_int_equal(n, 6);
-	expect_details(d, "s", "must be a string", "i", "must be an integer",
-		       "n", "must be a number", "b", "must be a boolean",
-		       "o", "must be an object", "a", "must be an array", NULL);
+	expect_details(d, "s", "must be a string", "i", "must be an integer", "n",
+		       "must be a number", "b", "must be a boolean", "o", "must be an object", "a",
+		       "must be an array", NULL);
 	json_decref(d);
 	/* null where not nullable gives the same messages. */
 	d = check("{\"s\": null, \"i\": null, \"n\": null, \"b\": null, \"o\": null, "
-		  "\"a\": null, \"x\": null}", spec, &n);
+		  "\"a\": null, \"x\": null}",
+		  spec, &n);
 	assert_int_equal(n, 7);
-	expect_details(d, "s", "must be a string", "i", "must be an integer",
-		       "n", "must be a number", "b", "must be a boolean",
-		       "o", "must be an object", "a", "must be an array",
-		       "x", "must not be null", NULL);
+	expect_details(d, "s", "must be a string", "i", "must be an integer", "n",
+		       "must be a number", "b", "must be a boolean", "o", "must be an object", "a",
+		       "must be an array", "x", "must not be null", NULL);
 	json_decref(d);
 	d = check("{\"s\": true, \"i\": true, \"n\": false, \"b\": \"true\", \"o\": \"{}\", "
-		  "\"a\": \"[]\"}", spec, &n);
+		  "\"a\": \"[]\"}",
+		  spec, &n);
 	assert_int_equal(n, 6);
 	json_decref(d);
 }
 
 static void test_validate_int_vs_real(void **state)
 {
-	static const struct vfield spec[] = {
-		{ .name = "i", .type = V_INT },
-		{ .name = "n", .type = V_NUMBER },
-		{ 0 }
-	};
+	static const struct vfield spec[] = {{.name = "i", .type = V_INT},
+					     {.name = "n", .type = V_NUMBER},
+					     {0}};
 	json_t *d;
 	int n;
 
@@ -587,11 +583,10 @@ static void test_validate_int_vs_real(void **state)
 static void test_validate_nullable(void **state)
 {
 	static const struct vfield spec[] = {
-		{ .name = "s", .type = V_STRING, .nullable = 1, .required = 1 },
-		{ .name = "o", .type = V_OBJECT, .nullable = 1, .fields = money_spec },
-		{ .name = "a", .type = V_ARRAY, .nullable = 1, .items = V_INT },
-		{ 0 }
-	};
+		{.name = "s", .type = V_STRING, .nullable = 1, .required = 1},
+		{.name = "o", .type = V_OBJECT, .nullable = 1, .fields = money_spec},
+		{.name = "a", .type = V_ARRAY, .nullable = 1, .items = V_INT},
+		{0}};
 	json_t *d;
 	int n;
 
@@ -604,18 +599,16 @@ static void test_validate_nullable(void **state)
 	/* Nullable does not make other types acceptable. */
 	d = check("{\"s\": 5, \"o\": 5, \"a\": 5}", spec, &n);
 	assert_int_equal(n, 3);
-	expect_details(d, "s", "must be a string", "o", "must be an object",
-		       "a", "must be an array", NULL);
+	expect_details(d, "s", "must be a string", "o", "must be an object", "a",
+		       "must be an array", NULL);
 	json_decref(d);
 }
 
 static void test_validate_string_max(void **state)
 {
-	static const struct vfield spec[] = {
-		{ .name = "short", .type = V_STRING, .max = 4 },
-		{ .name = "dflt", .type = V_STRING },
-		{ 0 }
-	};
+	static const struct vfield spec[] = {{.name = "short", .type = V_STRING, .max = 4},
+					     {.name = "dflt", .type = V_STRING},
+					     {0}};
 	char *body, *big;
 	json_t *d;
 	int n;
@@ -656,11 +649,9 @@ static void test_validate_string_max(void **state)
 
 static void test_validate_array_max(void **state)
 {
-	static const struct vfield spec[] = {
-		{ .name = "few", .type = V_ARRAY, .max = 2, .items = V_INT },
-		{ .name = "dflt", .type = V_ARRAY },
-		{ 0 }
-	};
+	static const struct vfield spec[] = {{.name = "few", .type = V_ARRAY, .max = 2, .items = V_INT},
+					     {.name = "dflt", .type = V_ARRAY},
+					     {0}};
 	json_t *obj, *arr, *d;
 	int n, i;
 
@@ -671,8 +662,7 @@ static void test_validate_array_max(void **state)
 	/* Too many items, and the items are still checked. */
 	d = check("{\"few\": [1, 2, \"3\"]}", spec, &n);
 	assert_int_equal(n, 2);
-	expect_details(d, "few", "must have at most 2 items", "few[2]", "must be an integer",
-		       NULL);
+	expect_details(d, "few", "must have at most 2 items", "few[2]", "must be an integer", NULL);
 	json_decref(d);
 	obj = json_object();
 	arr = json_array();
@@ -701,12 +691,10 @@ static void test_validate_nested_paths(void **state)
 		  "\"items\": [{\"qty\": 1}, {\"sku\": \"s\", \"qty\": 1.5}, 7, null]}",
 		  body_spec, &n);
 	assert_int_equal(n, 6);
-	expect_details(d, "proposed_rate.minor_units", "must be an integer",
-		       "properties[2]", "must be a string",
-		       "items[0].sku", "is required",
-		       "items[1].qty", "must be an integer",
-		       "items[2]", "must be an object",
-		       "items[3]", "must be an object", NULL);
+	expect_details(d, "proposed_rate.minor_units", "must be an integer", "properties[2]",
+		       "must be a string", "items[0].sku", "is required", "items[1].qty",
+		       "must be an integer", "items[2]", "must be an object", "items[3]",
+		       "must be an object", NULL);
 	json_decref(d);
 }
 
@@ -721,26 +709,19 @@ static void test_validate_multiple_problems(void **state)
 		  "\"proposed_rate\": {\"currency\": \"PLNX\", \"extra\": 1}, "
 		  "\"bogus\": {\"deep\": 1}, \"publish\": 1, "
 		  "\"properties\": [1, 2, 3, 4, 5, 6], "
-		  "\"items\": [{\"sku\": 1, \"colour\": \"red\"}], \"meta\": 5}", body_spec, &n);
+		  "\"items\": [{\"sku\": 1, \"colour\": \"red\"}], \"meta\": 5}",
+		  body_spec, &n);
 	assert_int_equal(n, 18);
-	expect_details(d, "note", "must be at most 10 characters",
-		       "score", "must be a number",
+	expect_details(d, "note", "must be at most 10 characters", "score", "must be a number",
 		       "proposed_rate.currency", "must be at most 3 characters",
-		       "proposed_rate.extra", "is not a known field",
-		       "proposed_rate.minor_units", "is required",
-		       "bogus", "is not a known field",
-		       "publish", "must be a boolean",
-		       "properties", "must have at most 5 items",
-		       "properties[0]", "must be a string",
-		       "properties[1]", "must be a string",
-		       "properties[2]", "must be a string",
-		       "properties[3]", "must be a string",
-		       "properties[4]", "must be a string",
-		       "properties[5]", "must be a string",
-		       "items[0].sku", "must be a string",
-		       "items[0].colour", "is not a known field",
-		       "meta", "must be an object",
-		       "property_id", "is required", NULL);
+		       "proposed_rate.extra", "is not a known field", "proposed_rate.minor_units",
+		       "is required", "bogus", "is not a known field", "publish",
+		       "must be a boolean", "properties", "must have at most 5 items",
+		       "properties[0]", "must be a string", "properties[1]", "must be a string",
+		       "properties[2]", "must be a string", "properties[3]", "must be a string",
+		       "properties[4]", "must be a string", "properties[5]", "must be a string",
+		       "items[0].sku", "must be a string", "items[0].colour", "is not a known field",
+		       "meta", "must be an object", "property_id", "is required", NULL);
 	json_decref(d);
 }
 
@@ -770,7 +751,7 @@ static void test_validate_prefix(void **state)
 
 static void test_validate_long_unknown_key(void **state)
 {
-	static const struct vfield spec[] = { { 0 } };
+	static const struct vfield spec[] = {{0}};
 	char body[512], want[128];
 	json_t *d;
 	int n;
@@ -793,7 +774,7 @@ static void test_validate_long_unknown_key(void **state)
 
 static void test_validate_details_cap(void **state)
 {
-	static const struct vfield spec[] = { { 0 } };
+	static const struct vfield spec[] = {{0}};
 	json_t *obj, *d;
 	char key[16];
 	int i;
@@ -808,8 +789,7 @@ static void test_validate_details_cap(void **state)
 	d = json_array();
 	assert_int_equal(validate_object(obj, spec, "", d), 1000);
 	assert_int_equal(json_array_size(d), VALIDATE_MAX_DETAILS);
-	assert_string_equal(json_string_value(json_object_get(json_array_get(d, 0), "field")),
-			    "k0");
+	assert_string_equal(json_string_value(json_object_get(json_array_get(d, 0), "field")), "k0");
 	json_decref(d);
 	json_decref(obj);
 }

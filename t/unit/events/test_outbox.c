@@ -74,8 +74,8 @@ static void commit_keeps_event(void **state)
 
 	(void)state;
 	assert_int_equal(store_begin(st, 1, &tx), STORE_OK);
-	assert_int_equal(outbox_append(tx, "v1", "rate.suggested", "pf_1", props, data, id,
-				       sizeof id), 0);
+	assert_int_equal(outbox_append(tx, "v1", "rate.suggested", "pf_1", props, data, id, sizeof id),
+			 0);
 	assert_int_equal(store_commit(tx), STORE_OK);
 	assert_true(id_valid("evt_", id));
 	assert_int_equal(count_events(), 1);

@@ -45,9 +45,10 @@ static void test_plain_heads_pass(void **state)
 
 static void test_transfer_encoding_exactly_chunked(void **state)
 {
-	static const char *bad[] = {"chunked, identity", "chunked ", "identity",
-				    "identity, chunked", "gzip, chunked", "xchunked",
-				    "\"chunked\"", "", "\vchunked", "chunked;x", "gzip"};
+	static const char *bad[] = {
+		"chunked, identity", "chunked ",  "identity",    "identity, chunked",
+		"gzip, chunked",     "xchunked",  "\"chunked\"", "",
+		"\vchunked",         "chunked;x", "gzip"};
 	const char *msg;
 	size_t i;
 
@@ -58,7 +59,8 @@ static void test_transfer_encoding_exactly_chunked(void **state)
 		assert_non_null(msg);
 	}
 	assert_int_equal(fields(&msg, "Transfer-Encoding", "chunked", "Transfer-Encoding",
-				"chunked", NULL), 400);
+				"chunked", NULL),
+			 400);
 	assert_string_equal(msg, "more than one Transfer-Encoding header");
 	assert_int_equal(fields(&msg, "Transfer-Encoding", "chunked", "Content-Length", "3", NULL),
 			 400);
@@ -67,8 +69,9 @@ static void test_transfer_encoding_exactly_chunked(void **state)
 
 static void test_content_length(void **state)
 {
-	static const char *bad[] = {"", "-1", "+2", "1x", " 1", "1 ", "0x10", "2, 2",
-				    "12345678901234567890"};
+	static const char *bad[] = {"",     "-1",   "+2",
+				    "1x",   " 1",   "1 ",
+				    "0x10", "2, 2", "12345678901234567890"};
 	const char *msg;
 	size_t i;
 
@@ -97,18 +100,22 @@ static void test_host_and_authorization(void **state)
 	assert_int_equal(fields(&msg, "Host", "[::1]:8080", NULL), 0);
 	assert_int_equal(fields(&msg, "Host", "api.example.com:443", NULL), 0);
 	assert_int_equal(fields(&msg, "Host", "", NULL), 0);
-	assert_int_equal(fields(&msg, "Authorization", "Bearer a", "authorization", "Bearer b",
-				NULL), 400);
+	assert_int_equal(fields(&msg, "Authorization", "Bearer a", "authorization", "Bearer b", NULL),
+			 400);
 	assert_string_equal(msg, "more than one Authorization header");
 }
 
 static void test_target(void **state)
 {
-	static const char *good[] = {"/v2/portfolios", "/v2/%70ortfolios", "/a?b=%00",
-				     "/a?x=%2F&y=%zz", "/scim/v2/Users?filter=userName%20eq%20%22a%22",
-				     "*", "/%2e%2e/x"};
-	static const char *bad[] = {"/a%00", "/a%2f", "/a%2Fb", "/a%", "/a%0", "/a%zz", "/a%0g",
-				    "/a\x01", "/a\x7f", "/a b", "/a\tb", "/a?b\x01"};
+	static const char *good[] = {"/v2/portfolios",
+				     "/v2/%70ortfolios",
+				     "/a?b=%00",
+				     "/a?x=%2F&y=%zz",
+				     "/scim/v2/Users?filter=userName%20eq%20%22a%22",
+				     "*",
+				     "/%2e%2e/x"};
+	static const char *bad[] = {"/a%00", "/a%2f",  "/a%2Fb", "/a%",  "/a%0",  "/a%zz",
+				    "/a%0g", "/a\x01", "/a\x7f", "/a b", "/a\tb", "/a?b\x01"};
 	const char *msg;
 	size_t i;
 

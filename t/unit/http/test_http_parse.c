@@ -63,7 +63,9 @@ static void test_good_heads(void **state)
 
 	(void)state;
 	assert_int_equal(parse("GET /v2/portfolios?limit=2 HTTP/1.1\r\nHost: x\r\n"
-			       "X-A:   padded \t\r\nX-Empty:\r\n\r\n", &c), 0);
+			       "X-A:   padded \t\r\nX-Empty:\r\n\r\n",
+			       &c),
+			 0);
 	assert_string_equal(head.method, "GET");
 	assert_string_equal(head.target, "/v2/portfolios?limit=2");
 	assert_int_equal(head.minor, 1);
@@ -186,9 +188,14 @@ static void test_chunked(void **state)
 
 static void test_chunked_refusals(void **state)
 {
-	static const char *bad[] = {"zz\r\nabc\r\n0\r\n\r\n", "\r\n", "5 5\r\n", "3\r\nabcX\r\n",
-				    "3;\x01\r\nabc\r\n0\r\n\r\n", "0\r\nX: \x01\r\n\r\n",
-				    "00000000000000001\r\nx\r\n", "-1\r\n"};
+	static const char *bad[] = {"zz\r\nabc\r\n0\r\n\r\n",
+				    "\r\n",
+				    "5 5\r\n",
+				    "3\r\nabcX\r\n",
+				    "3;\x01\r\nabc\r\n0\r\n\r\n",
+				    "0\r\nX: \x01\r\n\r\n",
+				    "00000000000000001\r\nx\r\n",
+				    "-1\r\n"};
 	struct buf out;
 	char big[8192];
 	size_t i, used;
@@ -218,14 +225,10 @@ static void test_chunked_refusals(void **state)
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
-		cmocka_unit_test(test_head_end),
-		cmocka_unit_test(test_good_heads),
-		cmocka_unit_test(test_bad_heads),
-		cmocka_unit_test(test_nul_in_head),
-		cmocka_unit_test(test_field_count),
-		cmocka_unit_test(test_plausible),
-		cmocka_unit_test(test_chunked),
-		cmocka_unit_test(test_chunked_refusals),
+		cmocka_unit_test(test_head_end),    cmocka_unit_test(test_good_heads),
+		cmocka_unit_test(test_bad_heads),   cmocka_unit_test(test_nul_in_head),
+		cmocka_unit_test(test_field_count), cmocka_unit_test(test_plausible),
+		cmocka_unit_test(test_chunked),     cmocka_unit_test(test_chunked_refusals),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

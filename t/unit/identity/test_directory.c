@@ -126,8 +126,7 @@ static void test_group_members(void **state)
 	assert_int_equal(json_array_size(m), 2);
 	assert_string_equal(json_string_value(json_object_get(json_array_get(m, 0), "value")),
 			    "usr_b");
-	assert_string_equal(json_string_value(json_object_get(json_array_get(m, 1), "display")),
-			    "A");
+	assert_string_equal(json_string_value(json_object_get(json_array_get(m, 1), "display")), "A");
 	again = directory_prepare(doc, 0, doc, &rc, err, sizeof err);
 	assert_non_null(again);
 	assert_true(json_equal(doc, again));
@@ -238,13 +237,15 @@ static void test_login(void **state)
 	json_t *roles = load("[\"ops-manager\"]"), *now, *none = json_array();
 
 	assert_int_equal(directory_user_login(f->tx, PF, "Jit@Example.com", "", roles, id,
-					      sizeof id, &ev), 0);
+					      sizeof id, &ev),
+			 0);
 	assert_string_equal(ev.type, "sso.user.provisioned");
 	assert_string_equal(ev.via, "saml_jit");
 	assert_string_equal(ev.user_id, id);
 	assert_int_equal(ev.revoked, -1);
 	assert_int_equal(directory_user_login(f->tx, PF, "jit@example.com", "", none, again,
-					      sizeof again, &ev), 0);
+					      sizeof again, &ev),
+			 0);
 	assert_null(ev.type);
 	assert_string_equal(again, id);
 	assert_int_equal(directory_user_roles(f->tx, PF, id, &now), 0);
@@ -252,7 +253,8 @@ static void test_login(void **state)
 	json_decref(now);
 	make_user(f->tx, "admin@example.com", "[\"revenue-approver\"]", admin);
 	assert_int_equal(directory_user_login(f->tx, PF, "ADMIN@example.com", "", none, again,
-					      sizeof again, &ev), 0);
+					      sizeof again, &ev),
+			 0);
 	assert_int_equal(directory_user_roles(f->tx, PF, admin, &now), 0);
 	assert_string_equal(json_string_value(json_array_get(now, 0)), "revenue-approver");
 	json_decref(now);
@@ -283,7 +285,8 @@ static void test_deactivate_delete(void **state)
 	directory_user_release(&u);
 	json_decref(doc);
 	assert_int_equal(directory_user_login(f->tx, PF, "carol@example.com", "", NULL, err,
-					      sizeof err, &ev), 1);
+					      sizeof err, &ev),
+			 1);
 	group = json_pack("{s:s, s:[{s:s}]}", "displayName", "g", "members", "value", id);
 	assert_int_equal(directory_group_save(f->tx, PF, "grp_2", group, 1), 0);
 	assert_int_equal(directory_user_delete(f->tx, PF, &row, &ev), 0);

@@ -32,7 +32,7 @@
 struct tmpl {
 	const char *id;
 	const char *issuer;
-	const char *name_id;     /* raw XML content of NameID */
+	const char *name_id; /* raw XML content of NameID */
 	const char *method;
 	const char *recipient;
 	const char *scd_not_on_or_after;
@@ -42,17 +42,17 @@ struct tmpl {
 	const char *sig_alg;
 	const char *digest_alg;
 	const char *ref_uri;
-	int sig_where;           /* 0 none, 1 child of the root, 2 inside Subject */
+	int sig_where; /* 0 none, 1 child of the root, 2 inside Subject */
 };
 
 /* Signed (or unsigned) documents made once in group setup. */
 static struct {
 	char dir[64];
-	char *cert;              /* IdP certificate PEM */
-	char *ec_cert;           /* an ECDSA P-256 IdP certificate PEM */
-	char *ecdsa;             /* valid, signed with ECDSA-SHA256 */
+	char *cert;    /* IdP certificate PEM */
+	char *ec_cert; /* an ECDSA P-256 IdP certificate PEM */
+	char *ecdsa;   /* valid, signed with ECDSA-SHA256 */
 	char *valid;
-	char *offset_times;      /* times with offsets and fractions */
+	char *offset_times; /* times with offsets and fractions */
 	char *expired;
 	char *not_yet;
 	char *scd_expired;
@@ -67,7 +67,7 @@ static struct {
 	char *holder_of_key;
 	char *sig_in_subject;
 	char *whole_doc_ref;
-	char *evil_unsigned;     /* an unsigned assertion body, no XML declaration */
+	char *evil_unsigned; /* an unsigned assertion body, no XML declaration */
 } fx;
 
 static struct tmpl base(void)
@@ -92,17 +92,19 @@ static struct tmpl base(void)
 
 static void sig_template(struct buf *b, const struct tmpl *t)
 {
-	assert_int_equal(buf_printf(b,
-		"<ds:Signature xmlns:ds=\"http://www.w3.org/2000/09/xmldsig#\"><ds:SignedInfo>"
-		"<ds:CanonicalizationMethod Algorithm=\"http://www.w3.org/2001/10/xml-exc-c14n#\"/>"
-		"<ds:SignatureMethod Algorithm=\"%s\"/>"
-		"<ds:Reference URI=\"%s\"><ds:Transforms>"
-		"<ds:Transform Algorithm=\"http://www.w3.org/2000/09/xmldsig#enveloped-signature\"/>"
-		"<ds:Transform Algorithm=\"http://www.w3.org/2001/10/xml-exc-c14n#\"/>"
-		"</ds:Transforms><ds:DigestMethod Algorithm=\"%s\"/><ds:DigestValue></ds:DigestValue>"
-		"</ds:Reference></ds:SignedInfo><ds:SignatureValue></ds:SignatureValue>"
-		"<ds:KeyInfo><ds:X509Data/></ds:KeyInfo></ds:Signature>\n",
-		t->sig_alg, t->ref_uri, t->digest_alg), 0);
+	assert_int_equal(
+		buf_printf(b,
+			   "<ds:Signature xmlns:ds=\"http://www.w3.org/2000/09/xmldsig#\"><ds:SignedInfo>"
+			   "<ds:CanonicalizationMethod Algorithm=\"http://www.w3.org/2001/10/xml-exc-c14n#\"/>"
+			   "<ds:SignatureMethod Algorithm=\"%s\"/>"
+			   "<ds:Reference URI=\"%s\"><ds:Transforms>"
+			   "<ds:Transform Algorithm=\"http://www.w3.org/2000/09/xmldsig#enveloped-signature\"/>"
+			   "<ds:Transform Algorithm=\"http://www.w3.org/2001/10/xml-exc-c14n#\"/>"
+			   "</ds:Transforms><ds:DigestMethod Algorithm=\"%s\"/><ds:DigestValue></ds:DigestValue>"
+			   "</ds:Reference></ds:SignedInfo><ds:SignatureValue></ds:SignatureValue>"
+			   "<ds:KeyInfo><ds:X509Data/></ds:KeyInfo></ds:Signature>\n",
+			   t->sig_alg, t->ref_uri, t->digest_alg),
+		0);
 }
 
 /* The assertion body for t, without an XML declaration; malloc'd. */
@@ -112,35 +114,42 @@ static char *assertion_body(const struct tmpl *t)
 
 	buf_init(&b, 0);
 	assert_int_equal(buf_printf(&b,
-		"<saml:Assertion xmlns:saml=\"urn:oasis:names:tc:SAML:2.0:assertion\" "
-		"ID=\"%s\" Version=\"2.0\" IssueInstant=\"2024-06-01T11:59:30Z\">\n"
-		"  <saml:Issuer>%s</saml:Issuer>\n  ", t->id, t->issuer), 0);
+				    "<saml:Assertion xmlns:saml=\"urn:oasis:names:tc:SAML:2.0:assertion\" "
+				    "ID=\"%s\" Version=\"2.0\" IssueInstant=\"2024-06-01T11:59:30Z\">\n"
+				    "  <saml:Issuer>%s</saml:Issuer>\n  ",
+				    t->id, t->issuer),
+			 0);
 	if (t->sig_where == 1)
 		sig_template(&b, t);
-	assert_int_equal(buf_printf(&b,
-		"  <saml:Subject>\n"
-		"    <saml:NameID Format=\"urn:oasis:names:tc:SAML:1.1:nameid-format:emailAddress\">%s</saml:NameID>\n",
-		t->name_id), 0);
+	assert_int_equal(
+		buf_printf(&b,
+			   "  <saml:Subject>\n"
+			   "    <saml:NameID Format=\"urn:oasis:names:tc:SAML:1.1:nameid-format:emailAddress\">%s</saml:NameID>\n",
+			   t->name_id),
+		0);
 	if (t->sig_where == 2)
 		sig_template(&b, t);
-	assert_int_equal(buf_printf(&b,
-		"    <saml:SubjectConfirmation Method=\"%s\">\n"
-		"      <saml:SubjectConfirmationData NotOnOrAfter=\"%s\" Recipient=\"%s\"/>\n"
-		"    </saml:SubjectConfirmation>\n"
-		"  </saml:Subject>\n"
-		"  <saml:Conditions NotBefore=\"%s\" NotOnOrAfter=\"%s\">\n"
-		"    <saml:AudienceRestriction><saml:Audience>%s</saml:Audience></saml:AudienceRestriction>\n"
-		"  </saml:Conditions>\n"
-		"  <saml:AuthnStatement AuthnInstant=\"2024-06-01T11:59:30Z\"><saml:AuthnContext>"
-		"<saml:AuthnContextClassRef>urn:oasis:names:tc:SAML:2.0:ac:classes:PasswordProtectedTransport"
-		"</saml:AuthnContextClassRef></saml:AuthnContext></saml:AuthnStatement>\n"
-		"  <saml:AttributeStatement>\n"
-		"    <saml:Attribute Name=\"roles\"><saml:AttributeValue>revenue-approver</saml:AttributeValue></saml:Attribute>\n"
-		"    <saml:Attribute Name=\"displayName\"><saml:AttributeValue>Alice Example</saml:AttributeValue></saml:Attribute>\n"
-		"  </saml:AttributeStatement>\n"
-		"</saml:Assertion>\n",
-		t->method, t->scd_not_on_or_after, t->recipient, t->not_before, t->not_on_or_after,
-		t->audience), 0);
+	assert_int_equal(
+		buf_printf(
+			&b,
+			"    <saml:SubjectConfirmation Method=\"%s\">\n"
+			"      <saml:SubjectConfirmationData NotOnOrAfter=\"%s\" Recipient=\"%s\"/>\n"
+			"    </saml:SubjectConfirmation>\n"
+			"  </saml:Subject>\n"
+			"  <saml:Conditions NotBefore=\"%s\" NotOnOrAfter=\"%s\">\n"
+			"    <saml:AudienceRestriction><saml:Audience>%s</saml:Audience></saml:AudienceRestriction>\n"
+			"  </saml:Conditions>\n"
+			"  <saml:AuthnStatement AuthnInstant=\"2024-06-01T11:59:30Z\"><saml:AuthnContext>"
+			"<saml:AuthnContextClassRef>urn:oasis:names:tc:SAML:2.0:ac:classes:PasswordProtectedTransport"
+			"</saml:AuthnContextClassRef></saml:AuthnContext></saml:AuthnStatement>\n"
+			"  <saml:AttributeStatement>\n"
+			"    <saml:Attribute Name=\"roles\"><saml:AttributeValue>revenue-approver</saml:AttributeValue></saml:Attribute>\n"
+			"    <saml:Attribute Name=\"displayName\"><saml:AttributeValue>Alice Example</saml:AttributeValue></saml:Attribute>\n"
+			"  </saml:AttributeStatement>\n"
+			"</saml:Assertion>\n",
+			t->method, t->scd_not_on_or_after, t->recipient, t->not_before,
+			t->not_on_or_after, t->audience),
+		0);
 	return buf_steal(&b);
 }
 
@@ -315,11 +324,12 @@ static int group_setup(void **state)
 static int group_teardown(void **state)
 {
 	char cmd[256];
-	char **docs[] = {&fx.cert, &fx.ec_cert, &fx.ecdsa, &fx.valid, &fx.offset_times, &fx.expired, &fx.not_yet,
-			 &fx.scd_expired, &fx.wrong_audience, &fx.wrong_recipient, &fx.wrong_issuer,
-			 &fx.unsigned_doc, &fx.attacker, &fx.comment_nameid, &fx.sha1,
-			 &fx.sha1_digest, &fx.holder_of_key, &fx.sig_in_subject,
-			 &fx.whole_doc_ref, &fx.evil_unsigned};
+	char **docs[] = {
+		&fx.cert,           &fx.ec_cert,         &fx.ecdsa,         &fx.valid,
+		&fx.offset_times,   &fx.expired,         &fx.not_yet,       &fx.scd_expired,
+		&fx.wrong_audience, &fx.wrong_recipient, &fx.wrong_issuer,  &fx.unsigned_doc,
+		&fx.attacker,       &fx.comment_nameid,  &fx.sha1,          &fx.sha1_digest,
+		&fx.holder_of_key,  &fx.sig_in_subject,  &fx.whole_doc_ref, &fx.evil_unsigned};
 	size_t i;
 
 	(void)state;
@@ -433,16 +443,19 @@ static void test_datetime_offsets_and_fractions(void **state)
 	/* NotBefore 13:59:00.5+02:00 = 11:59:00.500Z; NotOnOrAfter
 	 * 07:10:00.1234567-04:50 = 12:00:00.123Z; SCD 12:20:00.250Z. */
 	assert_int_equal(saml_verify(fx.offset_times, strlen(fx.offset_times), &e, &a, err,
-				     sizeof err), 0);
+				     sizeof err),
+			 0);
 	assert_int_equal(a.not_on_or_after_ms, NOW_MS + 123);
 	saml_assertion_free(&a);
 	e.now_ms = NOW_MS + 123 + 120000;
 	assert_int_equal(saml_verify(fx.offset_times, strlen(fx.offset_times), &e, &a, err,
-				     sizeof err), -1);
+				     sizeof err),
+			 -1);
 	assert_string_equal(err, "assertion has expired");
 	e.now_ms = NOW_MS + 123 + 119999;
 	assert_int_equal(saml_verify(fx.offset_times, strlen(fx.offset_times), &e, &a, err,
-				     sizeof err), 0);
+				     sizeof err),
+			 0);
 	saml_assertion_free(&a);
 }
 
@@ -579,8 +592,9 @@ static void test_wrap_signed_inside_evil_root(void **state)
 static void test_wrap_evil_root_same_id(void **state)
 {
 	char *a = replace(fx.evil_unsigned, "ID=\"_evil\"", "ID=\"_abc\"");
-	char *b = replace(a, "</saml:Assertion>",
-			  "<ext:Extensions xmlns:ext=\"urn:example:ext\">SIGNED</ext:Extensions></saml:Assertion>");
+	char *b = replace(
+		a, "</saml:Assertion>",
+		"<ext:Extensions xmlns:ext=\"urn:example:ext\">SIGNED</ext:Extensions></saml:Assertion>");
 	char *doc = replace(b, "SIGNED", body_of(fx.valid));
 
 	(void)state;
@@ -599,7 +613,8 @@ static void test_wrap_evil_inside_signed_root(void **state)
 	(void)state;
 	buf_init(&b, 0);
 	assert_int_equal(buf_printf(&b, "<saml:Advice>%s</saml:Advice></saml:Assertion>",
-				    fx.evil_unsigned), 0);
+				    fx.evil_unsigned),
+			 0);
 	doc = replace(fx.valid, "</saml:Assertion>", b.data);
 	buf_free(&b);
 	reject(doc, "document must contain exactly one Assertion");
@@ -613,10 +628,12 @@ static void test_wrap_in_response(void **state)
 
 	(void)state;
 	buf_init(&b, 0);
-	assert_int_equal(buf_printf(&b,
-		"<samlp:Response xmlns:samlp=\"urn:oasis:names:tc:SAML:2.0:protocol\" ID=\"_r\" "
-		"Version=\"2.0\" IssueInstant=\"2024-06-01T11:59:30Z\">%s</samlp:Response>",
-		body_of(fx.valid)), 0);
+	assert_int_equal(
+		buf_printf(&b,
+			   "<samlp:Response xmlns:samlp=\"urn:oasis:names:tc:SAML:2.0:protocol\" ID=\"_r\" "
+			   "Version=\"2.0\" IssueInstant=\"2024-06-01T11:59:30Z\">%s</samlp:Response>",
+			   body_of(fx.valid)),
+		0);
 	reject(b.data, "root element is not a SAML 2.0 Assertion");
 	buf_free(&b);
 }
@@ -646,8 +663,8 @@ static void test_second_signature(void **state)
 	buf_init(&sig, 0);
 	assert_int_equal(buf_append(&sig, s, (size_t)(end - s) + strlen("</ds:Signature>")), 0);
 	buf_init(&doc, 0);
-	assert_int_equal(buf_printf(&doc, "<saml:Advice>%s</saml:Advice></saml:Assertion>",
-				    sig.data), 0);
+	assert_int_equal(buf_printf(&doc, "<saml:Advice>%s</saml:Advice></saml:Assertion>", sig.data),
+			 0);
 	d = replace(fx.valid, "</saml:Assertion>", doc.data);
 	reject(d, "more than one Signature");
 	free(d);
@@ -673,8 +690,10 @@ static void test_doctype_external_entity(void **state)
 	doc = replace(body_of(fx.valid), "alice@example.com", "&xxe;");
 	buf_init(&b, 0);
 	assert_int_equal(buf_printf(&b,
-		"<?xml version=\"1.0\"?>\n<!DOCTYPE saml:Assertion [\n"
-		"<!ENTITY xxe SYSTEM \"file:///etc/passwd\">\n]>\n%s", doc), 0);
+				    "<?xml version=\"1.0\"?>\n<!DOCTYPE saml:Assertion [\n"
+				    "<!ENTITY xxe SYSTEM \"file:///etc/passwd\">\n]>\n%s",
+				    doc),
+			 0);
 	reject(b.data, "DTDs are not allowed");
 	buf_free(&b);
 	free(doc);
@@ -695,7 +714,8 @@ static void test_doctype_variants(void **state)
 	for (i = 0; i < sizeof heads / sizeof heads[0]; i++) {
 		buf_init(&b, 0);
 		assert_int_equal(buf_printf(&b, "<?xml version=\"1.0\"?>\n%s%s", heads[i],
-					    body_of(fx.valid)), 0);
+					    body_of(fx.valid)),
+				 0);
 		reject(b.data, "DTDs are not allowed");
 		buf_free(&b);
 	}

@@ -137,8 +137,9 @@ static void test_ordering(void **state)
 	assert_true(m("loginCount eq 42.0", user1));
 	assert_true(m("loginCount eq \"42\"", user1));
 	assert_true(m("loginCount ne 41", user1));
-	assert_true(m("urn:ietf:params:scim:schemas:extension:enterprise:2.0:User:employeeNumber gt 99999",
-		      user1));
+	assert_true(
+		m("urn:ietf:params:scim:schemas:extension:enterprise:2.0:User:employeeNumber gt 99999",
+		  user1));
 	assert_true(m("userName gt \"a\"", user1));
 	assert_true(m("userName gt \"NA\"", user1));
 	assert_false(m("userName lt \"NA\"", user1));
@@ -295,8 +296,9 @@ static void test_urn_paths(void **state)
 	assert_true(m(ENT ":manager eq \"m1\"", user1));
 	assert_true(m(ENT ":department eq \"sales\"", user1));
 	assert_false(m(ENT ":department pr", user2));
-	assert_true(m("URN:IETF:PARAMS:SCIM:SCHEMAS:EXTENSION:ENTERPRISE:2.0:USER:Department eq \"SALES\"",
-		      user1));
+	assert_true(
+		m("URN:IETF:PARAMS:SCIM:SCHEMAS:EXTENSION:ENTERPRISE:2.0:USER:Department eq \"SALES\"",
+		  user1));
 	assert_true(m(SCIM_URN_USER ":userName sw \"O\"", user1));
 	assert_true(m(SCIM_URN_USER ":name.familyName eq \"employee\"", user1));
 	assert_true(m(SCIM_URN_USER ":emails[type eq \"work\"]", user1));
@@ -319,7 +321,8 @@ static void test_case_insensitive(void **state)
 /* The filters the Microsoft SCIM conformance collection sends. */
 static void test_lenient_ms(void **state)
 {
-	const char *f1 = "name.FamilyName eq Employee and (emails.Value co example.com or emails.Value co example.org)";
+	const char *f1 =
+		"name.FamilyName eq Employee and (emails.Value co example.com or emails.Value co example.org)";
 	json_t *u3 = load("{\"userName\": \"Other\", \"name\": {\"familyName\": \"employee\"},"
 			  " \"emails\": [{\"value\": \"x@example.org\"}]}");
 
@@ -624,11 +627,11 @@ static void test_path_parse(void **state)
 	assert_string_equal(p.attr, "emails");
 	scim_path_free(&p);
 
-#define BADPATH(text, want)                                                     \
-	do {                                                                    \
+#define BADPATH(text, want)                                                        \
+	do {                                                                       \
 		assert_int_equal(scim_path_parse(text, &p, err, sizeof err), -1);  \
-		assert_null(p.filter);                                          \
-		if (!strstr(err, want))                                         \
+		assert_null(p.filter);                                             \
+		if (!strstr(err, want))                                            \
 			fail_msg("path %s: \"%s\" lacks \"%s\"", text, err, want); \
 	} while (0)
 	BADPATH("", "empty path");

@@ -78,10 +78,11 @@ static void refuse(json_t *res, const char *ops, int code, const char *want)
 
 static json_t *user(void)
 {
-	return load("{\"schemas\": [\"" SCIM_URN_USER "\"], \"id\": \"u-1\","
-		    " \"userName\": \"bob@example.com\", \"active\": true,"
-		    " \"name\": {\"givenName\": \"Robert\", \"familyName\": \"Smith\"},"
-		    " \"meta\": {\"resourceType\": \"User\", \"created\": \"2020-01-01T00:00:00Z\"}}");
+	return load(
+		"{\"schemas\": [\"" SCIM_URN_USER "\"], \"id\": \"u-1\","
+		" \"userName\": \"bob@example.com\", \"active\": true,"
+		" \"name\": {\"givenName\": \"Robert\", \"familyName\": \"Smith\"},"
+		" \"meta\": {\"resourceType\": \"User\", \"created\": \"2020-01-01T00:00:00Z\"}}");
 }
 
 static json_t *group(void)
@@ -116,17 +117,22 @@ static void test_entra_active_string(void **state)
 	json_t *u = user();
 
 	(void)state;
-	assert_int_equal(patch(u, "[{\"op\": \"Replace\", \"path\": \"active\", \"value\": \"False\"}]"), 0);
+	assert_int_equal(
+		patch(u, "[{\"op\": \"Replace\", \"path\": \"active\", \"value\": \"False\"}]"), 0);
 	assert_true(json_is_false(json_object_get(u, "active")));
-	assert_int_equal(patch(u, "[{\"op\": \"Replace\", \"path\": \"active\", \"value\": \"True\"}]"), 0);
+	assert_int_equal(patch(u,
+			       "[{\"op\": \"Replace\", \"path\": \"active\", \"value\": \"True\"}]"),
+			 0);
 	assert_true(json_is_true(json_object_get(u, "active")));
-	assert_int_equal(patch(u, "[{\"op\": \"Replace\", \"path\": \"active\", \"value\": \"false\"}]"), 0);
+	assert_int_equal(
+		patch(u, "[{\"op\": \"Replace\", \"path\": \"active\", \"value\": \"false\"}]"), 0);
 	assert_true(json_is_false(json_object_get(u, "active")));
 	refuse(u, "[{\"op\": \"Replace\", \"path\": \"active\", \"value\": \"maybe\"}]",
 	       SCIM_PATCH_INVALID_VALUE,
 	       "active must be a boolean, or the string \"true\" or \"false\" (got a string)");
 	refuse(u, "[{\"op\": \"Replace\", \"path\": \"active\", \"value\": 1}]",
-	       SCIM_PATCH_INVALID_VALUE, "active must be a boolean, or the string \"true\" or"
+	       SCIM_PATCH_INVALID_VALUE,
+	       "active must be a boolean, or the string \"true\" or"
 	       " \"false\" (got an integer)");
 	json_decref(u);
 }
@@ -154,13 +160,14 @@ static void test_entra_add_email_creates(void **state)
 	       "[{\"type\": \"work\", \"value\": \"z@y\"},"
 	       " {\"type\": \"home\", \"primary\": false, \"value\": \"h@y\"}]");
 	/* Entra's phone and address variants */
-	assert_int_equal(patch(u, "[{\"op\": \"Add\", \"path\": \"phoneNumbers[type eq \\\"mobile\\\"].value\","
-				  " \"value\": \"+1 555\"},"
-				  " {\"op\": \"Add\", \"path\": \"addresses[type eq \\\"work\\\"].locality\","
-				  " \"value\": \"Paris\"},"
-				  " {\"op\": \"Add\", \"path\": \"addresses[type eq \\\"work\\\"].country\","
-				  " \"value\": \"FR\"}]"),
-			 0);
+	assert_int_equal(
+		patch(u, "[{\"op\": \"Add\", \"path\": \"phoneNumbers[type eq \\\"mobile\\\"].value\","
+			 " \"value\": \"+1 555\"},"
+			 " {\"op\": \"Add\", \"path\": \"addresses[type eq \\\"work\\\"].locality\","
+			 " \"value\": \"Paris\"},"
+			 " {\"op\": \"Add\", \"path\": \"addresses[type eq \\\"work\\\"].country\","
+			 " \"value\": \"FR\"}]"),
+		0);
 	expect(json_object_get(u, "phoneNumbers"), "[{\"type\": \"mobile\", \"value\": \"+1 555\"}]");
 	expect(json_object_get(u, "addresses"),
 	       "[{\"type\": \"work\", \"locality\": \"Paris\", \"country\": \"FR\"}]");
@@ -190,22 +197,28 @@ static void test_value_path_elements(void **state)
 	       "[{\"type\": \"work\", \"value\": \"new@x\", \"display\": \"W\", \"primary\": true},"
 	       " {\"type\": \"home\", \"value\": \"h@x\"}]");
 	/* remove a sub-attribute of matching elements, then an element */
-	assert_int_equal(patch(u, "[{\"op\": \"remove\", \"path\": \"emails[type eq \\\"work\\\"].display\"},"
-				  " {\"op\": \"remove\", \"path\": \"emails[type eq \\\"home\\\"]\"}]"),
+	assert_int_equal(patch(u,
+			       "[{\"op\": \"remove\", \"path\": \"emails[type eq \\\"work\\\"].display\"},"
+			       " {\"op\": \"remove\", \"path\": \"emails[type eq \\\"home\\\"]\"}]"),
 			 0);
 	expect(json_object_get(u, "emails"),
 	       "[{\"type\": \"work\", \"value\": \"new@x\", \"primary\": true}]");
 	/* no match on remove is fine */
-	assert_int_equal(patch(u, "[{\"op\": \"remove\", \"path\": \"emails[type eq \\\"other\\\"]\"}]"), 0);
+	assert_int_equal(
+		patch(u, "[{\"op\": \"remove\", \"path\": \"emails[type eq \\\"other\\\"]\"}]"), 0);
 	/* a filter that does not describe an element cannot create one */
-	refuse(u, "[{\"op\": \"replace\", \"path\": \"emails[value co \\\"zzz\\\"].type\", \"value\": \"w\"}]",
+	refuse(u,
+	       "[{\"op\": \"replace\", \"path\": \"emails[value co \\\"zzz\\\"].type\", \"value\": \"w\"}]",
 	       SCIM_PATCH_NO_TARGET, "does not describe one");
-	refuse(u, "[{\"op\": \"replace\", \"path\": \"emails[type eq \\\"work\\\"]\", \"value\": \"x\"}]",
+	refuse(u,
+	       "[{\"op\": \"replace\", \"path\": \"emails[type eq \\\"work\\\"]\", \"value\": \"x\"}]",
 	       SCIM_PATCH_INVALID_VALUE, "must be an object");
-	refuse(u, "[{\"op\": \"replace\", \"path\": \"userName[type eq \\\"work\\\"]\", \"value\": {}}]",
+	refuse(u,
+	       "[{\"op\": \"replace\", \"path\": \"userName[type eq \\\"work\\\"]\", \"value\": {}}]",
 	       SCIM_PATCH_INVALID_PATH, "not one");
 	/* removing the last element drops the attribute */
-	assert_int_equal(patch(u, "[{\"op\": \"remove\", \"path\": \"emails[value ew \\\"@X\\\"]\"}]"), 0);
+	assert_int_equal(patch(u, "[{\"op\": \"remove\", \"path\": \"emails[value ew \\\"@X\\\"]\"}]"),
+			 0);
 	assert_null(json_object_get(u, "emails"));
 	json_decref(u);
 }
@@ -215,18 +228,22 @@ static void test_entra_name(void **state)
 	json_t *u = user();
 
 	(void)state;
-	assert_int_equal(patch(u, "[{\"op\": \"Replace\", \"path\": \"name.givenName\", \"value\": \"Bob\"}]"), 0);
+	assert_int_equal(
+		patch(u, "[{\"op\": \"Replace\", \"path\": \"name.givenName\", \"value\": \"Bob\"}]"),
+		0);
 	expect(json_object_get(u, "name"), "{\"givenName\": \"Bob\", \"familyName\": \"Smith\"}");
 	/* replace of a complex attribute keeps the sub-attributes not given */
-	assert_int_equal(patch(u, "[{\"op\": \"replace\", \"path\": \"name\","
-				  " \"value\": {\"familyName\": \"Jones\", \"formatted\": \"Bob Jones\"}}]"),
-			 0);
+	assert_int_equal(
+		patch(u, "[{\"op\": \"replace\", \"path\": \"name\","
+			 " \"value\": {\"familyName\": \"Jones\", \"formatted\": \"Bob Jones\"}}]"),
+		0);
 	expect(json_object_get(u, "name"),
 	       "{\"givenName\": \"Bob\", \"familyName\": \"Jones\", \"formatted\": \"Bob Jones\"}");
 	assert_int_equal(patch(u, "[{\"op\": \"remove\", \"path\": \"name.formatted\"}]"), 0);
 	expect(json_object_get(u, "name"), "{\"givenName\": \"Bob\", \"familyName\": \"Jones\"}");
 	json_object_del(u, "name");
-	assert_int_equal(patch(u, "[{\"op\": \"add\", \"path\": \"NAME.GIVENNAME\", \"value\": \"Al\"}]"), 0);
+	assert_int_equal(
+		patch(u, "[{\"op\": \"add\", \"path\": \"NAME.GIVENNAME\", \"value\": \"Al\"}]"), 0);
 	expect(json_object_get(u, "name"), "{\"givenName\": \"Al\"}");
 	refuse(u, "[{\"op\": \"add\", \"path\": \"userName.x\", \"value\": \"y\"}]",
 	       SCIM_PATCH_INVALID_PATH, "not a complex attribute");
@@ -244,13 +261,17 @@ static void test_members(void **state)
 			 0);
 	expect(json_object_get(g, "members"), "[{\"value\": \"u2\"}, {\"value\": \"u4\"}]");
 	/* Okta: remove with a value filter */
-	assert_int_equal(patch(g, "[{\"op\": \"Remove\", \"path\": \"members[value eq \\\"u2\\\"]\"}]"), 0);
+	assert_int_equal(patch(g,
+			       "[{\"op\": \"Remove\", \"path\": \"members[value eq \\\"u2\\\"]\"}]"),
+			 0);
 	expect(json_object_get(g, "members"), "[{\"value\": \"u4\"}]");
 	/* add skips duplicates, also within one value */
-	assert_int_equal(patch(g, "[{\"op\": \"add\", \"path\": \"members\","
-				  " \"value\": [{\"value\": \"u3\"}, {\"value\": \"u3\"}, {\"value\": \"u4\"}]},"
-				  " {\"op\": \"add\", \"path\": \"members\", \"value\": [{\"value\": \"u3\"}]}]"),
-			 0);
+	assert_int_equal(
+		patch(g,
+		      "[{\"op\": \"add\", \"path\": \"members\","
+		      " \"value\": [{\"value\": \"u3\"}, {\"value\": \"u3\"}, {\"value\": \"u4\"}]},"
+		      " {\"op\": \"add\", \"path\": \"members\", \"value\": [{\"value\": \"u3\"}]}]"),
+		0);
 	expect(json_object_get(g, "members"), "[{\"value\": \"u4\"}, {\"value\": \"u3\"}]");
 	/* a display given later merges into the existing member */
 	assert_int_equal(patch(g, "[{\"op\": \"add\", \"path\": \"members\","
@@ -259,29 +280,42 @@ static void test_members(void **state)
 	expect(json_object_get(g, "members"),
 	       "[{\"value\": \"u4\"}, {\"value\": \"u3\", \"display\": \"Three\"}]");
 	/* removing what is not there changes nothing */
-	assert_int_equal(patch(g, "[{\"op\": \"remove\", \"path\": \"members[value eq \\\"nope\\\"]\"},"
-				  " {\"op\": \"remove\", \"path\": \"members\", \"value\": [{\"value\": \"nope\"}]}]"),
-			 0);
+	assert_int_equal(
+		patch(g,
+		      "[{\"op\": \"remove\", \"path\": \"members[value eq \\\"nope\\\"]\"},"
+		      " {\"op\": \"remove\", \"path\": \"members\", \"value\": [{\"value\": \"nope\"}]}]"),
+		0);
 	assert_int_equal(json_array_size(json_object_get(g, "members")), 2);
 	/* a single object value is one member; bare ids name members too */
-	assert_int_equal(patch(g, "[{\"op\": \"add\", \"path\": \"members\", \"value\": {\"value\": \"u5\"}},"
-				  " {\"op\": \"remove\", \"path\": \"members\", \"value\": [\"u4\"]}]"),
+	assert_int_equal(patch(g,
+			       "[{\"op\": \"add\", \"path\": \"members\", \"value\": {\"value\": \"u5\"}},"
+			       " {\"op\": \"remove\", \"path\": \"members\", \"value\": [\"u4\"]}]"),
 			 0);
 	expect(json_object_get(g, "members"),
 	       "[{\"value\": \"u3\", \"display\": \"Three\"}, {\"value\": \"u5\"}]");
 	/* replace sets the whole array */
-	assert_int_equal(patch(g, "[{\"op\": \"replace\", \"path\": \"members\", \"value\": [{\"value\": \"u9\"}]}]"), 0);
+	assert_int_equal(
+		patch(g,
+		      "[{\"op\": \"replace\", \"path\": \"members\", \"value\": [{\"value\": \"u9\"}]}]"),
+		0);
 	expect(json_object_get(g, "members"), "[{\"value\": \"u9\"}]");
 	/* removing every member, or the attribute, unassigns it */
-	assert_int_equal(patch(g, "[{\"op\": \"remove\", \"path\": \"members\", \"value\": [{\"value\": \"u9\"}]}]"), 0);
+	assert_int_equal(
+		patch(g,
+		      "[{\"op\": \"remove\", \"path\": \"members\", \"value\": [{\"value\": \"u9\"}]}]"),
+		0);
 	assert_null(json_object_get(g, "members"));
 	assert_int_equal(patch(g, "[{\"op\": \"add\", \"path\": \"members\", \"value\": [{\"value\": \"u1\"}]},"
 				  " {\"op\": \"remove\", \"path\": \"members\"}]"),
 			 0);
 	assert_null(json_object_get(g, "members"));
 	/* Okta's group rename carries the id */
-	assert_int_equal(patch(g, "[{\"op\": \"replace\", \"value\": {\"id\": \"g-1\", \"displayName\": \"New\"}}]"), 0);
-	expect(g, "{\"schemas\": [\"" SCIM_URN_GROUP "\"], \"id\": \"g-1\", \"displayName\": \"New\"}");
+	assert_int_equal(
+		patch(g,
+		      "[{\"op\": \"replace\", \"value\": {\"id\": \"g-1\", \"displayName\": \"New\"}}]"),
+		0);
+	expect(g, "{\"schemas\": [\"" SCIM_URN_GROUP
+		  "\"], \"id\": \"g-1\", \"displayName\": \"New\"}");
 	json_decref(g);
 }
 
@@ -325,11 +359,13 @@ static void test_nopath_keys(void **state)
 	assert_null(json_object_get(u, "title"));
 	/* the core URN with an object is the top level, read-only keys skipped */
 	assert_int_equal(patch(u, "[{\"op\": \"replace\", \"value\": {\"" SCIM_URN_USER "\":"
-				  " {\"userName\": \"c@x\", \"id\": \"zzz\"}, \"" SCIM_URN_USER ":id\": \"q\"}}]"),
+				  " {\"userName\": \"c@x\", \"id\": \"zzz\"}, \"" SCIM_URN_USER
+				  ":id\": \"q\"}}]"),
 			 0);
 	assert_string_equal(json_string_value(json_object_get(u, "userName")), "c@x");
 	assert_string_equal(json_string_value(json_object_get(u, "id")), "u-1");
-	refuse(u, "[{\"op\": \"add\", \"value\": \"x\"}]", SCIM_PATCH_INVALID_VALUE, "must be an object");
+	refuse(u, "[{\"op\": \"add\", \"value\": \"x\"}]", SCIM_PATCH_INVALID_VALUE,
+	       "must be an object");
 	refuse(u, "[{\"op\": \"add\", \"value\": {\"name..x\": 1}}]", SCIM_PATCH_INVALID_PATH,
 	       "invalid attribute \"name..x\"");
 	refuse(u, "[{\"op\": \"add\", \"value\": {\"title\": \"ok\", \"bad key\": 1}}]",
@@ -342,15 +378,17 @@ static void test_names(void **state)
 	json_t *u = load("{\"UserName\": \"a\", \"Emails\": []}");
 
 	(void)state;
-	assert_int_equal(patch(u, "[{\"op\": \"replace\", \"path\": \"username\", \"value\": \"b\"},"
-				  " {\"op\": \"add\", \"path\": \"DISPLAYNAME\", \"value\": \"D\"},"
-				  " {\"op\": \"add\", \"path\": \"customThing\", \"value\": 1},"
-				  " {\"op\": \"add\", \"path\": \"emails\", \"value\": {\"value\": \"e@x\"}},"
-				  " {\"op\": \"add\", \"path\": \"ROLES\", \"value\": {\"value\": \"r\"}},"
-				  " {\"op\": \"add\", \"path\": \"externalid\", \"value\": \"X\"}]"),
-			 0);
-	expect(u, "{\"UserName\": \"b\", \"displayName\": \"D\", \"customThing\": 1,"
-		  " \"Emails\": [{\"value\": \"e@x\"}], \"roles\": [{\"value\": \"r\"}], \"externalId\": \"X\"}");
+	assert_int_equal(
+		patch(u, "[{\"op\": \"replace\", \"path\": \"username\", \"value\": \"b\"},"
+			 " {\"op\": \"add\", \"path\": \"DISPLAYNAME\", \"value\": \"D\"},"
+			 " {\"op\": \"add\", \"path\": \"customThing\", \"value\": 1},"
+			 " {\"op\": \"add\", \"path\": \"emails\", \"value\": {\"value\": \"e@x\"}},"
+			 " {\"op\": \"add\", \"path\": \"ROLES\", \"value\": {\"value\": \"r\"}},"
+			 " {\"op\": \"add\", \"path\": \"externalid\", \"value\": \"X\"}]"),
+		0);
+	expect(u,
+	       "{\"UserName\": \"b\", \"displayName\": \"D\", \"customThing\": 1,"
+	       " \"Emails\": [{\"value\": \"e@x\"}], \"roles\": [{\"value\": \"r\"}], \"externalId\": \"X\"}");
 	json_decref(u);
 }
 
@@ -374,21 +412,28 @@ static void test_manager(void **state)
 	json_t *u = user();
 
 	(void)state;
-	assert_int_equal(patch(u, "[{\"op\": \"Add\", \"path\": \"" ENT ":manager\", \"value\": \"m1\"}]"), 0);
+	assert_int_equal(patch(u, "[{\"op\": \"Add\", \"path\": \"" ENT
+				  ":manager\", \"value\": \"m1\"}]"),
+			 0);
 	expect(json_object_get(u, ENT), "{\"manager\": {\"value\": \"m1\"}}");
 	assert_int_equal(patch(u, "[{\"op\": \"replace\", \"path\": \"" ENT ":manager\","
 				  " \"value\": {\"value\": \"m2\", \"displayName\": \"Boss\"}}]"),
 			 0);
-	expect(json_object_get(u, ENT), "{\"manager\": {\"value\": \"m2\", \"displayName\": \"Boss\"}}");
+	expect(json_object_get(u, ENT),
+	       "{\"manager\": {\"value\": \"m2\", \"displayName\": \"Boss\"}}");
 	json_object_del(json_object_get(u, ENT), "manager");
-	assert_int_equal(patch(u, "[{\"op\": \"replace\", \"path\": \"" ENT ":manager\", \"value\": [\"m3\"]}]"), 0);
+	assert_int_equal(patch(u, "[{\"op\": \"replace\", \"path\": \"" ENT
+				  ":manager\", \"value\": [\"m3\"]}]"),
+			 0);
 	expect(json_object_get(u, ENT), "{\"manager\": {\"value\": \"m3\"}}");
 	json_object_del(json_object_get(u, ENT), "manager");
 	assert_int_equal(patch(u, "[{\"op\": \"replace\", \"path\": \"" ENT ":manager\","
 				  " \"value\": [{\"value\": \"m4\"}]}]"),
 			 0);
 	expect(json_object_get(u, ENT), "{\"manager\": {\"value\": \"m4\"}}");
-	assert_int_equal(patch(u, "[{\"op\": \"replace\", \"path\": \"" ENT ":manager.value\", \"value\": \"m5\"}]"), 0);
+	assert_int_equal(patch(u, "[{\"op\": \"replace\", \"path\": \"" ENT
+				  ":manager.value\", \"value\": \"m5\"}]"),
+			 0);
 	expect(json_object_get(u, ENT), "{\"manager\": {\"value\": \"m5\"}}");
 	refuse(u, "[{\"op\": \"replace\", \"path\": \"" ENT ":manager\", \"value\": [\"a\", \"b\"]}]",
 	       SCIM_PATCH_INVALID_VALUE, "single value");
@@ -399,41 +444,46 @@ static void test_manager(void **state)
 				  " \"value\": [{\"value\": \"m5\"}]}]"),
 			 0);
 	expect(json_object_get(u, ENT), "{}");
-	assert_int_equal(patch(u, "[{\"op\": \"replace\", \"path\": \"" ENT ":manager\", \"value\": \"\"}]"), 0);
+	assert_int_equal(patch(u, "[{\"op\": \"replace\", \"path\": \"" ENT
+				  ":manager\", \"value\": \"\"}]"),
+			 0);
 	expect(json_object_get(u, ENT), "{}");
 	json_decref(u);
 }
 
 static void test_normalize_direct(void **state)
 {
-	json_t *r = load("{\"active\": \"TRUE\", \"emails\": [{\"primary\": \"False\"}, {\"primary\": true}],"
-			 " \"roles\": [{\"Primary\": \"true\"}],"
-			 " \"" ENT "\": {\"manager\": \"m\"}}");
+	json_t *r = load(
+		"{\"active\": \"TRUE\", \"emails\": [{\"primary\": \"False\"}, {\"primary\": true}],"
+		" \"roles\": [{\"Primary\": \"true\"}],"
+		" \"" ENT "\": {\"manager\": \"m\"}}");
 
 	(void)state;
 	assert_int_equal(scim_patch_normalize(r, err, sizeof err), SCIM_PATCH_OK);
 	expect(r, "{\"active\": true, \"emails\": [{\"primary\": false}, {\"primary\": true}],"
-		  " \"roles\": [{\"Primary\": true}], \"" ENT "\": {\"manager\": {\"value\": \"m\"}}}");
+		  " \"roles\": [{\"Primary\": true}], \"" ENT
+		  "\": {\"manager\": {\"value\": \"m\"}}}");
 	json_decref(r);
 	r = load("{\"emails\": [{\"primary\": \"yes\"}]}");
 	assert_int_equal(scim_patch_normalize(r, err, sizeof err), SCIM_PATCH_INVALID_VALUE);
 	assert_string_equal(err, "emails[0].primary must be a boolean, or the string \"true\" or"
-			    " \"false\" (got a string)");
+				 " \"false\" (got a string)");
 	json_decref(r);
 	r = load("{\"emails\": [{\"primary\": true}, {\"value\": \"x\"}],"
 		 " \"phoneNumbers\": [{\"value\": \"1\"}, {\"Primary\": 1}]}");
 	assert_int_equal(scim_patch_normalize(r, err, sizeof err), SCIM_PATCH_INVALID_VALUE);
 	assert_string_equal(err, "phoneNumbers[1].Primary must be a boolean, or the string \"true\""
-			    " or \"false\" (got an integer)");
+				 " or \"false\" (got an integer)");
 	json_decref(r);
 	/* every spelling of a name is normalised (fuzz/scim_resource/regressions) */
 	r = load("{\"active\": \"True\", \"ACTIVE\": \"false\", \"" ENT "\": {\"manager\": \"m1\","
 		 " \"MANAGER\": [\"m3\"]}, \"URN:IETF:PARAMS:SCIM:SCHEMAS:EXTENSION:ENTERPRISE:2.0:USER\":"
 		 " {\"Manager\": \"m2\"}}");
 	assert_int_equal(scim_patch_normalize(r, err, sizeof err), SCIM_PATCH_OK);
-	expect(r, "{\"active\": true, \"ACTIVE\": false, \"" ENT "\": {\"manager\": {\"value\": \"m1\"},"
-		  " \"MANAGER\": {\"value\": \"m3\"}}, \"URN:IETF:PARAMS:SCIM:SCHEMAS:EXTENSION:ENTERPRISE:2.0:USER\":"
-		  " {\"Manager\": {\"value\": \"m2\"}}}");
+	expect(r,
+	       "{\"active\": true, \"ACTIVE\": false, \"" ENT "\": {\"manager\": {\"value\": \"m1\"},"
+	       " \"MANAGER\": {\"value\": \"m3\"}}, \"URN:IETF:PARAMS:SCIM:SCHEMAS:EXTENSION:ENTERPRISE:2.0:USER\":"
+	       " {\"Manager\": {\"value\": \"m2\"}}}");
 	json_decref(r);
 	r = load("{\"active\": true, \"Active\": \"nope\"}");
 	assert_int_equal(scim_patch_normalize(r, err, sizeof err), SCIM_PATCH_INVALID_VALUE);
@@ -441,7 +491,7 @@ static void test_normalize_direct(void **state)
 	r = load("{\"x\": {\"y\": [[{\"primary\": []}]]}}");
 	assert_int_equal(scim_patch_normalize(r, err, sizeof err), SCIM_PATCH_INVALID_VALUE);
 	assert_string_equal(err, "x.y[0][0].primary must be a boolean, or the string \"true\" or"
-			    " \"false\" (got an array)");
+				 " \"false\" (got an array)");
 	json_decref(r);
 	r = load("{\"active\": \"on\"}");
 	assert_int_equal(scim_patch_normalize(r, err, sizeof err), SCIM_PATCH_INVALID_VALUE);
@@ -460,7 +510,9 @@ static void test_extension_paths(void **state)
 	json_t *u = user();
 
 	(void)state;
-	assert_int_equal(patch(u, "[{\"op\": \"add\", \"path\": \"" ENT "\", \"value\": {\"department\": \"X\"}}]"), 0);
+	assert_int_equal(patch(u, "[{\"op\": \"add\", \"path\": \"" ENT
+				  "\", \"value\": {\"department\": \"X\"}}]"),
+			 0);
 	expect(json_object_get(u, ENT), "{\"department\": \"X\"}");
 	expect(json_object_get(u, "schemas"), "[\"" SCIM_URN_USER "\", \"" ENT "\"]");
 	assert_int_equal(patch(u, "[{\"op\": \"add\", \"path\": \"urn:ietf:params:scim:schemas:extension:enterprise:2.0:user:Division\","
@@ -472,8 +524,8 @@ static void test_extension_paths(void **state)
 	/* removing inside a missing extension is fine, creating nothing */
 	assert_int_equal(patch(u, "[{\"op\": \"remove\", \"path\": \"" ENT ":department\"}]"), 0);
 	assert_null(json_object_get(u, ENT));
-	refuse(u, "[{\"op\": \"add\", \"path\": \"" ENT "\", \"value\": 3}]", SCIM_PATCH_INVALID_VALUE,
-	       "must be an object");
+	refuse(u, "[{\"op\": \"add\", \"path\": \"" ENT "\", \"value\": 3}]",
+	       SCIM_PATCH_INVALID_VALUE, "must be an object");
 	json_decref(u);
 }
 
@@ -485,10 +537,12 @@ static void test_odd_shapes(void **state)
 
 	(void)state;
 	/* an unknown extension given by its URN; no schemas array to extend */
-	assert_int_equal(patch(u, "[{\"op\": \"add\", \"value\": {\"urn:acme:scim:ext:1.0:User\":"
-				  " {\"badge\": \"7\"}}},"
-				  " {\"op\": \"add\", \"path\": \"urn:acme:scim:ext:1.0:User:badge\", \"value\": \"8\"}]"),
-			 0);
+	assert_int_equal(
+		patch(u,
+		      "[{\"op\": \"add\", \"value\": {\"urn:acme:scim:ext:1.0:User\":"
+		      " {\"badge\": \"7\"}}},"
+		      " {\"op\": \"add\", \"path\": \"urn:acme:scim:ext:1.0:User:badge\", \"value\": \"8\"}]"),
+		0);
 	expect(json_object_get(u, "urn:acme:scim:ext:1.0:User"), "{\"badge\": \"8\"}");
 	assert_null(json_object_get(u, "schemas"));
 	refuse(u, "[{\"op\": \"add\", \"path\": \"" ENT ":department\", \"value\": \"x\"}]",
@@ -517,10 +571,11 @@ static void test_odd_shapes(void **state)
 	for (i = 0; i < 34; i++)
 		strcat(deep, "}");
 	strcat(deep, "}}]");
-	assert_int_equal(patch(u, deep), 0); /* set, not merged */
+	assert_int_equal(patch(u, deep), 0);                                /* set, not merged */
 	refuse(u, deep, SCIM_PATCH_INVALID_VALUE, "nested deeper than 32"); /* merged */
 	memset(urn, 'x', sizeof urn);
-	memcpy(urn, "[{\"op\": \"add\", \"value\": {\"urn:", strlen("[{\"op\": \"add\", \"value\": {\"urn:"));
+	memcpy(urn, "[{\"op\": \"add\", \"value\": {\"urn:",
+	       strlen("[{\"op\": \"add\", \"value\": {\"urn:"));
 	strcpy(urn + 170, ":User\": {}}}]");
 	refuse(u, urn, SCIM_PATCH_INVALID_PATH, "schema URN too long");
 	json_decref(u);
@@ -531,13 +586,14 @@ static void test_read_only(void **state)
 	json_t *u = user();
 
 	(void)state;
-	refuse(u, "[{\"op\": \"replace\", \"path\": \"id\", \"value\": \"x\"}]", SCIM_PATCH_MUTABILITY,
-	       "\"id\" is read-only");
+	refuse(u, "[{\"op\": \"replace\", \"path\": \"id\", \"value\": \"x\"}]",
+	       SCIM_PATCH_MUTABILITY, "\"id\" is read-only");
 	refuse(u, "[{\"op\": \"replace\", \"path\": \"meta.created\", \"value\": \"x\"}]",
 	       SCIM_PATCH_MUTABILITY, "read-only");
-	refuse(u, "[{\"op\": \"remove\", \"path\": \"" SCIM_URN_USER ":ID\"}]", SCIM_PATCH_MUTABILITY,
-	       "read-only");
-	assert_int_equal(patch(u, "[{\"op\": \"replace\", \"path\": \"schemas\", \"value\": []}]"), 0);
+	refuse(u, "[{\"op\": \"remove\", \"path\": \"" SCIM_URN_USER ":ID\"}]",
+	       SCIM_PATCH_MUTABILITY, "read-only");
+	assert_int_equal(patch(u, "[{\"op\": \"replace\", \"path\": \"schemas\", \"value\": []}]"),
+			 0);
 	assert_int_equal(json_array_size(json_object_get(u, "schemas")), 1);
 	json_decref(u);
 }
@@ -554,15 +610,17 @@ static void test_errors(void **state)
 	refuse(u, "[{\"path\": \"title\", \"value\": \"x\"}]", SCIM_PATCH_INVALID_SYNTAX, "\"op\"");
 	refuse(u, "[{\"op\": 1}]", SCIM_PATCH_INVALID_SYNTAX, "\"op\"");
 	refuse(u, "[\"add\"]", SCIM_PATCH_INVALID_SYNTAX, "must be an object");
-	refuse(u, "[{\"op\": \"remove\"}]", SCIM_PATCH_NO_TARGET, "Operations[0]: remove requires a path");
+	refuse(u, "[{\"op\": \"remove\"}]", SCIM_PATCH_NO_TARGET,
+	       "Operations[0]: remove requires a path");
 	refuse(u, "[{\"op\": \"Remove\", \"path\": \" \"}]", SCIM_PATCH_NO_TARGET, "requires a path");
 	refuse(u, "[{\"op\": \"add\", \"path\": \"emails[type eq\", \"value\": 1}]",
 	       SCIM_PATCH_INVALID_PATH, "invalid path: missing value after 'eq'");
-	refuse(u, "[{\"op\": \"add\", \"path\": \"name..x\", \"value\": 1}]", SCIM_PATCH_INVALID_PATH,
-	       "invalid path");
+	refuse(u, "[{\"op\": \"add\", \"path\": \"name..x\", \"value\": 1}]",
+	       SCIM_PATCH_INVALID_PATH, "invalid path");
 	refuse(u, "[{\"op\": \"add\", \"path\": 5, \"value\": 1}]", SCIM_PATCH_INVALID_PATH,
 	       "\"path\" must be a string");
-	refuse(u, "[{\"op\": \"add\", \"path\": \"title\"}]", SCIM_PATCH_INVALID_VALUE, "requires a value");
+	refuse(u, "[{\"op\": \"add\", \"path\": \"title\"}]", SCIM_PATCH_INVALID_VALUE,
+	       "requires a value");
 	refuse(u, "[{\"op\": \"replace\"}]", SCIM_PATCH_INVALID_VALUE, "requires a value");
 	refuse(u, "{}", SCIM_PATCH_INVALID_SYNTAX, "\"Operations\" must be an array");
 
@@ -594,7 +652,8 @@ static void test_errors(void **state)
 	p = big;
 	*p++ = '[';
 	for (i = 0; i < 100; i++)
-		p += sprintf(p, "%s{\"op\": \"add\", \"path\": \"title\", \"value\": \"t%d\"}", i ? "," : "", i);
+		p += sprintf(p, "%s{\"op\": \"add\", \"path\": \"title\", \"value\": \"t%d\"}",
+			     i ? "," : "", i);
 	strcpy(p, "]");
 	assert_int_equal(patch(u, big), 0);
 	assert_string_equal(json_string_value(json_object_get(u, "title")), "t99");
@@ -609,7 +668,10 @@ static void test_atomic(void **state)
 	json_t *u = user(), *before;
 
 	(void)state;
-	assert_int_equal(patch(u, "[{\"op\": \"add\", \"path\": \"emails\", \"value\": [{\"value\": \"a@x\"}]}]"), 0);
+	assert_int_equal(
+		patch(u,
+		      "[{\"op\": \"add\", \"path\": \"emails\", \"value\": [{\"value\": \"a@x\"}]}]"),
+		0);
 	before = json_deep_copy(u);
 	/* the first op would succeed, the second fails: nothing changes */
 	assert_int_equal(patch(u, "[{\"op\": \"replace\", \"path\": \"displayName\", \"value\": \"New\"},"
@@ -617,9 +679,10 @@ static void test_atomic(void **state)
 			 SCIM_PATCH_INVALID_SYNTAX);
 	assert_true(json_equal(u, before));
 	assert_non_null(strstr(err, "Operations[1]"));
-	assert_int_equal(patch(u, "[{\"op\": \"remove\", \"path\": \"emails\"},"
-				  " {\"op\": \"add\", \"path\": \"name.givenName\", \"value\": \"Z\"},"
-				  " {\"op\": \"replace\", \"path\": \"active\", \"value\": \"nope\"}]"),
+	assert_int_equal(patch(u,
+			       "[{\"op\": \"remove\", \"path\": \"emails\"},"
+			       " {\"op\": \"add\", \"path\": \"name.givenName\", \"value\": \"Z\"},"
+			       " {\"op\": \"replace\", \"path\": \"active\", \"value\": \"nope\"}]"),
 			 SCIM_PATCH_INVALID_VALUE);
 	assert_true(json_equal(u, before));
 	json_decref(before);
@@ -631,18 +694,29 @@ static void test_entra_roles(void **state)
 	json_t *u = user();
 
 	(void)state;
-	assert_int_equal(patch(u, "[{\"op\": \"Add\", \"path\": \"roles\", \"value\": [{\"primary\": \"False\","
-				  " \"type\": \"WindowsAzureActiveDirectoryRole\", \"value\": \"Admin\"}]}]"),
-			 0);
+	assert_int_equal(
+		patch(u, "[{\"op\": \"Add\", \"path\": \"roles\", \"value\": [{\"primary\": \"False\","
+			 " \"type\": \"WindowsAzureActiveDirectoryRole\", \"value\": \"Admin\"}]}]"),
+		0);
 	expect(json_object_get(u, "roles"),
 	       "[{\"primary\": false, \"type\": \"WindowsAzureActiveDirectoryRole\", \"value\": \"Admin\"}]");
 	/* the same value with another type is another role */
-	assert_int_equal(patch(u, "[{\"op\": \"Add\", \"path\": \"roles\", \"value\": [{\"type\": \"Other\", \"value\": \"Admin\"}]}]"), 0);
+	assert_int_equal(
+		patch(u,
+		      "[{\"op\": \"Add\", \"path\": \"roles\", \"value\": [{\"type\": \"Other\", \"value\": \"Admin\"}]}]"),
+		0);
 	assert_int_equal(json_array_size(json_object_get(u, "roles")), 2);
 	/* emails.value without a filter applies to every element */
-	assert_int_equal(patch(u, "[{\"op\": \"replace\", \"path\": \"roles.display\", \"value\": \"R\"}]"), 0);
-	assert_string_equal(json_string_value(json_object_get(json_array_get(json_object_get(u, "roles"), 1), "display")), "R");
-	assert_int_equal(patch(u, "[{\"op\": \"add\", \"path\": \"emails.value\", \"value\": \"only@x\"}]"), 0);
+	assert_int_equal(
+		patch(u, "[{\"op\": \"replace\", \"path\": \"roles.display\", \"value\": \"R\"}]"),
+		0);
+	assert_string_equal(json_string_value(
+				    json_object_get(json_array_get(json_object_get(u, "roles"), 1),
+						    "display")),
+			    "R");
+	assert_int_equal(
+		patch(u, "[{\"op\": \"add\", \"path\": \"emails.value\", \"value\": \"only@x\"}]"),
+		0);
 	expect(json_object_get(u, "emails"), "[{\"value\": \"only@x\"}]");
 	json_decref(u);
 }
@@ -657,7 +731,8 @@ static void add_emails(const char *have, const char *items, const char *want)
 	char *ops;
 
 	assert_int_equal(json_object_set_new(u, "emails", load(have)), 0);
-	assert_true(asprintf(&ops, "[{\"op\": \"add\", \"path\": \"emails\", \"value\": %s}]", items) > 0);
+	assert_true(asprintf(&ops, "[{\"op\": \"add\", \"path\": \"emails\", \"value\": %s}]",
+			     items) > 0);
 	assert_int_equal(patch(u, ops), 0);
 	free(ops);
 	body = json_object_get(u, "emails");
@@ -675,25 +750,31 @@ static void test_dedupe_within_op(void **state)
 	add_emails("[]", "[{\"value\": \"a\"}, null, {\"value\": \"a\"}]", "[{\"value\": \"a\"}]");
 	add_emails("[]", "[\"a\", \"a\", \"b\"]", "[\"a\", \"b\"]");
 	/* member order inside an element does not matter */
-	add_emails("[]", "[{\"value\": \"a\", \"display\": \"D\"}, {\"display\": \"D\", \"value\": \"a\"}]",
+	add_emails("[]",
+		   "[{\"value\": \"a\", \"display\": \"D\"}, {\"display\": \"D\", \"value\": \"a\"}]",
 		   "[{\"value\": \"a\", \"display\": \"D\"}]");
 	/* the same value and type: the later one merges into the first */
-	add_emails("[]", "[{\"value\": \"a\"}, {\"value\": \"a\", \"display\": \"A\"}, {\"value\": \"b\"}]",
+	add_emails("[]",
+		   "[{\"value\": \"a\"}, {\"value\": \"a\", \"display\": \"A\"}, {\"value\": \"b\"}]",
 		   "[{\"value\": \"a\", \"display\": \"A\"}, {\"value\": \"b\"}]");
 	/* type compares ignoring case; the later spelling of its value wins,
 	 * the first element's key spelling stays */
-	add_emails("[]", "[{\"value\": \"x\", \"Type\": \"work\"}, {\"value\": \"x\", \"type\": \"WORK\"}]",
+	add_emails("[]",
+		   "[{\"value\": \"x\", \"Type\": \"work\"}, {\"value\": \"x\", \"type\": \"WORK\"}]",
 		   "[{\"value\": \"x\", \"Type\": \"WORK\"}]");
 	/* value is case-exact; another type, or none, is another element */
-	add_emails("[]", "[{\"value\": \"a\"}, {\"value\": \"A\"}, {\"value\": \"a\", \"type\": \"work\"},"
+	add_emails("[]",
+		   "[{\"value\": \"a\"}, {\"value\": \"A\"}, {\"value\": \"a\", \"type\": \"work\"},"
 		   " {\"value\": \"a\", \"type\": \"home\"}]",
 		   "[{\"value\": \"a\"}, {\"value\": \"A\"}, {\"value\": \"a\", \"type\": \"work\"},"
 		   " {\"value\": \"a\", \"type\": \"home\"}]");
 	/* a bare id is not the object holding it; 1 and 1.0 differ, 0.0 and -0.0 do not */
-	add_emails("[]", "[\"a\", {\"value\": \"a\"}, 1, 1.0, 0.0, -0.0, {\"value\": 0.0}, {\"value\": -0.0}]",
+	add_emails("[]",
+		   "[\"a\", {\"value\": \"a\"}, 1, 1.0, 0.0, -0.0, {\"value\": 0.0}, {\"value\": -0.0}]",
 		   "[\"a\", {\"value\": \"a\"}, 1, 1.0, 0.0, {\"value\": 0.0}]");
 	/* a null value is no value: such elements only merge when equal */
-	add_emails("[]", "[{\"value\": null, \"display\": \"1\"}, {\"value\": null, \"display\": \"2\"},"
+	add_emails("[]",
+		   "[{\"value\": null, \"display\": \"1\"}, {\"value\": null, \"display\": \"2\"},"
 		   " {\"value\": null, \"display\": \"1\"}]",
 		   "[{\"value\": null, \"display\": \"1\"}, {\"value\": null, \"display\": \"2\"}]");
 }
@@ -722,10 +803,11 @@ static void test_dedupe_against_existing(void **state)
 
 	(void)state;
 	/* existing members stay in place; new ones follow in the order given */
-	assert_int_equal(patch(g, "[{\"op\": \"add\", \"path\": \"members\", \"value\": [{\"value\": \"u5\"},"
-				  " {\"value\": \"u2\"}, {\"value\": \"u1\", \"display\": \"Uno\"}, {\"value\": \"u3\"},"
-				  " {\"value\": \"u5\"}]}]"),
-			 0);
+	assert_int_equal(
+		patch(g, "[{\"op\": \"add\", \"path\": \"members\", \"value\": [{\"value\": \"u5\"},"
+			 " {\"value\": \"u2\"}, {\"value\": \"u1\", \"display\": \"Uno\"}, {\"value\": \"u3\"},"
+			 " {\"value\": \"u5\"}]}]"),
+		0);
 	expect(json_object_get(g, "members"),
 	       "[{\"value\": \"u1\", \"display\": \"Uno\"}, {\"value\": \"u2\"}, {\"value\": \"u4\"},"
 	       " {\"value\": \"u5\"}, {\"value\": \"u3\"}]");
@@ -757,44 +839,53 @@ static void test_dedupe_many(void **state)
 	for (i = 0; i < 10000; i++) {
 		snprintf(id, sizeof id, "u%05zu", i);
 		assert_int_equal(json_array_append_new(json_object_get(g, "members"),
-						       json_pack("{s:s}", "value", id)), 0);
+						       json_pack("{s:s}", "value", id)),
+				 0);
 	}
 	add = json_array();
 	for (i = 5000; i < 15000; i++) {
 		snprintf(id, sizeof id, "u%05zu", i);
 		assert_int_equal(json_array_append_new(add, json_pack("{s:s, s:s}", "value", id,
-								       "display", id)), 0);
+								      "display", id)),
+				 0);
 		if (i % 10 == 0)
-			assert_int_equal(json_array_append_new(add, json_pack("{s:s}", "value", id)), 0);
+			assert_int_equal(json_array_append_new(add, json_pack("{s:s}", "value", id)),
+					 0);
 	}
-	body = json_pack("{s:[s], s:[{s:s, s:s, s:o}]}", "schemas", SCIM_PATCH_URN, "Operations", "op",
-			 "add", "path", "members", "value", add);
+	body = json_pack("{s:[s], s:[{s:s, s:s, s:o}]}", "schemas", SCIM_PATCH_URN, "Operations",
+			 "op", "add", "path", "members", "value", add);
 	assert_int_equal(scim_patch_apply(g, body, err, sizeof err), 0);
 	m = json_object_get(g, "members");
 	assert_int_equal(json_array_size(m), 15000);
 	for (i = 0; i < 15000; i++) {
 		snprintf(id, sizeof id, "u%05zu", i);
-		assert_string_equal(json_string_value(json_object_get(json_array_get(m, i), "value")), id);
+		assert_string_equal(json_string_value(json_object_get(json_array_get(m, i), "value")),
+				    id);
 		if (i < 5000)
 			assert_null(json_object_get(json_array_get(m, i), "display"));
 		else
-			assert_string_equal(json_string_value(json_object_get(json_array_get(m, i), "display")), id);
+			assert_string_equal(json_string_value(json_object_get(json_array_get(m, i),
+									      "display")),
+					    id);
 	}
 	/* Entra's removal of 10,000 at once, given as objects and as bare ids */
 	json_decref(body);
 	add = json_array();
 	for (i = 0; i < 15000; i += 3) {
 		snprintf(id, sizeof id, "u%05zu", i);
-		assert_int_equal(json_array_append_new(add, i % 2 ? json_string(id) : json_pack("{s:s}", "value", id)), 0);
+		assert_int_equal(json_array_append_new(add, i % 2 ? json_string(id)
+								  : json_pack("{s:s}", "value", id)),
+				 0);
 	}
-	body = json_pack("{s:[s], s:[{s:s, s:s, s:o}]}", "schemas", SCIM_PATCH_URN, "Operations", "op",
-			 "remove", "path", "members", "value", add);
+	body = json_pack("{s:[s], s:[{s:s, s:s, s:o}]}", "schemas", SCIM_PATCH_URN, "Operations",
+			 "op", "remove", "path", "members", "value", add);
 	assert_int_equal(scim_patch_apply(g, body, err, sizeof err), 0);
 	m = json_object_get(g, "members");
 	assert_int_equal(json_array_size(m), 10000);
 	for (i = 0; i < 10000; i++) {
 		snprintf(id, sizeof id, "u%05zu", i / 2 * 3 + 1 + i % 2);
-		assert_string_equal(json_string_value(json_object_get(json_array_get(m, i), "value")), id);
+		assert_string_equal(json_string_value(json_object_get(json_array_get(m, i), "value")),
+				    id);
 	}
 	json_decref(body);
 	json_decref(g);
@@ -833,7 +924,7 @@ static void model_merge(json_t *e, const json_t *item)
 	char *kk;
 	size_t i;
 
-	json_object_foreach ((json_t *)item, k, v) {
+	json_object_foreach((json_t *)item, k, v) {
 		if (scim_object_get(e, k, &key)) {
 			kk = strdup(key);
 			if (json_is_null(v))
@@ -859,7 +950,7 @@ static void model_add(json_t *arr, const json_t *items)
 	json_t *e;
 	size_t i, j;
 
-	json_array_foreach ((json_t *)items, i, item) {
+	json_array_foreach((json_t *)items, i, item) {
 		if (json_is_null(item))
 			continue;
 		for (j = 0; j < json_array_size(arr); j++) {
@@ -882,12 +973,13 @@ static void model_remove(json_t *arr, const json_t *items)
 	json_t *e;
 	size_t i, j;
 
-	json_array_foreach ((json_t *)items, i, item)
+	json_array_foreach((json_t *)items, i, item)
 		for (j = json_array_size(arr); j-- > 0;) {
 			e = json_array_get(arr, j);
 			ev = scim_object_get(e, "value", NULL);
 			iv = json_is_object(item) ? scim_object_get(item, "value", NULL) : item;
-			if (json_equal(e, item) || (ev && iv && !json_is_null(iv) && json_equal(ev, iv)))
+			if (json_equal(e, item) ||
+			    (ev && iv && !json_is_null(iv) && json_equal(ev, iv)))
 				json_array_remove(arr, j);
 		}
 }
@@ -903,13 +995,20 @@ static unsigned rnd(unsigned n)
 static json_t *rnd_scalar(void)
 {
 	switch (rnd(9)) {
-	case 0: return json_string("A");
-	case 1: return json_string("b");
-	case 2: return json_integer(1);
-	case 3: return json_real(1.0);
-	case 4: return json_real(rnd(2) ? 0.0 : -0.0);
-	case 5: return json_null();
-	default: return json_string("a");
+	case 0:
+		return json_string("A");
+	case 1:
+		return json_string("b");
+	case 2:
+		return json_integer(1);
+	case 3:
+		return json_real(1.0);
+	case 4:
+		return json_real(rnd(2) ? 0.0 : -0.0);
+	case 5:
+		return json_null();
+	default:
+		return json_string("a");
 	}
 }
 
@@ -921,10 +1020,14 @@ static json_t *rnd_element(void)
 	unsigned i, n, first;
 
 	switch (rnd(10)) {
-	case 0: return json_string(rnd(2) ? "a" : "A");
-	case 1: return json_null();
-	case 2: return json_pack("[s]", "a");
-	default: break;
+	case 0:
+		return json_string(rnd(2) ? "a" : "A");
+	case 1:
+		return json_null();
+	case 2:
+		return json_pack("[s]", "a");
+	default:
+		break;
 	}
 	o = json_object();
 	n = rnd(5) ? 1 : rnd(3);
@@ -969,8 +1072,9 @@ static void test_dedupe_matches_model(void **state)
 		for (k = 0; k < nops; k++) {
 			items = rnd_array(6);
 			if (rnd(3)) {
-				json_array_append_new(ops, json_pack("{s:s, s:s, s:O}", "op", "add", "path",
-								     "emails", "value", items));
+				json_array_append_new(ops,
+						      json_pack("{s:s, s:s, s:O}", "op", "add",
+								"path", "emails", "value", items));
 				arr = json_object_get(want, "emails");
 				if (!json_is_array(arr)) {
 					arr = json_array();
@@ -978,8 +1082,9 @@ static void test_dedupe_matches_model(void **state)
 				}
 				model_add(arr, items);
 			} else {
-				json_array_append_new(ops, json_pack("{s:s, s:s, s:O}", "op", "remove", "path",
-								     "emails", "value", items));
+				json_array_append_new(ops,
+						      json_pack("{s:s, s:s, s:O}", "op", "remove",
+								"path", "emails", "value", items));
 				arr = json_object_get(want, "emails");
 				if (arr) {
 					model_remove(arr, items);

@@ -51,17 +51,17 @@ static int check(const char *type, const char *doc_text, const char *before_text
 	return rc;
 }
 
-#define ok(type, doc) \
-	do { \
-		if (check(type, doc, NULL) != 0) \
+#define ok(type, doc)                                            \
+	do {                                                     \
+		if (check(type, doc, NULL) != 0)                 \
 			fail_msg("refused: %s\n  %s", err, doc); \
 	} while (0)
 
 /* Refused with exactly the message want. */
-#define refused(type, doc, want) \
-	do { \
+#define refused(type, doc, want)                              \
+	do {                                                  \
 		assert_int_equal(check(type, doc, NULL), -1); \
-		assert_string_equal(err, want); \
+		assert_string_equal(err, want);               \
 	} while (0)
 
 static void test_builtin_loads(void **state)
@@ -97,16 +97,17 @@ static void test_clients_pass(void **state)
 		   " \"roles\": [{\"value\": \"finance-operator\", \"primary\": false}]}");
 	/* Microsoft's reference collection: names in any case, nulls inside
 	 * complex values, addresses, phone numbers, empty roles */
-	ok("User", "{\"userName\": \"OMalley\", \"active\": true, \"addresses\": [{\"country\":"
-		   " \"Bermuda\", \"formatted\": \"9132\\nSouth\", \"locality\": \"West\","
-		   " \"postalCode\": \"99265\", \"region\": \"Montana\", \"streetAddress\": \"4939\","
-		   " \"type\": \"work\", \"primary\": false}, {\"country\": null, \"locality\": null,"
-		   " \"type\": \"other\", \"primary\": false}], \"emails\": [{\"Primary\": true,"
-		   " \"type\": \"work\", \"value\": \"anna@example.com\"}], \"name\": {\"formatted\":"
-		   " \"D M\", \"familyName\": \"OMalley\", \"honorificPrefix\": null},"
-		   " \"phoneNumbers\": [{\"type\": \"fax\", \"primary\": false, \"value\": \"312\"}],"
-		   " \"preferredLanguage\": \"xh\", \"roles\": [], \"title\": \"Site engineer\","
-		   " \"" ENT "\": {\"Department\": \"bob\", \"Manager\": {\"Value\": \"SuzzyQ\"}}}");
+	ok("User",
+	   "{\"userName\": \"OMalley\", \"active\": true, \"addresses\": [{\"country\":"
+	   " \"Bermuda\", \"formatted\": \"9132\\nSouth\", \"locality\": \"West\","
+	   " \"postalCode\": \"99265\", \"region\": \"Montana\", \"streetAddress\": \"4939\","
+	   " \"type\": \"work\", \"primary\": false}, {\"country\": null, \"locality\": null,"
+	   " \"type\": \"other\", \"primary\": false}], \"emails\": [{\"Primary\": true,"
+	   " \"type\": \"work\", \"value\": \"anna@example.com\"}], \"name\": {\"formatted\":"
+	   " \"D M\", \"familyName\": \"OMalley\", \"honorificPrefix\": null},"
+	   " \"phoneNumbers\": [{\"type\": \"fax\", \"primary\": false, \"value\": \"312\"}],"
+	   " \"preferredLanguage\": \"xh\", \"roles\": [], \"title\": \"Site engineer\","
+	   " \"" ENT "\": {\"Department\": \"bob\", \"Manager\": {\"Value\": \"SuzzyQ\"}}}");
 	/* groups: members as objects or bare ids, empty, with other keys */
 	ok("Group", "{\"schemas\": [\"" GROUP "\"], \"displayName\": \"g\", \"externalId\": \"x\","
 		    " \"members\": [{\"value\": \"usr_1\", \"display\": \"VP\"}, \"usr_2\","
@@ -134,14 +135,18 @@ static void test_kept(void **state)
 static void test_user_wrong_types(void **state)
 {
 	(void)state;
-	refused("User", "{\"userName\": \"a\", \"nickName\": 5}", "nickName must be a string (got an integer)");
-	refused("User", "{\"userName\": \"a\", \"title\": [\"x\"]}", "title must be a string (got an array)");
-	refused("User", "{\"userName\": \"a\", \"TITLE\": {}}", "title must be a string (got an object)");
+	refused("User", "{\"userName\": \"a\", \"nickName\": 5}",
+		"nickName must be a string (got an integer)");
+	refused("User", "{\"userName\": \"a\", \"title\": [\"x\"]}",
+		"title must be a string (got an array)");
+	refused("User", "{\"userName\": \"a\", \"TITLE\": {}}",
+		"title must be a string (got an object)");
 	refused("User", "{\"userName\": \"a\", \"locale\": 4.5}",
 		"locale must be a string (got a number with a fraction or exponent)");
 	refused("User", "{\"userName\": \"a\", \"profileUrl\": true}",
 		"profileUrl must be a reference (a URI string) (got a boolean)");
-	refused("User", "{\"userName\": \"a\", \"active\": \"yes\"}", "active must be a boolean (got a string)");
+	refused("User", "{\"userName\": \"a\", \"active\": \"yes\"}",
+		"active must be a boolean (got a string)");
 	refused("User", "{\"userName\": \"a\", \"name\": \"A B\"}",
 		"name must be a complex value (a JSON object) (got a string)");
 	refused("User", "{\"userName\": \"a\", \"name\": {\"givenName\": 5}}",
@@ -156,7 +161,8 @@ static void test_user_wrong_types(void **state)
 		"emails[1] must be a complex value (a JSON object) (got null)");
 	refused("User", "{\"userName\": \"a\", \"emails\": [{\"value\": \"a\"}, {\"value\": 5}]}",
 		"emails[1].value must be a string (got an integer)");
-	refused("User", "{\"userName\": \"a\", \"emails\": [{\"value\": \"a\", \"primary\": \"True\"}]}",
+	refused("User",
+		"{\"userName\": \"a\", \"emails\": [{\"value\": \"a\", \"primary\": \"True\"}]}",
 		"emails[0].primary must be a boolean (got a string)");
 	refused("User", "{\"userName\": \"a\", \"addresses\": [{\"postalCode\": 99265}]}",
 		"addresses[0].postalCode must be a string (got an integer)");
@@ -237,17 +243,24 @@ static void test_before(void **state)
 			     " \"" ENT "\": {\"employeeNumber\": 1}, \"externalId\": 9}";
 
 	(void)state;
-	assert_int_equal(check("User", "{\"userName\": \"a\", \"nickName\": 5, \"emails\":"
-					" [{\"value\": 7}, {\"value\": \"b\"}], \"active\": false,"
-					" \"" ENT "\": {\"employeeNumber\": 1, \"department\": \"d\"},"
-					" \"externalId\": 9}", legacy), 0);
+	assert_int_equal(check("User",
+			       "{\"userName\": \"a\", \"nickName\": 5, \"emails\":"
+			       " [{\"value\": 7}, {\"value\": \"b\"}], \"active\": false,"
+			       " \"" ENT "\": {\"employeeNumber\": 1, \"department\": \"d\"},"
+			       " \"externalId\": 9}",
+			       legacy),
+			 0);
 	assert_int_equal(check("User", "{\"userName\": \"a\", \"nickName\": 6}", legacy), -1);
 	assert_string_equal(err, "nickName must be a string (got an integer)");
-	assert_int_equal(check("User", "{\"userName\": \"a\", \"emails\": [{\"value\": 7},"
-					" {\"value\": 8}]}", legacy), -1);
+	assert_int_equal(check("User",
+			       "{\"userName\": \"a\", \"emails\": [{\"value\": 7},"
+			       " {\"value\": 8}]}",
+			       legacy),
+			 -1);
 	assert_string_equal(err, "emails[1].value must be a string (got an integer)");
 	assert_int_equal(check("User", "{\"userName\": \"a\", \"" ENT "\": {\"employeeNumber\": 2}}",
-			       legacy), -1);
+			       legacy),
+			 -1);
 	assert_string_equal(err, ENT ":employeeNumber must be a string (got an integer)");
 	/* not a new resource: required attributes are still required */
 	assert_int_equal(check("User", "{\"nickName\": 5}", legacy), -1);
@@ -260,40 +273,55 @@ static void test_two_spellings(void **state)
 {
 	(void)state;
 	assert_int_equal(check("User", "{\"userName\": \"a\", \"active\": true, \"ACTIVE\": false}",
-			       NULL), SCIM_SCHEMA_INVALID_SYNTAX);
+			       NULL),
+			 SCIM_SCHEMA_INVALID_SYNTAX);
 	assert_string_equal(err, "active is given twice, as \"active\" and \"ACTIVE\" (attribute"
-			    " names are case-insensitive)");
+				 " names are case-insensitive)");
 	assert_int_equal(check("User", "{\"userName\": \"a\", \"UserName\": \"b\"}", NULL),
 			 SCIM_SCHEMA_INVALID_SYNTAX);
-	assert_int_equal(check("User", "{\"userName\": \"a\", \"nickName\": null, \"NickName\": \"n\"}",
-			       NULL), SCIM_SCHEMA_INVALID_SYNTAX);
-	assert_int_equal(check("User", "{\"userName\": \"a\", \"emails\": [{\"value\": \"x\","
-				       " \"VALUE\": \"y\"}]}", NULL), SCIM_SCHEMA_INVALID_SYNTAX);
+	assert_int_equal(check("User",
+			       "{\"userName\": \"a\", \"nickName\": null, \"NickName\": \"n\"}", NULL),
+			 SCIM_SCHEMA_INVALID_SYNTAX);
+	assert_int_equal(check("User",
+			       "{\"userName\": \"a\", \"emails\": [{\"value\": \"x\","
+			       " \"VALUE\": \"y\"}]}",
+			       NULL),
+			 SCIM_SCHEMA_INVALID_SYNTAX);
 	assert_string_equal(err, "emails[0].value is given twice, as \"value\" and \"VALUE\""
-			    " (attribute names are case-insensitive)");
-	assert_int_equal(check("User", "{\"userName\": \"a\", \"" ENT "\": {\"manager\": {\"value\":"
-				       " \"m1\"}}, \"URN:IETF:PARAMS:SCIM:SCHEMAS:EXTENSION:ENTERPRISE:2.0:USER\":"
-				       " {\"manager\": {\"value\": \"m2\"}}}", NULL),
+				 " (attribute names are case-insensitive)");
+	assert_int_equal(check("User",
+			       "{\"userName\": \"a\", \"" ENT "\": {\"manager\": {\"value\":"
+			       " \"m1\"}}, \"URN:IETF:PARAMS:SCIM:SCHEMAS:EXTENSION:ENTERPRISE:2.0:USER\":"
+			       " {\"manager\": {\"value\": \"m2\"}}}",
+			       NULL),
 			 SCIM_SCHEMA_INVALID_SYNTAX);
 	assert_non_null(strstr(err, ENT " is given twice"));
-	assert_int_equal(check("User", "{\"userName\": \"a\", \"" ENT "\": {\"department\": \"d\","
-				       " \"Department\": \"e\"}}", NULL), SCIM_SCHEMA_INVALID_SYNTAX);
+	assert_int_equal(check("User",
+			       "{\"userName\": \"a\", \"" ENT "\": {\"department\": \"d\","
+			       " \"Department\": \"e\"}}",
+			       NULL),
+			 SCIM_SCHEMA_INVALID_SYNTAX);
 	assert_string_equal(err, ENT ":department is given twice, as \"department\" and"
-			    " \"Department\" (attribute names are case-insensitive)");
-	assert_int_equal(check("Group", "{\"displayName\": \"g\", \"schemas\": [], \"Schemas\": []}",
-			       NULL), SCIM_SCHEMA_INVALID_SYNTAX);
-	assert_int_equal(check("Group", "{\"displayName\": \"g\", \"externalId\": \"a\","
-					" \"EXTERNALID\": \"b\"}", NULL), SCIM_SCHEMA_INVALID_SYNTAX);
+				     " \"Department\" (attribute names are case-insensitive)");
+	assert_int_equal(check("Group",
+			       "{\"displayName\": \"g\", \"schemas\": [], \"Schemas\": []}", NULL),
+			 SCIM_SCHEMA_INVALID_SYNTAX);
+	assert_int_equal(check("Group",
+			       "{\"displayName\": \"g\", \"externalId\": \"a\","
+			       " \"EXTERNALID\": \"b\"}",
+			       NULL),
+			 SCIM_SCHEMA_INVALID_SYNTAX);
 	/* a wrong type found first is still invalidValue */
-	assert_int_equal(check("User", "{\"userName\": \"a\", \"title\": 5, \"TITLE\": \"t\"}",
-			       NULL), SCIM_SCHEMA_INVALID_VALUE);
+	assert_int_equal(check("User", "{\"userName\": \"a\", \"title\": 5, \"TITLE\": \"t\"}", NULL),
+			 SCIM_SCHEMA_INVALID_VALUE);
 	/* unknown names, and names of the other resource type, are kept */
 	assert_int_equal(check("User", "{\"userName\": \"a\", \"foo\": 1, \"FOO\": 2}", NULL), 0);
 	assert_int_equal(check("Group", "{\"displayName\": \"g\", \"title\": 1, \"TITLE\": 2}", NULL),
 			 0);
 	/* a row stored with both spellings stays changeable */
 	assert_int_equal(check("User", "{\"userName\": \"a\", \"active\": false, \"ACTIVE\": false}",
-			       "{\"userName\": \"a\", \"active\": true, \"ACTIVE\": false}"), 0);
+			       "{\"userName\": \"a\", \"active\": true, \"ACTIVE\": false}"),
+			 0);
 }
 
 /* Every RFC 7643 type, required sub-attributes, and the loader's
@@ -326,8 +354,9 @@ static void test_types(void **state)
 	(void)state;
 	assert_int_equal(scim_schemas_load(custom, &s, err, sizeof err), 0);
 	assert_int_equal(check_custom(s, "{\"n\": 5, \"d\": [1, 2.5, -3e2], \"when\":"
-				      " \"2026-11-22T08:00:00.123Z\", \"blob\": \"AAE=\","
-				      " \"c\": {\"k\": \"x\", \"on\": false}}"), 0);
+					 " \"2026-11-22T08:00:00.123Z\", \"blob\": \"AAE=\","
+					 " \"c\": {\"k\": \"x\", \"on\": false}}"),
+			 0);
 	assert_int_equal(check_custom(s, "{\"when\": \"2015-10-10T14:38:21.8617979-07:00\"}"), 0);
 	assert_int_equal(check_custom(s, "{\"n\": 5.0}"), -1);
 	assert_string_equal(err, "n must be an integer (got a number with a fraction or exponent)");
@@ -367,7 +396,8 @@ static void test_long_names(void **state)
 	(void)state;
 	memset(name, 'a', sizeof name - 1);
 	name[sizeof name - 1] = '\0';
-	assert_true(asprintf(&meta, "{\"schemas\": [{\"id\": \"urn:t:Thing\", \"attributes\": ["
+	assert_true(asprintf(&meta,
+			     "{\"schemas\": [{\"id\": \"urn:t:Thing\", \"attributes\": ["
 			     "{\"name\": \"%s\", \"type\": \"complex\", \"subAttributes\": ["
 			     "{\"name\": \"%s\", \"type\": \"integer\"}]}]}],"
 			     " \"resource_types\": [{\"id\": \"Thing\", \"schema\": \"urn:t:Thing\"}]}",
@@ -392,24 +422,31 @@ static void test_load_refusals(void **state)
 	assert_null(s);
 	assert_int_equal(scim_schemas_load("{\"schemas\": [{\"id\": \"u\", \"attributes\":"
 					   " [{\"name\": \"a\", \"type\": \"text\"}]}],"
-					   " \"resource_types\": []}", &s, err, sizeof err), -1);
+					   " \"resource_types\": []}",
+					   &s, err, sizeof err),
+			 -1);
 	assert_string_equal(err, "attribute a has an unknown type");
 	assert_int_equal(scim_schemas_load("{\"schemas\": [{\"id\": \"u\", \"attributes\":"
 					   " [{\"name\": \"a\", \"type\": \"complex\", \"subAttributes\":"
 					   " [{\"name\": \"b\", \"type\": \"complex\"}]}]}],"
-					   " \"resource_types\": []}", &s, err, sizeof err), -1);
+					   " \"resource_types\": []}",
+					   &s, err, sizeof err),
+			 -1);
 	assert_string_equal(err, "sub-attribute b is complex");
 	assert_int_equal(scim_schemas_load("{\"schemas\": [{\"id\": \"u\", \"attributes\": []}],"
 					   " \"resource_types\": [{\"id\": \"U\", \"schema\": \"v\"}]}",
-					   &s, err, sizeof err), -1);
+					   &s, err, sizeof err),
+			 -1);
 	assert_string_equal(err, "resource type U names no known schema");
 	assert_int_equal(scim_schemas_load("{\"schemas\": [{\"id\": \"u\", \"attributes\": []}],"
 					   " \"resource_types\": [{\"id\": \"U\", \"schema\": \"u\","
 					   " \"schemaExtensions\": [{\"schema\": \"w\"}]}]}",
-					   &s, err, sizeof err), -1);
+					   &s, err, sizeof err),
+			 -1);
 	assert_string_equal(err, "resource type U names an unknown extension");
 	assert_int_equal(scim_schemas_load("{\"schemas\": [{\"attributes\": []}]}", &s, err,
-					   sizeof err), -1);
+					   sizeof err),
+			 -1);
 	assert_string_equal(err, "a schema has no id");
 	assert_null(s);
 }

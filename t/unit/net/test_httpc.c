@@ -26,7 +26,7 @@
 #include "net/httpc.h"
 
 static struct http_server *server;
-static char base[64];          /* "http://127.0.0.1:PORT" */
+static char base[64]; /* "http://127.0.0.1:PORT" */
 
 static void sleep_ms(long ms)
 {
@@ -68,8 +68,7 @@ static void handler(void *arg, struct request *req, struct response *res)
 		ok = buf_printf(&res->body, "x-test=%s;ct=%s;expect=%s;method=%s;len=%zu",
 				or_empty(http_header(req, "X-Test")),
 				or_empty(http_header(req, "Content-Type")),
-				or_empty(http_header(req, "Expect")), req->method,
-				req->body.len);
+				or_empty(http_header(req, "Expect")), req->method, req->body.len);
 	} else if (!strcmp(req->path, "/status")) {
 		res->status = (int)query_long(req, "code", 200);
 		ok = buf_printf(&res->body, "{\"status\":%d}", res->status);
@@ -560,7 +559,7 @@ static void test_tls_to_plain_server(void **state)
 static void test_refused_targets(void **state)
 {
 	static const char *const urls[] = {
-		"ftp://127.0.0.1/x", "file:///etc/passwd", "gopher://127.0.0.1/",
+		"ftp://127.0.0.1/x",           "file:///etc/passwd",  "gopher://127.0.0.1/",
 		"dict://127.0.0.1:11211/stat", "127.0.0.1/no-scheme",
 	};
 	struct httpc_request r[ARRAY_LEN(urls) + 2];
@@ -771,8 +770,8 @@ static void *worker_main(void *arg)
 
 	for (b = 0; b < BATCHES; b++) {
 		for (i = 0; i < PER_BATCH; i++) {
-			snprintf(body[i], sizeof body[i], "{\"t\":%d,\"b\":%d,\"r\":%d}", w->id,
-				 b, i);
+			snprintf(body[i], sizeof body[i], "{\"t\":%d,\"b\":%d,\"r\":%d}", w->id, b,
+				 i);
 			req_init(&r[i], url[i], sizeof url[i], "POST", "/echo", body[i]);
 		}
 		if (httpc_perform(r, PER_BATCH) != 0)

@@ -69,8 +69,8 @@ static long long prev_minor(const json_t *resp)
 }
 
 /* A write that must succeed; returns previous_rate's minor_units (0 = null). */
-static long long ok_write(struct pms_sim *s, const char *code, const char *room,
-			  const char *from, const char *to, long long minor, const char *key)
+static long long ok_write(struct pms_sim *s, const char *code, const char *room, const char *from,
+			  const char *to, long long minor, const char *key)
 {
 	json_t *resp;
 	long long prev;
@@ -134,7 +134,8 @@ static void test_previous_rate_chain(void **state)
 			 200);
 	check_response_shape(r);
 	assert_string_equal(json_string_value(json_object_get(json_object_get(r, "previous_rate"),
-							      "currency")), "PLN");
+							      "currency")),
+			    "PLN");
 	assert_int_equal(prev_minor(r), 45900);
 	json_decref(r);
 	assert_int_equal(ok_write(s, "WAW01", "DBL", "2026-11-22", "2026-11-22", 300, "k3"), 9900);
@@ -168,10 +169,11 @@ static void test_written_entries(void **state)
 	assert_string_equal(json_string_value(json_object_get(e, "from")), "2026-01-02");
 	assert_string_equal(json_string_value(json_object_get(e, "to")), "2026-01-02");
 	assert_string_equal(json_string_value(json_object_get(e, "idempotency_key")), "b");
-	assert_string_equal(json_string_value(json_object_get(json_object_get(e, "rate"),
-							      "currency")), "PLN");
-	assert_int_equal(json_integer_value(json_object_get(json_object_get(e, "rate"),
-							    "minor_units")), 200);
+	assert_string_equal(json_string_value(json_object_get(json_object_get(e, "rate"), "currency")),
+			    "PLN");
+	assert_int_equal(json_integer_value(
+				 json_object_get(json_object_get(e, "rate"), "minor_units")),
+			 200);
 	assert_int_equal(json_object_size(json_object_get(e, "rate")), 2);
 	assert_string_equal(json_string_value(json_object_get(e, "pms_ref")),
 			    json_string_value(json_object_get(r, "pms_ref")));
@@ -179,8 +181,9 @@ static void test_written_entries(void **state)
 			    json_string_value(json_object_get(r, "at")));
 	assert_true(json_equal(json_object_get(e, "previous_rate"),
 			       json_object_get(r, "previous_rate")));
-	assert_string_equal(json_string_value(json_object_get(json_array_get(w, 0),
-							      "idempotency_key")), "a");
+	assert_string_equal(json_string_value(
+				    json_object_get(json_array_get(w, 0), "idempotency_key")),
+			    "a");
 	assert_true(json_is_null(json_object_get(json_array_get(w, 0), "previous_rate")));
 	json_array_clear(w);
 	json_decref(w);
@@ -199,7 +202,7 @@ static void test_ranges_and_overlaps(void **state)
 		const char *day;
 		long long want;
 	} probes[] = {
-		{"2025-12-31", 0}, {"2026-01-01", 100}, {"2026-01-02", 100}, {"2026-01-03", 700},
+		{"2025-12-31", 0},   {"2026-01-01", 100}, {"2026-01-02", 100}, {"2026-01-03", 700},
 		{"2026-01-04", 700}, {"2026-01-05", 700}, {"2026-01-06", 700}, {"2026-01-07", 700},
 		{"2026-01-08", 700}, {"2026-01-09", 700}, {"2026-01-10", 300}, {"2026-01-11", 0},
 		{"2026-01-12", 0},
@@ -264,15 +267,16 @@ static void test_idempotent_replay(void **state)
 	json_t *first, *again;
 
 	(void)state;
-	assert_int_equal(post(s, "WAW01", "DBL", "2026-05-01", "2026-05-02", "PLN", 100, "K1",
-			      &first), 200);
+	assert_int_equal(post(s, "WAW01", "DBL", "2026-05-01", "2026-05-02", "PLN", 100, "K1", &first),
+			 200);
 	assert_int_equal(ok_write(s, "WAW01", "DBL", "2026-05-01", "2026-05-01", 200, "K2"), 100);
 	/* Same body, keys in another order. */
 	assert_int_equal(post_text(s, "WAW01",
 				   "{\"idempotency_key\": \"K1\", \"rate\": {\"minor_units\": 100,"
 				   " \"currency\": \"PLN\"}, \"to\": \"2026-05-02\","
 				   " \"from\": \"2026-05-01\", \"room_type_code\": \"DBL\"}",
-				   &again), 200);
+				   &again),
+			 200);
 	assert_true(json_equal(first, again));
 	assert_true(json_is_null(json_object_get(again, "previous_rate")));
 	json_decref(again);
@@ -342,8 +346,8 @@ static void test_fail_codes(void **state)
 static void test_validation(void **state)
 {
 #define OKRATE "\"rate\": {\"currency\": \"PLN\", \"minor_units\": 100}"
-#define OKBODY(room, from, to, rate, key)                                                     \
-	"{\"room_type_code\": " room ", \"from\": " from ", \"to\": " to ", " rate             \
+#define OKBODY(room, from, to, rate, key)                                          \
+	"{\"room_type_code\": " room ", \"from\": " from ", \"to\": " to ", " rate \
 	", \"idempotency_key\": " key "}"
 	static const struct {
 		const char *body, *msg;
@@ -384,8 +388,8 @@ static void test_validation(void **state)
 		 "rate must be an object"},
 		{OKBODY("\"D\"", "\"2026-01-01\"", "\"2026-01-01\"", "\"rate\": null", "\"k\""),
 		 "rate must be an object"},
-		{OKBODY("\"D\"", "\"2026-01-01\"", "\"2026-01-01\"", "\"rate\": {\"minor_units\": 1}",
-			"\"k\""),
+		{OKBODY("\"D\"", "\"2026-01-01\"", "\"2026-01-01\"",
+			"\"rate\": {\"minor_units\": 1}", "\"k\""),
 		 "rate.currency is required"},
 		{OKBODY("\"D\"", "\"2026-01-01\"", "\"2026-01-01\"",
 			"\"rate\": {\"currency\": 985, \"minor_units\": 1}", "\"k\""),
@@ -405,8 +409,8 @@ static void test_validation(void **state)
 		{OKBODY("\"D\"", "\"2026-01-01\"", "\"2026-01-01\"",
 			"\"rate\": {\"currency\": \"\", \"minor_units\": 1}", "\"k\""),
 		 "rate.currency must not be empty"},
-		{OKBODY("\"D\"", "\"2026-01-01\"", "\"2026-01-01\"", "\"rate\": {\"currency\": \"PLN\"}",
-			"\"k\""),
+		{OKBODY("\"D\"", "\"2026-01-01\"", "\"2026-01-01\"",
+			"\"rate\": {\"currency\": \"PLN\"}", "\"k\""),
 		 "rate.minor_units is required"},
 		{OKBODY("\"D\"", "\"2026-01-01\"", "\"2026-01-01\"",
 			"\"rate\": {\"currency\": \"PLN\", \"minor_units\": 0}", "\"k\""),
@@ -467,8 +471,7 @@ static void test_string_limits(void **state)
 	assert_int_equal(ok_write(s, "WAW01", "DBL", "2026-01-01", "2026-01-01", 1, big), 0);
 	memset(big, 'k', 256);
 	big[256] = '\0';
-	assert_int_equal(post(s, "WAW01", "DBL", "2026-01-01", "2026-01-01", "PLN", 1, big, &r),
-			 400);
+	assert_int_equal(post(s, "WAW01", "DBL", "2026-01-01", "2026-01-01", "PLN", 1, big, &r), 400);
 	assert_string_equal(error_of(r), "idempotency_key must be at most 255 characters");
 	json_decref(r);
 	/* 255 two-byte characters (510 bytes) are fine, 256 are not. */
@@ -477,8 +480,7 @@ static void test_string_limits(void **state)
 	room[510] = '\0';
 	assert_int_equal(ok_write(s, "WAW01", room, "2026-01-01", "2026-01-01", 1, "u1"), 0);
 	memcpy(room + 510, "\xc5\x82", 3);
-	assert_int_equal(post(s, "WAW01", room, "2026-01-01", "2026-01-01", "PLN", 1, "u2", &r),
-			 400);
+	assert_int_equal(post(s, "WAW01", room, "2026-01-01", "2026-01-01", "PLN", 1, "u2", &r), 400);
 	assert_string_equal(error_of(r), "room_type_code must be at most 255 characters");
 	json_decref(r);
 	assert_int_equal(post(s, "", "DBL", "2026-01-01", "2026-01-01", "PLN", 1, "u3", &r), 400);
@@ -488,9 +490,9 @@ static void test_string_limits(void **state)
 	assert_string_equal(error_of(r), "the property code is longer than 255 characters");
 	json_decref(r);
 	/* A string with an embedded NUL (jansson can hold one). */
-	req = json_pack("{s:o,s:s,s:s,s:{s:s,s:i},s:s}", "room_type_code",
-			json_stringn("a\0b", 3), "from", "2026-01-01", "to", "2026-01-01", "rate",
-			"currency", "PLN", "minor_units", 1, "idempotency_key", "u5");
+	req = json_pack("{s:o,s:s,s:s,s:{s:s,s:i},s:s}", "room_type_code", json_stringn("a\0b", 3),
+			"from", "2026-01-01", "to", "2026-01-01", "rate", "currency", "PLN",
+			"minor_units", 1, "idempotency_key", "u5");
 	assert_non_null(req);
 	assert_int_equal(pms_sim_write(s, "WAW01", req, &r), 400);
 	assert_string_equal(error_of(r), "room_type_code must not contain NUL characters");
@@ -547,8 +549,7 @@ static void test_capacity(void **state)
 
 	(void)state;
 	pms_sim_set_capacity(s, 3);
-	assert_int_equal(post(s, "P", "R", "2026-01-01", "2026-01-01", "PLN", 1, "k1", &first),
-			 200);
+	assert_int_equal(post(s, "P", "R", "2026-01-01", "2026-01-01", "PLN", 1, "k1", &first), 200);
 	assert_int_equal(ok_write(s, "P", "R", "2026-01-01", "2026-01-01", 2, "k2"), 1);
 	assert_int_equal(ok_write(s, "Q", "R", "2026-01-01", "2026-01-01", 3, "k3"), 0);
 	assert_int_equal(post(s, "P", "R", "2026-01-01", "2026-01-01", "PLN", 4, "k4", &r), 503);
@@ -635,7 +636,7 @@ static void test_threads(void **state)
 	struct pms_sim *s = new_sim(NULL);
 	struct worker *w = calloc(THREADS, sizeof *w);
 	pthread_t th[THREADS];
-	char (*all)[ID_MAX] = calloc(THREADS * PER_THREAD, ID_MAX);
+	char(*all)[ID_MAX] = calloc(THREADS * PER_THREAD, ID_MAX);
 	json_t *snap, *e;
 	size_t i;
 	int t;

@@ -32,8 +32,10 @@ static int setup(void **state)
 	snprintf(url, sizeof url, "sqlite:%s/revops.db", dir);
 	if (store_open(url, 2, &st) < 0 || store_begin(st, 1, &tx) != STORE_OK)
 		return -1;
-	rc = store_exec(tx, "INSERT INTO portfolios (id, name, plan, created_at) VALUES ('pf_1', 'P', 'group', 1)",
-			NULL, 0);
+	rc = store_exec(
+		tx,
+		"INSERT INTO portfolios (id, name, plan, created_at) VALUES ('pf_1', 'P', 'group', 1)",
+		NULL, 0);
 	rc |= store_exec(tx,
 			 "INSERT INTO rate_decisions (id, portfolio_id, status, room_type_code, date_from,"
 			 " date_to, currency, minor_units, brand_ceiling_id, approver_saml_subject,"
@@ -82,8 +84,9 @@ static void append_load_verify(void **state)
 	assert_string_equal(ch.head, AUDIT_GENESIS);
 	for (i = 0; i < 4; i++) {
 		d = json_pack("{s:i, s:s}", "n", i, "text", "z\xc5\xbc\xc3\xb3\xc5\x82w"); /* żółw */
-		assert_int_equal(audit_append(tx, &ch, i ? "ceiling_check" : "proposed", "revops", d,
-					      1795334400123LL + i), 0);
+		assert_int_equal(audit_append(tx, &ch, i ? "ceiling_check" : "proposed", "revops",
+					      d, 1795334400123LL + i),
+				 0);
 		json_decref(d);
 	}
 	assert_int_equal(store_commit(tx), STORE_OK);
@@ -104,15 +107,18 @@ static void append_load_verify(void **state)
 	assert_int_equal(json_array_size(entries), 5);
 	assert_true(json_is_true(json_object_get(trail, "chain_valid")));
 	assert_string_equal(json_string_value(json_object_get(trail, "head_hash")), ch.head);
-	assert_string_equal(json_string_value(json_object_get(json_array_get(entries, 0), "prev_hash")),
+	assert_string_equal(json_string_value(
+				    json_object_get(json_array_get(entries, 0), "prev_hash")),
 			    AUDIT_GENESIS);
 	assert_string_equal(json_string_value(json_object_get(json_array_get(entries, 0), "at")),
 			    "2026-11-22T08:00:00.123Z");
 
 	/* tampering with any part of any entry breaks the chain */
-	json_object_set_new(json_object_get(json_array_get(entries, 2), "details"), "n", json_integer(9));
+	json_object_set_new(json_object_get(json_array_get(entries, 2), "details"), "n",
+			    json_integer(9));
 	assert_int_equal(audit_entries_valid(entries), 0);
-	json_object_set_new(json_object_get(json_array_get(entries, 2), "details"), "n", json_integer(2));
+	json_object_set_new(json_object_get(json_array_get(entries, 2), "details"), "n",
+			    json_integer(2));
 	assert_int_equal(audit_entries_valid(entries), 1);
 	json_object_set_new(json_array_get(entries, 3), "actor", json_string("someone"));
 	assert_int_equal(audit_entries_valid(entries), 0);

@@ -122,8 +122,7 @@ static void test_open_and_migrations(void **state)
 	assert_int_equal(store_schema_version(f->st), version);
 	assert_int_equal(count(f->st, "SELECT COUNT(*) FROM schema_migrations"), version);
 	assert_int_equal(store_begin(f->st, 0, &tx), STORE_OK);
-	assert_int_equal(store_query_int(tx,
-					 "SELECT length(secret) FROM server_keys WHERE name = $1",
+	assert_int_equal(store_query_int(tx, "SELECT length(secret) FROM server_keys WHERE name = $1",
 					 (struct store_val[]){sv_text("keep")}, 1, &n),
 			 1);
 	assert_int_equal(n, 2);
@@ -245,7 +244,8 @@ static void test_placeholders(void **state)
 
 static void test_value_round_trip(void **state)
 {
-	static const char utf8[] = "\xc5\x81\xc3\xb3" "d\xc5\xba \xe2\x80\x93 "
+	static const char utf8[] = "\xc5\x81\xc3\xb3"
+				   "d\xc5\xba \xe2\x80\x93 "
 				   "za\xc5\xbc\xc3\xb3\xc5\x82\xc4\x87 \xf0\x9f\x8f\xa8";
 	static const unsigned char blob[] = {0, 1, 0, 0xff, 0, 'x', 0};
 	struct fixture *f = *state;
@@ -260,19 +260,17 @@ static void test_value_round_trip(void **state)
 	make_table(f->st);
 	assert_int_equal(store_begin(f->st, 1, &tx), STORE_OK);
 	for (i = 0; i < ARRAY_LEN(ints); i++)
-		assert_int_equal(store_exec(tx, "INSERT INTO t (a, b) VALUES ($1, $2)",
-					    (struct store_val[]){sv_int(ints[i].a),
-								 sv_text(ints[i].b)},
-					    2),
-				 1);
+		assert_int_equal(
+			store_exec(tx, "INSERT INTO t (a, b) VALUES ($1, $2)",
+				   (struct store_val[]){sv_int(ints[i].a), sv_text(ints[i].b)}, 2),
+			1);
 	assert_int_equal(store_exec(tx, "INSERT INTO t (a, b, c, n) VALUES ($1, $2, $3, $4)",
 				    (struct store_val[]){sv_int(100), sv_text(utf8),
 							 sv_blob(blob, sizeof blob), sv_null()},
 				    4),
 			 1);
 	assert_int_equal(store_exec(tx, "INSERT INTO t (a, b, c) VALUES ($1, $2, $3)",
-				    (struct store_val[]){sv_int(101), sv_text(NULL), sv_text("")},
-				    3),
+				    (struct store_val[]){sv_int(101), sv_text(NULL), sv_text("")}, 3),
 			 1);
 	assert_int_equal(store_commit(tx), STORE_OK);
 
@@ -400,7 +398,8 @@ static void test_rollback_discards(void **state)
 		int64_t a = 0;
 
 		assert_int_equal(store_begin(f->st, 0, &rt), STORE_OK);
-		assert_int_equal(store_query_int(rt, "SELECT a FROM t WHERE k = 'x'", NULL, 0, &a), 1);
+		assert_int_equal(store_query_int(rt, "SELECT a FROM t WHERE k = 'x'", NULL, 0, &a),
+				 1);
 		assert_int_equal(a, 11);
 		store_rollback(rt);
 	}
@@ -559,8 +558,8 @@ static void test_statement_cache_churn(void **state)
 	for (round = 0; round < 3; round++)
 		for (i = 0; i < NSQL; i++) {
 			v = -1;
-			assert_int_equal(store_query_int(tx, sql[i], (struct store_val[]){sv_int(round)},
-							 1, &v),
+			assert_int_equal(store_query_int(tx, sql[i],
+							 (struct store_val[]){sv_int(round)}, 1, &v),
 					 1);
 			assert_int_equal(v, i * 1000 + round);
 		}
@@ -637,8 +636,7 @@ static void test_two_writers(void **state)
 
 /* Inserts a delivery row on `surface` in state `state`; returns
  * store_exec's result. */
-static int insert_delivery_on(struct store *st, const char *id, const char *surface,
-			      const char *state)
+static int insert_delivery_on(struct store *st, const char *id, const char *surface, const char *state)
 {
 	struct store_tx *tx;
 	int rc;
@@ -689,8 +687,9 @@ static int64_t ephemeral_steps(struct store *st, const char *sql, int nparams)
 static void test_webhook_deliveries_rebuild(void **state)
 {
 	struct fixture *f = *state;
-	const char *indexes = "SELECT group_concat(name, ' ') FROM (SELECT name FROM sqlite_master"
-			      " WHERE type = 'index' AND tbl_name = 'webhook_deliveries' ORDER BY name)";
+	const char *indexes =
+		"SELECT group_concat(name, ' ') FROM (SELECT name FROM sqlite_master"
+		" WHERE type = 'index' AND tbl_name = 'webhook_deliveries' ORDER BY name)";
 	struct store_tx *tx;
 	struct store_rows *r;
 	char before[512];
@@ -713,11 +712,9 @@ static void test_webhook_deliveries_rebuild(void **state)
 	assert_int_equal(insert_delivery(f->st, "dlv_3", "dead_lettered"), 1);
 	/* The newest row goes: its seq (3) must not come back. */
 	assert_int_equal(store_begin(f->st, 1, &tx), STORE_OK);
-	assert_int_equal(store_exec(tx, "DELETE FROM webhook_deliveries WHERE id = 'dlv_3'", NULL,
-				    0),
+	assert_int_equal(store_exec(tx, "DELETE FROM webhook_deliveries WHERE id = 'dlv_3'", NULL, 0),
 			 1);
-	assert_int_equal(store_exec(tx, "DELETE FROM schema_migrations WHERE version >= 7", NULL,
-				    0),
+	assert_int_equal(store_exec(tx, "DELETE FROM schema_migrations WHERE version >= 7", NULL, 0),
 			 1);
 	assert_int_equal(store_commit(tx), STORE_OK);
 	assert_int_equal(store_begin(f->st, 0, &tx), STORE_OK);
@@ -771,10 +768,9 @@ static void sqlite_rows(sqlite3 *db, const char *sql, char *out, size_t cap)
  * are those of a database migrated only to 006. */
 static void test_webhook_deliveries_rebuild_same_shape(void **state)
 {
-	static const char *cols =
-		"SELECT name || ' ' || type || ' ' || \"notnull\" || ' ' ||"
-		" coalesce(dflt_value, '-') || ' ' || pk || ' ' || hidden"
-		" FROM pragma_table_xinfo('webhook_deliveries') ORDER BY cid";
+	static const char *cols = "SELECT name || ' ' || type || ' ' || \"notnull\" || ' ' ||"
+				  " coalesce(dflt_value, '-') || ' ' || pk || ' ' || hidden"
+				  " FROM pragma_table_xinfo('webhook_deliveries') ORDER BY cid";
 	static const char *idx = "SELECT name || ' ' || coalesce(sql, '-') FROM sqlite_master"
 				 " WHERE type = 'index' AND tbl_name = 'webhook_deliveries'"
 				 " ORDER BY name";

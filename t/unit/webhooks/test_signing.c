@@ -32,15 +32,15 @@
 #define HEX_EMPTY "da5f5865984e699a69cfec62ce49a76daf8ae4601b54a781fa13f3b2d3b2088a"
 #define HEX_NUL_BODY "1e633cf5b2b880bc3ed9d72e5565e8dc252ae773767199845b882e4e0ba7a7a0"
 #define STD_NUL_BODY "v1,+OvtkdD0dIwzgWc/8bQszJzpynMTPJDr2rBZJ+a7VNo="
-static const char NUL_BODY[] = { 'a', 0, 'b', 0, (char)0xff, 'c' };
+static const char NUL_BODY[] = {'a', 0, 'b', 0, (char)0xff, 'c'};
 
 #define LEN(s) (sizeof(s) - 1)
 
 /* Verifies the Standard Webhooks vector with the given header values. */
 static int verify_sw(const char *ts, const char *sig, int64_t now, int64_t tol)
 {
-	return signing_verify_standard(SW_SECRET, SW_MSG_ID, ts, SW_BODY, LEN(SW_BODY), sig,
-				       now, tol);
+	return signing_verify_standard(SW_SECRET, SW_MSG_ID, ts, SW_BODY, LEN(SW_BODY), sig, now,
+				       tol);
 }
 
 static void test_service_signature_vectors(void **state)
@@ -98,15 +98,15 @@ static void test_standard_signature_nul_body(void **state)
 static void test_standard_signature_bad_secret(void **state)
 {
 	static const char *bad[] = {
-		"MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw",	  /* no prefix */
-		"WHSEC_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw", /* prefix in other case */
-		"whsec",				  /* prefix only, cut */
-		"whsec_",				  /* no key */
-		"whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaS",  /* not a multiple of 4 */
-		"whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLa!w", /* not base64 */
-		"whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLa_w", /* base64url, not standard */
+		"MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw",        /* no prefix */
+		"WHSEC_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw",  /* prefix in other case */
+		"whsec",                                   /* prefix only, cut */
+		"whsec_",                                  /* no key */
+		"whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaS",   /* not a multiple of 4 */
+		"whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLa!w",  /* not base64 */
+		"whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLa_w",  /* base64url, not standard */
 		"whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw ", /* trailing space */
-		"whsec_AAAA",				  /* 3-byte key: too short */
+		"whsec_AAAA",                              /* 3-byte key: too short */
 	};
 	char sig[64];
 	size_t i;
@@ -138,8 +138,8 @@ static void test_new_secret_format(void **state)
 	assert_int_equal(n, 32);
 	assert_string_not_equal(a, b);
 	/* A fresh secret is a valid Standard Webhooks key. */
-	assert_int_equal(signing_standard_signature(a, SW_MSG_ID, SW_TS, SW_BODY, LEN(SW_BODY),
-						    sig, sizeof sig),
+	assert_int_equal(signing_standard_signature(a, SW_MSG_ID, SW_TS, SW_BODY, LEN(SW_BODY), sig,
+						    sizeof sig),
 			 0);
 	assert_true(signing_verify_standard(a, SW_MSG_ID, SW_TS_STR, SW_BODY, LEN(SW_BODY), sig,
 					    SW_TS, 300));
@@ -175,10 +175,8 @@ static void test_verify_service(void **state)
 	strcpy(hex, HEX_SW_BODY);
 	hex[0] = 'g';
 	assert_false(signing_verify_service(SW_SECRET, SW_BODY, LEN(SW_BODY), hex));
-	assert_false(signing_verify_service(SW_SECRET, SW_BODY, LEN(SW_BODY),
-					    " " HEX_SW_BODY));
-	assert_false(signing_verify_service(SW_SECRET, SW_BODY, LEN(SW_BODY),
-					    "sha256=" HEX_SW_BODY));
+	assert_false(signing_verify_service(SW_SECRET, SW_BODY, LEN(SW_BODY), " " HEX_SW_BODY));
+	assert_false(signing_verify_service(SW_SECRET, SW_BODY, LEN(SW_BODY), "sha256=" HEX_SW_BODY));
 	/* Wrong secret (the decoded-key form is not the key here), other body. */
 	assert_false(signing_verify_service("whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSx", SW_BODY,
 					    LEN(SW_BODY), HEX_SW_BODY));
@@ -198,8 +196,7 @@ static void test_verify_service_nul_body(void **state)
 	(void)state;
 	assert_true(signing_verify_service(SW_SECRET, NUL_BODY, sizeof NUL_BODY, HEX_NUL_BODY));
 	assert_false(signing_verify_service(SW_SECRET, NUL_BODY, 1, HEX_NUL_BODY));
-	assert_false(signing_verify_service(SW_SECRET, NUL_BODY, sizeof NUL_BODY - 1,
-					    HEX_NUL_BODY));
+	assert_false(signing_verify_service(SW_SECRET, NUL_BODY, sizeof NUL_BODY - 1, HEX_NUL_BODY));
 }
 
 static void test_verify_standard_vector(void **state)
@@ -207,18 +204,17 @@ static void test_verify_standard_vector(void **state)
 	(void)state;
 	assert_true(verify_sw(SW_TS_STR, SW_SIG, SW_TS, 300));
 	/* Wrong, truncated, other case, other scheme label, no label. */
-	assert_false(verify_sw(SW_TS_STR, "v1,g0hM9SsE+OTPJTGt/tmIKtSyZlE3uFJELVlNIOLJ1OA=",
-			       SW_TS, 300));
-	assert_false(verify_sw(SW_TS_STR, "v1,g0hM9SsE+OTPJTGt/tmIKtSyZlE3uFJELVlNIOLJ1OE",
-			       SW_TS, 300));
-	assert_false(verify_sw(SW_TS_STR, "v1,G0HM9SSE+OTPJTGT/TMIKTSYZLE3UFJELVLNIOLJ1OE=",
-			       SW_TS, 300));
-	assert_false(verify_sw(SW_TS_STR, "V1,g0hM9SsE+OTPJTGt/tmIKtSyZlE3uFJELVlNIOLJ1OE=",
-			       SW_TS, 300));
-	assert_false(verify_sw(SW_TS_STR, "v2,g0hM9SsE+OTPJTGt/tmIKtSyZlE3uFJELVlNIOLJ1OE=",
-			       SW_TS, 300));
-	assert_false(verify_sw(SW_TS_STR, "g0hM9SsE+OTPJTGt/tmIKtSyZlE3uFJELVlNIOLJ1OE=", SW_TS,
+	assert_false(verify_sw(SW_TS_STR, "v1,g0hM9SsE+OTPJTGt/tmIKtSyZlE3uFJELVlNIOLJ1OA=", SW_TS,
 			       300));
+	assert_false(
+		verify_sw(SW_TS_STR, "v1,g0hM9SsE+OTPJTGt/tmIKtSyZlE3uFJELVlNIOLJ1OE", SW_TS, 300));
+	assert_false(verify_sw(SW_TS_STR, "v1,G0HM9SSE+OTPJTGT/TMIKTSYZLE3UFJELVLNIOLJ1OE=", SW_TS,
+			       300));
+	assert_false(verify_sw(SW_TS_STR, "V1,g0hM9SsE+OTPJTGt/tmIKtSyZlE3uFJELVlNIOLJ1OE=", SW_TS,
+			       300));
+	assert_false(verify_sw(SW_TS_STR, "v2,g0hM9SsE+OTPJTGt/tmIKtSyZlE3uFJELVlNIOLJ1OE=", SW_TS,
+			       300));
+	assert_false(verify_sw(SW_TS_STR, "g0hM9SsE+OTPJTGt/tmIKtSyZlE3uFJELVlNIOLJ1OE=", SW_TS, 300));
 	assert_false(verify_sw(SW_TS_STR, "", SW_TS, 300));
 	assert_false(verify_sw(SW_TS_STR, NULL, SW_TS, 300));
 	/* Other id, body, secret. */
@@ -227,8 +223,7 @@ static void test_verify_standard_vector(void **state)
 	assert_false(signing_verify_standard(SW_SECRET, SW_MSG_ID, SW_TS_STR, SW_BODY,
 					     LEN(SW_BODY) - 1, SW_SIG, SW_TS, 300));
 	assert_false(signing_verify_standard("whsec_AAAAr8GKYqrTwjUPD8ILPZIo2LaLaSw", SW_MSG_ID,
-					     SW_TS_STR, SW_BODY, LEN(SW_BODY), SW_SIG, SW_TS,
-					     300));
+					     SW_TS_STR, SW_BODY, LEN(SW_BODY), SW_SIG, SW_TS, 300));
 }
 
 static void test_verify_standard_multiple(void **state)
@@ -268,8 +263,11 @@ static void test_verify_standard_tolerance(void **state)
 static void test_verify_standard_bad_timestamp(void **state)
 {
 	static const char *bad[] = {
-		"hello", "", "-1614265330", "+1614265330", " 1614265330", "1614265330 ",
-		"1614265330.0", "0x603815f2", "1614265330a", "1234567890123456789",
+		"hello",        "",
+		"-1614265330",  "+1614265330",
+		" 1614265330",  "1614265330 ",
+		"1614265330.0", "0x603815f2",
+		"1614265330a",  "1234567890123456789",
 	};
 	size_t i;
 
@@ -285,10 +283,9 @@ static void test_verify_standard_bad_secret(void **state)
 {
 	(void)state;
 	assert_false(signing_verify_standard("MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw", SW_MSG_ID,
-					     SW_TS_STR, SW_BODY, LEN(SW_BODY), SW_SIG, SW_TS,
-					     300));
-	assert_false(signing_verify_standard("whsec_", SW_MSG_ID, SW_TS_STR, SW_BODY,
-					     LEN(SW_BODY), SW_SIG, SW_TS, 300));
+					     SW_TS_STR, SW_BODY, LEN(SW_BODY), SW_SIG, SW_TS, 300));
+	assert_false(signing_verify_standard("whsec_", SW_MSG_ID, SW_TS_STR, SW_BODY, LEN(SW_BODY),
+					     SW_SIG, SW_TS, 300));
 	assert_false(signing_verify_standard(NULL, SW_MSG_ID, SW_TS_STR, SW_BODY, LEN(SW_BODY),
 					     SW_SIG, SW_TS, 300));
 	assert_false(signing_verify_standard(SW_SECRET, NULL, SW_TS_STR, SW_BODY, LEN(SW_BODY),
