@@ -64,14 +64,6 @@ void scim_error_shape(struct ctx *c, enum err e, const char *msg)
 		   "%s", msg);
 }
 
-static void db_error(struct ctx *c, int rc)
-{
-	if (rc == STORE_BUSY)
-		scim_error(c, 503, NULL, "the database is busy; retry");
-	else
-		scim_error(c, 500, NULL, "internal error");
-}
-
 static void location(struct ctx *c, const char *kind, const char *id, char *out, size_t cap)
 {
 	snprintf(out, cap, "%s/scim/v2/%s/%s", c->svc->cfg->public_url, kind, id);
@@ -526,7 +518,7 @@ fail:
 	directory_memberships_free(&ms);
 	json_decref(users);
 	json_decref(all);
-	db_error(c, rc);
+	respond_store_error(c, rc);
 }
 
 void scim_h_groups_list(struct ctx *c)
@@ -538,7 +530,7 @@ void scim_h_groups_list(struct ctx *c)
 
 	if ((rc = store_begin(c->svc->store, 0, &tx)) != STORE_OK) {
 		json_decref(all);
-		db_error(c, rc);
+		respond_store_error(c, rc);
 		return;
 	}
 	rc = directory_list(tx, DIRECTORY_GROUP, c->p.portfolio_id, &groups);
@@ -546,7 +538,7 @@ void scim_h_groups_list(struct ctx *c)
 	if (rc < 0) {
 		json_decref(groups);
 		json_decref(all);
-		db_error(c, rc);
+		respond_store_error(c, rc);
 		return;
 	}
 	json_array_foreach(groups, i, g)
@@ -595,7 +587,7 @@ static void user_write_failed(struct ctx *c, int rc, const struct directory_user
 		scim_error(c, 409, "uniqueness",
 			   "userName \"%s\" is already taken in this portfolio", u->user_name);
 	else
-		db_error(c, rc);
+		respond_store_error(c, rc);
 }
 
 void scim_h_users_create(struct ctx *c)
@@ -615,7 +607,7 @@ void scim_h_users_create(struct ctx *c)
 	}
 	if ((rc = store_begin(c->svc->store, 1, &tx)) != STORE_OK) {
 		tx = NULL;
-		db_error(c, rc);
+		respond_store_error(c, rc);
 		goto out;
 	}
 	rc = directory_user_add(tx, c->p.portfolio_id, &u, id, sizeof id, &ev);
@@ -625,13 +617,13 @@ void scim_h_users_create(struct ctx *c)
 	}
 	if ((rc = user_event_append(tx, c->p.portfolio_id, &ev)) < 0 ||
 	    (rc = directory_load(tx, DIRECTORY_USER, c->p.portfolio_id, id, &row)) != 1) {
-		db_error(c, rc);
+		respond_store_error(c, rc);
 		goto out;
 	}
 	rc = store_commit(tx);
 	tx = NULL;
 	if (rc != STORE_OK) {
-		db_error(c, rc);
+		respond_store_error(c, rc);
 		goto out;
 	}
 	send_resource(c, 201, user_repr(c, &row, &none));
@@ -650,7 +642,7 @@ void scim_h_user_get(struct ctx *c)
 	int rc;
 
 	if ((rc = store_begin(c->svc->store, 0, &tx)) != STORE_OK) {
-		db_error(c, rc);
+		respond_store_error(c, rc);
 		return;
 	}
 	rc = directory_load(tx, DIRECTORY_USER, c->p.portfolio_id, ctx_param(c, 0), &row);
@@ -662,7 +654,7 @@ void scim_h_user_get(struct ctx *c)
 	else if (rc == 0)
 		scim_error(c, 404, NULL, "no user %s", ctx_param(c, 0));
 	else
-		db_error(c, rc);
+		respond_store_error(c, rc);
 	directory_row_free(&row);
 	directory_memberships_free(&ms);
 }
@@ -677,7 +669,7 @@ static int load_for_change(struct ctx *c, int user, struct store_tx **tx, struct
 	memset(row, 0, sizeof *row);
 	if ((rc = store_begin(c->svc->store, 1, tx)) != STORE_OK) {
 		*tx = NULL;
-		db_error(c, rc);
+		respond_store_error(c, rc);
 		return 0;
 	}
 	rc = directory_load(*tx, kind_of(user), c->p.portfolio_id, ctx_param(c, 0), row);
@@ -686,7 +678,7 @@ static int load_for_change(struct ctx *c, int user, struct store_tx **tx, struct
 	if (rc == 0)
 		scim_error(c, 404, NULL, "no %s %s", user ? "user" : "group", ctx_param(c, 0));
 	else if (rc < 0)
-		db_error(c, rc);
+		respond_store_error(c, rc);
 	store_rollback(*tx);
 	*tx = NULL;
 	directory_row_free(row);
@@ -713,7 +705,7 @@ static int load_snapshot(struct ctx *c, int user, struct directory_row *row)
 
 	memset(row, 0, sizeof *row);
 	if ((rc = store_begin(c->svc->store, 0, &tx)) != STORE_OK) {
-		db_error(c, rc);
+		respond_store_error(c, rc);
 		return 0;
 	}
 	rc = directory_load(tx, kind_of(user), c->p.portfolio_id, ctx_param(c, 0), row);
@@ -723,7 +715,7 @@ static int load_snapshot(struct ctx *c, int user, struct directory_row *row)
 	if (rc == 0)
 		scim_error(c, 404, NULL, "no %s %s", user ? "user" : "group", ctx_param(c, 0));
 	else if (rc < 0)
-		db_error(c, rc);
+		respond_store_error(c, rc);
 	directory_row_free(row);
 	return 0;
 }
@@ -740,7 +732,7 @@ static int begin_change(struct ctx *c, int user, struct directory_row *row, stru
 
 	if ((rc = store_begin(c->svc->store, 1, tx)) != STORE_OK) {
 		*tx = NULL;
-		db_error(c, rc);
+		respond_store_error(c, rc);
 		return -1;
 	}
 	rc = directory_version(*tx, kind_of(user), c->p.portfolio_id, row->id, &version);
@@ -756,7 +748,7 @@ static int begin_change(struct ctx *c, int user, struct directory_row *row, stru
 				   ctx_param(c, 0));
 	}
 	if (rc < 0)
-		db_error(c, rc);
+		respond_store_error(c, rc);
 	store_rollback(*tx);
 	*tx = NULL;
 	return -1;
@@ -821,7 +813,7 @@ static int save_user(struct ctx *c, struct store_tx *tx, const struct directory_
 		return -1;
 	}
 	if ((rc = user_event_append(tx, c->p.portfolio_id, &ev)) < 0) {
-		db_error(c, rc);
+		respond_store_error(c, rc);
 		return -1;
 	}
 	return 0;
@@ -876,14 +868,14 @@ static int store_user_change(struct ctx *c, int patch, struct directory_row *row
 	if (!doc || !tx || save_user(c, tx, row, &u) < 0)
 		goto out;
 	if ((rc = directory_load(tx, DIRECTORY_USER, c->p.portfolio_id, row->id, fresh)) != 1) {
-		db_error(c, rc == 0 ? STORE_ERR : rc);
+		respond_store_error(c, rc == 0 ? STORE_ERR : rc);
 		rc = -1;
 		goto out;
 	}
 	rc = store_commit(tx);
 	tx = NULL;
 	if (rc != STORE_OK)
-		db_error(c, rc);
+		respond_store_error(c, rc);
 	rc = rc == STORE_OK ? 0 : -1;
 out:
 	store_rollback(tx);
@@ -913,7 +905,7 @@ static void modify_user(struct ctx *c, int patch)
 		goto out;
 	}
 	if ((rc = load_memberships_read(c, &ms)) < 0) {
-		db_error(c, rc);
+		respond_store_error(c, rc);
 		goto out;
 	}
 	send_resource(c, 200, user_repr(c, &fresh, &ms));
@@ -946,13 +938,13 @@ void scim_h_user_delete(struct ctx *c)
 	if (rc >= 0)
 		rc = user_event_append(tx, c->p.portfolio_id, &ev);
 	if (rc < 0) {
-		db_error(c, rc);
+		respond_store_error(c, rc);
 		goto out;
 	}
 	rc = store_commit(tx);
 	tx = NULL;
 	if (rc != STORE_OK) {
-		db_error(c, rc);
+		respond_store_error(c, rc);
 		goto out;
 	}
 	auth_revocation_bump(); /* entries cached while the change committed */
@@ -985,7 +977,7 @@ static void finish_group(struct ctx *c, struct store_tx *tx, const char *id, jso
 			rc = rc == 0 ? STORE_ERR : rc;
 	}
 	if ((rc = store_finish(tx, rc)) != STORE_OK) {
-		db_error(c, rc);
+		respond_store_error(c, rc);
 		goto out;
 	}
 	if (status == 204) {
@@ -1009,7 +1001,7 @@ void scim_h_groups_create(struct ctx *c)
 	} else if (id_new("grp_", id, sizeof id) < 0) {
 		scim_error(c, 500, NULL, "internal error");
 	} else if ((rc = store_begin(c->svc->store, 1, &tx)) != STORE_OK) {
-		db_error(c, rc);
+		respond_store_error(c, rc);
 	} else {
 		finish_group(c, tx, id, doc, 1, 201);
 	}
@@ -1023,7 +1015,7 @@ void scim_h_group_get(struct ctx *c)
 	int rc;
 
 	if ((rc = store_begin(c->svc->store, 0, &tx)) != STORE_OK) {
-		db_error(c, rc);
+		respond_store_error(c, rc);
 		return;
 	}
 	rc = directory_load(tx, DIRECTORY_GROUP, c->p.portfolio_id, ctx_param(c, 0), &row);
@@ -1034,7 +1026,7 @@ void scim_h_group_get(struct ctx *c)
 	else if (rc == 0)
 		scim_error(c, 404, NULL, "no group %s", ctx_param(c, 0));
 	else
-		db_error(c, rc);
+		respond_store_error(c, rc);
 	directory_row_free(&row);
 }
 
@@ -1144,11 +1136,11 @@ void scim_h_group_delete(struct ctx *c)
 	directory_row_free(&row);
 	if (rc < 0) {
 		store_rollback(tx);
-		db_error(c, rc);
+		respond_store_error(c, rc);
 		return;
 	}
 	if ((rc = store_commit(tx)) != STORE_OK) {
-		db_error(c, rc);
+		respond_store_error(c, rc);
 		return;
 	}
 	c->res->status = 204;

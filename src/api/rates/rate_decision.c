@@ -127,33 +127,6 @@ static json_t *failure_details(const json_t *failure)
 	return details;
 }
 
-/* Answers 404/403 for decision_load's 0/2 and the token-reach rule: every
- * property of the decision must be inside the token. Returns 1 to go on. */
-static int decision_visible(struct ctx *c, int rc, const json_t *d)
-{
-	struct decision_who who = who_of(c);
-
-	if (rc == 0) {
-		respond_error(c, ERR_NOT_FOUND, NULL, "no rate decision %s", ctx_param(c, 0));
-		return 0;
-	}
-	if (rc == 2) {
-		respond_error(c, ERR_INSUFFICIENT_ROLE, NULL,
-			      "the rate decision belongs to another portfolio");
-		return 0;
-	}
-	if (rc < 0) {
-		respond_store_error(c, rc);
-		return 0;
-	}
-	if (!decision_reached(&who, d)) {
-		respond_error(c, ERR_INSUFFICIENT_ROLE, NULL,
-			      "the rate decision touches a property outside this token");
-		return 0;
-	}
-	return 1;
-}
-
 /* Answers a publish or revert outcome (the successes are answered by the
  * callers). */
 static void respond_outcome(struct ctx *c, struct decision_outcome *o, const char *pms_msg)
@@ -179,7 +152,7 @@ static void respond_outcome(struct ctx *c, struct decision_outcome *o, const cha
 				       pms_msg);
 		break;
 	case DECISION_NOT_FOUND:
-		respond_error(c, ERR_NOT_FOUND, NULL, "no rate decision %s", o->id);
+		respond_error(c, ERR_NOT_FOUND, NULL, "no rate decision %s", ctx_param(c, 0));
 		break;
 	case DECISION_OTHER_PORTFOLIO:
 		respond_error(c, ERR_INSUFFICIENT_ROLE, NULL,
@@ -199,6 +172,27 @@ static void respond_outcome(struct ctx *c, struct decision_outcome *o, const cha
 	case DECISION_DONE:
 		break;
 	}
+}
+
+/* Answers 404/403 for decision_load's 0/2 and the token-reach rule: every
+ * property of the decision must be inside the token. Returns 1 to go on. */
+static int decision_visible(struct ctx *c, int rc, const json_t *d)
+{
+	struct decision_who who = who_of(c);
+	struct decision_outcome o = {.result = DECISION_DONE};
+
+	if (rc < 0) {
+		respond_store_error(c, rc);
+		return 0;
+	}
+	if (rc == 0)
+		o.result = DECISION_NOT_FOUND;
+	else if (rc == 2)
+		o.result = DECISION_OTHER_PORTFOLIO;
+	else if (!decision_reached(&who, d))
+		o.result = DECISION_OUT_OF_REACH;
+	respond_outcome(c, &o, NULL);
+	return o.result == DECISION_DONE;
 }
 
 /* ------------------------------------------------------------- create */
