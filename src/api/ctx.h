@@ -65,30 +65,16 @@ struct route_table {
 	const struct route *routes;
 	size_t n;
 };
-/* clang-format off: initialiser macros, which clang-format 14 lays out as function bodies */
-#define ROUTE_TABLE(a)          \
-	{                       \
-		a, ARRAY_LEN(a) \
-	}
+/* Initialiser macros, which clang-format 14 would lay out as function bodies. */
+/* clang-format off */
+#define ROUTE_TABLE(a) {a, ARRAY_LEN(a)}
 /* Entries: public; bearer with X-Service-Portfolio (v2); the same taking a
  * JSON body checked against spec; SCIM (its own token, case-insensitive
  * static segments). */
-#define ROUTE_PUB(m, p, f)                                      \
-	{                                                       \
-		m, p, f, ROUTE_PUBLIC, 0, 0, BODY_NONE, NULL, 0 \
-	}
-#define ROUTE_V2(m, p, f, s)                                    \
-	{                                                       \
-		m, p, f, ROUTE_BEARER, s, 1, BODY_NONE, NULL, 0 \
-	}
-#define ROUTE_V2_JSON(m, p, f, s, spec)                         \
-	{                                                       \
-		m, p, f, ROUTE_BEARER, s, 1, BODY_JSON, spec, 0 \
-	}
-#define ROUTE_SCIM_ENTRY(m, p, f, b)                  \
-	{                                             \
-		m, p, f, ROUTE_SCIM, 0, 0, b, NULL, 1 \
-	}
+#define ROUTE_PUB(m, p, f) {m, p, f, ROUTE_PUBLIC, 0, 0, BODY_NONE, NULL, 0}
+#define ROUTE_V2(m, p, f, s) {m, p, f, ROUTE_BEARER, s, 1, BODY_NONE, NULL, 0}
+#define ROUTE_V2_JSON(m, p, f, s, spec) {m, p, f, ROUTE_BEARER, s, 1, BODY_JSON, spec, 0}
+#define ROUTE_SCIM_ENTRY(m, p, f, b) {m, p, f, ROUTE_SCIM, 0, 0, b, NULL, 1}
 /* clang-format on */
 
 /* The path parameter i of the matched route. */

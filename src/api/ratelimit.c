@@ -233,23 +233,14 @@ struct ratelimit {
 };
 
 #define ROTL(x, b) (uint64_t)(((x) << (b)) | ((x) >> (64 - (b))))
-/* clang-format off: one SipHash round per line of four steps */
-#define SIPROUND                   \
-	do {                       \
-		v0 += v1;          \
-		v1 = ROTL(v1, 13); \
-		v1 ^= v0;          \
-		v0 = ROTL(v0, 32); \
-		v2 += v3;          \
-		v3 = ROTL(v3, 16); \
-		v3 ^= v2;          \
-		v0 += v3;          \
-		v3 = ROTL(v3, 21); \
-		v3 ^= v0;          \
-		v2 += v1;          \
-		v1 = ROTL(v1, 17); \
-		v1 ^= v2;          \
-		v2 = ROTL(v2, 32); \
+/* One SipHash round, four steps to a line. */
+/* clang-format off */
+#define SIPROUND                                                             \
+	do {                                                                 \
+		v0 += v1; v1 = ROTL(v1, 13); v1 ^= v0; v0 = ROTL(v0, 32);     \
+		v2 += v3; v3 = ROTL(v3, 16); v3 ^= v2;                        \
+		v0 += v3; v3 = ROTL(v3, 21); v3 ^= v0;                        \
+		v2 += v1; v1 = ROTL(v1, 17); v1 ^= v2; v2 = ROTL(v2, 32);     \
 	} while (0)
 /* clang-format on */
 

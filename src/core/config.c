@@ -18,10 +18,10 @@ struct opt {
 	const char *help;
 };
 
-#define O(n, k, f, h)                                                                \
-	{                                                                            \
-		n, k, offsetof(struct config, f), sizeof(((struct config *)0)->f), h \
-	}
+/* An initialiser macro, which clang-format 14 would lay out as a body. */
+/* clang-format off */
+#define O(n, k, f, h) {n, k, offsetof(struct config, f), sizeof(((struct config *)0)->f), h}
+/* clang-format on */
 static const struct opt opts[] = {
 	O("listen", OPT_LISTEN, listen_port, "HOST:PORT to listen on (127.0.0.1:8080)"),
 	O("public-url", OPT_STR, public_url, "base URL clients use (http://<listen>)"),

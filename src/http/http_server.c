@@ -321,56 +321,33 @@ static int in_reserve(struct conn *c)
 
 static const char *reason(int status)
 {
-	/* clang-format off: a table, one status per line */
+	/* A table: one status to a line. */
+	/* clang-format off */
 	switch (status) {
-	case 200:
-		return "OK";
-	case 201:
-		return "Created";
-	case 202:
-		return "Accepted";
-	case 204:
-		return "No Content";
-	case 304:
-		return "Not Modified";
-	case 400:
-		return "Bad Request";
-	case 401:
-		return "Unauthorized";
-	case 403:
-		return "Forbidden";
-	case 404:
-		return "Not Found";
-	case 405:
-		return "Method Not Allowed";
-	case 409:
-		return "Conflict";
-	case 410:
-		return "Gone";
-	case 412:
-		return "Precondition Failed";
-	case 413:
-		return "Content Too Large";
-	case 415:
-		return "Unsupported Media Type";
-	case 422:
-		return "Unprocessable Content";
-	case 428:
-		return "Precondition Required";
-	case 429:
-		return "Too Many Requests";
-	case 431:
-		return "Request Header Fields Too Large";
-	case 500:
-		return "Internal Server Error";
-	case 502:
-		return "Bad Gateway";
-	case 503:
-		return "Service Unavailable";
-	case 504:
-		return "Gateway Timeout";
-	default:
-		return "Status";
+	case 200: return "OK";
+	case 201: return "Created";
+	case 202: return "Accepted";
+	case 204: return "No Content";
+	case 304: return "Not Modified";
+	case 400: return "Bad Request";
+	case 401: return "Unauthorized";
+	case 403: return "Forbidden";
+	case 404: return "Not Found";
+	case 405: return "Method Not Allowed";
+	case 409: return "Conflict";
+	case 410: return "Gone";
+	case 412: return "Precondition Failed";
+	case 413: return "Content Too Large";
+	case 415: return "Unsupported Media Type";
+	case 422: return "Unprocessable Content";
+	case 428: return "Precondition Required";
+	case 429: return "Too Many Requests";
+	case 431: return "Request Header Fields Too Large";
+	case 500: return "Internal Server Error";
+	case 502: return "Bad Gateway";
+	case 503: return "Service Unavailable";
+	case 504: return "Gateway Timeout";
+	default: return "Status";
 	}
 	/* clang-format on */
 }
