@@ -1,5 +1,6 @@
 /* The SQLite backend of store.h: WAL, synchronous=NORMAL, a busy timeout,
  * a fixed pool of connections, and a prepared-statement cache on each. */
+#include "store/backend.h"
 #include "store/store.h"
 
 #include <errno.h>
@@ -10,8 +11,6 @@
 #include <string.h>
 #include <sys/stat.h>
 
-#include "core/clock.h"
-#include "core/embedded.h"
 #include "core/log.h"
 
 #define STMT_CACHE 128
@@ -66,7 +65,6 @@ struct store {
 	int ckpt_due, ckpt_stop;
 	struct conn *conns;
 	int nconns;
-	int version;
 };
 
 struct store_tx {
@@ -473,71 +471,6 @@ void store_rollback(struct store_tx *tx)
 	free(tx);
 }
 
-/* Applies every embedded migration newer than the database's version, each
- * in its own write transaction, and records it in schema_migrations. A
- * database newer than this binary is refused rather than guessed at. */
-static int migrate(struct store *st)
-{
-	const struct embedded_migration *m;
-	struct store_tx *tx = NULL;
-	struct conn *c = &st->conns[0];
-	int64_t have = 0;
-	int rc, latest = 0;
-	char *err = NULL;
-
-	rc = sqlite3_exec(c->db,
-			  "CREATE TABLE IF NOT EXISTS schema_migrations (version INTEGER PRIMARY KEY,"
-			  " name TEXT NOT NULL, applied_at INTEGER NOT NULL)",
-			  NULL, NULL, NULL);
-	if (rc != SQLITE_OK)
-		return map_rc(c->db, rc, "schema_migrations");
-	for (m = embedded_migrations_sqlite; m->name; m++)
-		latest = m->version;
-	for (m = embedded_migrations_sqlite; m->name; m++) {
-		rc = store_begin(st, 1, &tx);
-		if (rc != STORE_OK)
-			return rc;
-		rc = store_query_int(tx, "SELECT COALESCE(MAX(version), 0) FROM schema_migrations",
-				     NULL, 0, &have);
-		if (rc < 0)
-			goto fail;
-		if (have > latest) {
-			log_msg(LOG_ERROR, "store_migrate",
-				"database schema %lld is newer than this build (%d)",
-				(long long)have, latest);
-			rc = STORE_ERR;
-			goto fail;
-		}
-		if (m->version <= have) {
-			store_rollback(tx);
-			continue;
-		}
-		if (sqlite3_exec(tx->c->db, m->sql, NULL, NULL, &err) != SQLITE_OK) {
-			log_msg(LOG_ERROR, "store_migrate", "%s failed: %s", m->name, err);
-			sqlite3_free(err);
-			rc = STORE_ERR;
-			goto fail;
-		}
-		rc = store_exec(tx,
-				"INSERT INTO schema_migrations (version, name, applied_at)"
-				" VALUES ($1, $2, $3)",
-				(struct store_val[]){sv_int(m->version), sv_text(m->name),
-						     sv_int(clock_now_ms())},
-				3);
-		if (rc < 0)
-			goto fail;
-		rc = store_commit(tx);
-		if (rc != STORE_OK)
-			return rc;
-		log_msg(LOG_INFO, "store_migrate", "applied %s", m->name);
-	}
-	st->version = latest;
-	return STORE_OK;
-fail:
-	store_rollback(tx);
-	return rc;
-}
-
 /* Creates the directory holding path (one level), so a fresh --data-dir works. */
 static void make_parent_dir(const char *path)
 {
@@ -555,21 +488,14 @@ static void make_parent_dir(const char *path)
 		log_msg(LOG_WARN, "store_open", "cannot create %s: %s", dir, strerror(errno));
 }
 
-int store_open(const char *url, int pool_size, struct store **out)
+int store_sqlite_open(const char *path, int pool_size, struct store **out)
 {
 	struct store *st;
-	const char *path;
 	static pthread_once_t once = PTHREAD_ONCE_INIT;
 	int i;
 
 	*out = NULL;
 	pthread_once(&once, sqlite_configure);
-	if (strncmp(url, "sqlite:", 7) != 0) {
-		log_msg(LOG_ERROR, "store_open",
-			"unsupported database URL (this build has the sqlite: backend only)");
-		return -1;
-	}
-	path = url + 7;
 	make_parent_dir(path);
 	st = calloc(1, sizeof *st);
 	if (!st)
@@ -586,8 +512,6 @@ int store_open(const char *url, int pool_size, struct store **out)
 	for (i = 0; i < st->nconns; i++)
 		if (conn_open(path, &st->conns[i]) < 0)
 			goto fail;
-	if (migrate(st) != STORE_OK)
-		goto fail;
 	*out = st;
 	return 0;
 fail:
@@ -617,19 +541,6 @@ void store_close(struct store *st)
 	pthread_mutex_destroy(&st->ckpt_mu);
 	pthread_cond_destroy(&st->ckpt_cond);
 	free(st);
-}
-
-int store_ping(struct store *st)
-{
-	struct store_tx *tx;
-	int64_t one = 0;
-	int rc;
-
-	if (store_begin(st, 0, &tx) != STORE_OK)
-		return -1;
-	rc = store_query_int(tx, "SELECT 1", NULL, 0, &one);
-	store_rollback(tx);
-	return rc == 1 && one == 1 ? 0 : -1;
 }
 
 /* The WAL length (pages) at which a commit wakes the checkpointer: 16 MiB
@@ -728,7 +639,13 @@ int store_checkpoint(struct store *st)
 	return 0;
 }
 
-int store_schema_version(struct store *st)
+int store_exec_script(struct store_tx *tx, const char *sql, const char *name)
 {
-	return st->version;
+	char *err = NULL;
+
+	if (sqlite3_exec(tx->c->db, sql, NULL, NULL, &err) == SQLITE_OK)
+		return STORE_OK;
+	log_msg(LOG_ERROR, "store_migrate", "%s failed: %s", name, err ? err : "?");
+	sqlite3_free(err);
+	return STORE_ERR;
 }
