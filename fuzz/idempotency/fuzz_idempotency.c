@@ -1,5 +1,5 @@
 /* libFuzzer driver for the Idempotency-Key middleware (idempotency.h) as
- * app.c runs it, against a real SQLite store in a temporary directory with
+ * pipeline.c runs it, against a real SQLite store in a temporary directory with
  * stored bodies sealed as in the server. The input's first line is the
  * Idempotency-Key header value, the rest the request body; the body is
  * also the response stored for the key (handlers echo input in errors).

@@ -1,7 +1,7 @@
 /* libFuzzer driver for route matching (router.h) over the real route table
  * (api_routes_build, as main.c builds it): the input is "METHOD path", the path as http_server.c hands
  * it over (percent-decoded, no query). router_match gets the whole table,
- * as app.c calls it.
+ * as pipeline.c calls it.
  *
  * Besides memory errors, leaks and undefined behaviour it aborts when a
  * promise is broken:

@@ -1,6 +1,6 @@
 /* libFuzzer driver for SCIM PATCH (scim_patch.h) as a PATCH request
  * reaches it: the input is the request body, parsed by
- * validate_parse_body as app.c parses a SCIM body, then applied with
+ * validate_parse_body as pipeline.c parses a SCIM body, then applied with
  * scim_patch_apply to a stored user and to a stored group (shapes of
  * t/unit/identity/test_scim_patch.c, with the enterprise extension and emails);
  * a result is then checked with scim_schema_check against the published

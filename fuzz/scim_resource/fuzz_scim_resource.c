@@ -1,7 +1,7 @@
 /* libFuzzer driver for the normalisation and schema check of SCIM
  * resources that POST and PUT bodies of /scim/v2/Users and /Groups go
  * through: the input is the request body, parsed by validate_parse_body as
- * app.c parses a SCIM body, then scim_patch_normalize()d and checked with
+ * pipeline.c parses a SCIM body, then scim_patch_normalize()d and checked with
  * scim_schema_check against the published schemas, as a User and as a
  * Group, in the order directory_user_prepare and directory_group_prepare
  * (src/identity/directory.c) run them. Then the whole preparation a

@@ -1,6 +1,6 @@
 /* libFuzzer driver for the body checks of every JSON write route, taken
  * from the real route table (api_routes_build, as main.c builds it): the input is a request body,
- * parsed by validate_parse_body as app.c's check_json_body parses it and,
+ * parsed by validate_parse_body as pipeline.c's check_json_body parses it and,
  * for each route whose body is BODY_JSON, checked with validate_object
  * against that route's own spec; a body that passes goes on to the checks
  * its handler runs before touching the store (rate_decision_check for a
