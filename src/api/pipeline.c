@@ -277,6 +277,74 @@ static json_t *handler_headers(const struct response *res)
 	return h;
 }
 
+/* Answers with the response stored for a repeated Idempotency-Key (body,
+ * status, the handler's headers, Idempotent-Replayed) and frees stored;
+ * a 500 when the body cannot be copied. */
+static void replay_stored(struct ctx *c, struct idem_stored *stored)
+{
+	const char *body = stored->body.data ? stored->body.data : "";
+	const char *name;
+	json_t *v;
+
+	buf_reset(&c->res->body);
+	if (buf_append(&c->res->body, body, stored->body.len) < 0) {
+		idempotency_stored_free(stored);
+		respond_error(c, ERR_INTERNAL, NULL, "internal error");
+		return;
+	}
+	c->res->status = stored->status;
+	c->res->content_type = "application/json";
+	json_object_foreach(stored->headers, name, v)
+		(void)response_header(c->res, name, json_string_value(v));
+	(void)response_header(c->res, "Idempotent-Replayed", "true");
+	idempotency_stored_free(stored);
+}
+
+/* Acts on idempotency_begin's verdict: answers a replay from stored, or the
+ * refusal of a reused key, one in progress or a store failure. Returns 0
+ * when the handler is to run (IDEM_PROCEED), -1 after answering. */
+static int answer_begin(struct ctx *c, enum idem_action act, struct idem_stored *stored)
+{
+	switch (act) {
+	case IDEM_REPLAY:
+		replay_stored(c, stored);
+		return -1;
+	case IDEM_MISMATCH:
+		respond_error(c, ERR_IDEMPOTENCY_KEY_REUSED, NULL,
+			      "this Idempotency-Key was used with a different request");
+		return -1;
+	case IDEM_IN_PROGRESS:
+		respond_error(c, ERR_IDEMPOTENCY_IN_PROGRESS, NULL,
+			      "a request with this Idempotency-Key is still in progress");
+		return -1;
+	case IDEM_ERROR:
+		respond_error(c, ERR_UNAVAILABLE, NULL, "database unavailable");
+		return -1;
+	case IDEM_PROCEED:
+		break;
+	}
+	return 0;
+}
+
+/* After the handler ran under Idempotency-Key key: releases the key when it
+ * answered 500 or 503 (a retry may run again), else stores the answer for
+ * replays (a failure to store is logged). */
+static void record_outcome(struct ctx *c, const char *principal, const char *key)
+{
+	json_t *h;
+
+	if (c->res->status == 500 || c->res->status == 503) {
+		idempotency_release(c->svc->store, c->p.portfolio_id, principal, key);
+		return;
+	}
+	h = handler_headers(c->res);
+	if (idempotency_finish(c->svc->store, c->p.portfolio_id, principal, key, c->res->status, h,
+			       c->res->body.data, c->res->body.len) < 0)
+		log_msg(LOG_WARN, "idempotency", "could not store a response (request %s)",
+			c->request_id);
+	json_decref(h);
+}
+
 /* Runs the handler under the Idempotency-Key rules when the call is a
  * write that carries one; otherwise runs it plainly. */
 static void run_handler(struct ctx *c)
@@ -286,8 +354,6 @@ static void run_handler(struct ctx *c)
 	struct idem_stored stored;
 	enum idem_action act;
 	char fp[65];
-	json_t *h, *v;
-	const char *name;
 	int64_t window;
 
 	if (!key || !c->authenticated || !is_write(c->req->method)) {
@@ -304,47 +370,10 @@ static void run_handler(struct ctx *c)
 	window = clock_business_ms(auth_plan_idempotency_ms(c->p.plan));
 	act = idempotency_begin(c->svc->store, c->p.portfolio_id, principal, key, fp,
 				clock_now_ms(), window, &stored);
-	switch (act) {
-	case IDEM_REPLAY:
-		buf_reset(&c->res->body);
-		if (buf_append(&c->res->body, stored.body.data ? stored.body.data : "",
-			       stored.body.len) < 0) {
-			idempotency_stored_free(&stored);
-			respond_error(c, ERR_INTERNAL, NULL, "internal error");
-			return;
-		}
-		c->res->status = stored.status;
-		c->res->content_type = "application/json";
-		json_object_foreach(stored.headers, name, v)
-			(void)response_header(c->res, name, json_string_value(v));
-		(void)response_header(c->res, "Idempotent-Replayed", "true");
-		idempotency_stored_free(&stored);
+	if (answer_begin(c, act, &stored) < 0)
 		return;
-	case IDEM_MISMATCH:
-		respond_error(c, ERR_IDEMPOTENCY_KEY_REUSED, NULL,
-			      "this Idempotency-Key was used with a different request");
-		return;
-	case IDEM_IN_PROGRESS:
-		respond_error(c, ERR_IDEMPOTENCY_IN_PROGRESS, NULL,
-			      "a request with this Idempotency-Key is still in progress");
-		return;
-	case IDEM_ERROR:
-		respond_error(c, ERR_UNAVAILABLE, NULL, "database unavailable");
-		return;
-	case IDEM_PROCEED:
-		break;
-	}
 	c->match.route->fn(c);
-	if (c->res->status == 500 || c->res->status == 503) {
-		idempotency_release(c->svc->store, c->p.portfolio_id, principal, key);
-		return;
-	}
-	h = handler_headers(c->res);
-	if (idempotency_finish(c->svc->store, c->p.portfolio_id, principal, key, c->res->status, h,
-			       c->res->body.data, c->res->body.len) < 0)
-		log_msg(LOG_WARN, "idempotency", "could not store a response (request %s)",
-			c->request_id);
-	json_decref(h);
+	record_outcome(c, principal, key);
 }
 
 static void add_deprecation(struct ctx *c)

@@ -276,13 +276,11 @@ empty:
 	return EGRESS_BAD_URL;
 }
 
-/* Parses url into t->scheme, t->host and t->port, and for literal hosts
- * the address into *lit. Returns 0, or EGRESS_BAD_URL with t->why set. */
-static int parse_url(const char *url, int allow_http, struct egress_target *t, enum host_kind *kind,
-		     struct sockaddr_storage *lit)
+/* Refuses a missing URL and one holding a space or control character.
+ * Returns 0, or EGRESS_BAD_URL with t->why set. */
+static int check_url_chars(const char *url, struct egress_target *t)
 {
-	const char *p, *auth, *end, *hend, *rest;
-	size_t off, alen, hlen;
+	const char *p;
 
 	if (!url) {
 		put_msg(t->why, sizeof(t->why), "URL is missing");
@@ -294,21 +292,144 @@ static int parse_url(const char *url, int allow_http, struct egress_target *t, e
 			return EGRESS_BAD_URL;
 		}
 	}
+	return 0;
+}
+
+/* Reads url's scheme (https, or http when allow_http) into t->scheme and
+ * its default port into t->port, and the length of "scheme://" into *off.
+ * Returns 0, or EGRESS_BAD_URL with t->why set. */
+static int parse_scheme(const char *url, int allow_http, struct egress_target *t, size_t *off)
+{
 	if (strncasecmp(url, "https://", 8) == 0) {
 		memcpy(t->scheme, "https", 6);
 		t->port = 443;
-		off = 8;
+		*off = 8;
 	} else if (allow_http && strncasecmp(url, "http://", 7) == 0) {
 		memcpy(t->scheme, "http", 5);
 		t->port = 80;
-		off = 7;
+		*off = 7;
 	} else {
 		put_msg(t->why, sizeof(t->why),
 			allow_http ? "only http:// and https:// URLs are allowed"
 				   : "only https:// URLs are allowed");
 		return EGRESS_BAD_URL;
 	}
+	return 0;
+}
 
+/* Reads the bracketed IPv6 host at the start of the authority auth (alen
+ * bytes, auth[0] == '[') into t->host and the address into *lit, and sets
+ * *rest just past the ']'. Returns 0, or EGRESS_BAD_URL with t->why set. */
+static int parse_ipv6_host(const char *auth, size_t alen, struct egress_target *t,
+			   enum host_kind *kind, struct sockaddr_storage *lit, const char **rest)
+{
+	struct sockaddr_in6 *in6 = (struct sockaddr_in6 *)(void *)lit;
+	const char *hend = memchr(auth, ']', alen);
+	size_t hlen;
+
+	if (!hend) {
+		put_msg(t->why, sizeof(t->why), "IPv6 address lacks its closing ']'");
+		return EGRESS_BAD_URL;
+	}
+	hlen = (size_t)(hend - auth - 1);
+	if (memchr(auth, '%', hlen + 1)) {
+		put_msg(t->why, sizeof(t->why), "IPv6 zone identifiers are not allowed");
+		return EGRESS_BAD_URL;
+	}
+	if (hlen == 0 || hlen >= INET6_ADDRSTRLEN) {
+		put_msg(t->why, sizeof(t->why), "invalid IPv6 address");
+		return EGRESS_BAD_URL;
+	}
+	memcpy(t->host, auth + 1, hlen);
+	t->host[hlen] = '\0';
+	memset(in6, 0, sizeof(*in6));
+	in6->sin6_family = AF_INET6;
+	if (inet_pton(AF_INET6, t->host, &in6->sin6_addr) != 1) {
+		put_msg(t->why, sizeof(t->why), "invalid IPv6 address");
+		return EGRESS_BAD_URL;
+	}
+	*kind = HOST_IPV6;
+	*rest = hend + 1;
+	return 0;
+}
+
+/* Reads the host name or IPv4 host at the start of the authority auth
+ * (alen bytes) into t->host, checks it with check_name (which sets *kind
+ * and, for IPv4, the address in *lit), and sets *rest at the ':' before
+ * the port or at the authority's end. Returns 0, or EGRESS_BAD_URL with
+ * t->why set. */
+static int parse_name_host(const char *auth, size_t alen, struct egress_target *t,
+			   enum host_kind *kind, struct sockaddr_storage *lit, const char **rest)
+{
+	struct sockaddr_in *in = (struct sockaddr_in *)(void *)lit;
+	const char *hend = memchr(auth, ':', alen);
+	size_t hlen;
+	int rc;
+
+	if (!hend)
+		hend = auth + alen;
+	hlen = (size_t)(hend - auth);
+	if (hlen >= sizeof(t->host)) {
+		put_msg(t->why, sizeof(t->why), "host name is too long");
+		return EGRESS_BAD_URL;
+	}
+	memcpy(t->host, auth, hlen);
+	t->host[hlen] = '\0';
+	memset(in, 0, sizeof(*in));
+	in->sin_family = AF_INET;
+	rc = check_name(t, kind, &in->sin_addr);
+	if (rc < 0)
+		return rc;
+	*rest = hend;
+	return 0;
+}
+
+/* Reads the ":port" between rest and end (rest < end) into t->port.
+ * Returns 0, or EGRESS_BAD_URL with t->why set. */
+static int parse_port(const char *rest, const char *end, struct egress_target *t)
+{
+	unsigned long port = 0;
+	size_t digits = (size_t)(end - rest - 1);
+	const char *p;
+
+	if (*rest != ':') {
+		put_msg(t->why, sizeof(t->why), "unexpected characters after the IPv6 address");
+		return EGRESS_BAD_URL;
+	}
+	if (digits == 0 || digits > 5) {
+		put_msg(t->why, sizeof(t->why), "port must be a number from 1 to 65535");
+		return EGRESS_BAD_URL;
+	}
+	for (p = rest + 1; p < end; p++) {
+		if (*p < '0' || *p > '9') {
+			put_msg(t->why, sizeof(t->why), "port must be a number from 1 to 65535");
+			return EGRESS_BAD_URL;
+		}
+		port = port * 10 + (unsigned long)(*p - '0');
+	}
+	if (port < 1 || port > 65535) {
+		put_msg(t->why, sizeof(t->why), "port must be a number from 1 to 65535");
+		return EGRESS_BAD_URL;
+	}
+	t->port = (int)port;
+	return 0;
+}
+
+/* Parses url into t->scheme, t->host and t->port, and for literal hosts
+ * the address into *lit. Returns 0, or EGRESS_BAD_URL with t->why set
+ * (and scheme, host and port cleared once the scheme was read). */
+static int parse_url(const char *url, int allow_http, struct egress_target *t, enum host_kind *kind,
+		     struct sockaddr_storage *lit)
+{
+	const char *auth, *end, *rest;
+	size_t off, alen;
+	int rc;
+
+	rc = check_url_chars(url, t);
+	if (rc == 0)
+		rc = parse_scheme(url, allow_http, t, &off);
+	if (rc < 0)
+		return rc;
 	auth = url + off;
 	alen = strcspn(auth, "/?#");
 	end = auth + alen;
@@ -321,83 +442,14 @@ static int parse_url(const char *url, int allow_http, struct egress_target *t, e
 		put_msg(t->why, sizeof(t->why), "URL has no host");
 		goto bad;
 	}
-
-	if (auth[0] == '[') {
-		struct sockaddr_in6 *in6 = (struct sockaddr_in6 *)(void *)lit;
-
-		hend = memchr(auth, ']', alen);
-		if (!hend) {
-			put_msg(t->why, sizeof(t->why), "IPv6 address lacks its closing ']'");
-			goto bad;
-		}
-		hlen = (size_t)(hend - auth - 1);
-		if (memchr(auth, '%', hlen + 1)) {
-			put_msg(t->why, sizeof(t->why), "IPv6 zone identifiers are not allowed");
-			goto bad;
-		}
-		if (hlen == 0 || hlen >= INET6_ADDRSTRLEN) {
-			put_msg(t->why, sizeof(t->why), "invalid IPv6 address");
-			goto bad;
-		}
-		memcpy(t->host, auth + 1, hlen);
-		t->host[hlen] = '\0';
-		memset(in6, 0, sizeof(*in6));
-		in6->sin6_family = AF_INET6;
-		if (inet_pton(AF_INET6, t->host, &in6->sin6_addr) != 1) {
-			put_msg(t->why, sizeof(t->why), "invalid IPv6 address");
-			goto bad;
-		}
-		*kind = HOST_IPV6;
-		rest = hend + 1;
-	} else {
-		struct sockaddr_in *in = (struct sockaddr_in *)(void *)lit;
-		int rc;
-
-		hend = memchr(auth, ':', alen);
-		if (!hend)
-			hend = end;
-		hlen = (size_t)(hend - auth);
-		if (hlen >= sizeof(t->host)) {
-			put_msg(t->why, sizeof(t->why), "host name is too long");
-			goto bad;
-		}
-		memcpy(t->host, auth, hlen);
-		t->host[hlen] = '\0';
-		memset(in, 0, sizeof(*in));
-		in->sin_family = AF_INET;
-		rc = check_name(t, kind, &in->sin_addr);
-		if (rc < 0)
-			goto bad;
-		rest = hend;
-	}
-
-	if (rest < end) {
-		unsigned long port = 0;
-		size_t digits = (size_t)(end - rest - 1);
-
-		if (*rest != ':') {
-			put_msg(t->why, sizeof(t->why),
-				"unexpected characters after the IPv6 address");
-			goto bad;
-		}
-		if (digits == 0 || digits > 5) {
-			put_msg(t->why, sizeof(t->why), "port must be a number from 1 to 65535");
-			goto bad;
-		}
-		for (p = rest + 1; p < end; p++) {
-			if (*p < '0' || *p > '9') {
-				put_msg(t->why, sizeof(t->why),
-					"port must be a number from 1 to 65535");
-				goto bad;
-			}
-			port = port * 10 + (unsigned long)(*p - '0');
-		}
-		if (port < 1 || port > 65535) {
-			put_msg(t->why, sizeof(t->why), "port must be a number from 1 to 65535");
-			goto bad;
-		}
-		t->port = (int)port;
-	}
+	if (auth[0] == '[')
+		rc = parse_ipv6_host(auth, alen, t, kind, lit, &rest);
+	else
+		rc = parse_name_host(auth, alen, t, kind, lit, &rest);
+	if (rc < 0)
+		goto bad;
+	if (rest < end && parse_port(rest, end, t) < 0)
+		goto bad;
 	return 0;
 bad:
 	t->scheme[0] = '\0';
@@ -475,11 +527,67 @@ int egress_check_url(const char *url, int allow_http, int allow_private, struct 
 	return check_url(url, allow_http, allow_private, t, &is_name);
 }
 
+/* Checks every IPv4 and IPv6 answer in res (all must be allowed unless
+ * allow_private) and sets *chosen to the first. Returns EGRESS_OK;
+ * EGRESS_FORBIDDEN with t->why naming the range and t->address the refused
+ * address (empty if it cannot be printed); or EGRESS_RESOLVE_FAILED with
+ * t->why set when res holds no IPv4 or IPv6 address. */
+static int check_answers(const struct addrinfo *res, int allow_private, struct egress_target *t,
+			 const struct sockaddr **chosen)
+{
+	const struct addrinfo *ai;
+	char range[96];
+
+	*chosen = NULL;
+	for (ai = res; ai; ai = ai->ai_next) {
+		if (!ai->ai_addr || (ai->ai_family != AF_INET && ai->ai_family != AF_INET6))
+			continue;
+		if (!allow_private && !egress_address_allowed(ai->ai_addr, range, sizeof(range))) {
+			if (numeric(ai->ai_addr, t->address, sizeof(t->address)) < 0)
+				t->address[0] = '\0';
+			put_msg(t->why, sizeof(t->why), "host resolves to a forbidden address: %s",
+				range);
+			return EGRESS_FORBIDDEN;
+		}
+		if (!*chosen)
+			*chosen = ai->ai_addr;
+	}
+	if (!*chosen) {
+		put_msg(t->why, sizeof(t->why), "host did not resolve to any IPv4 or IPv6 address");
+		return EGRESS_RESOLVE_FAILED;
+	}
+	return EGRESS_OK;
+}
+
+/* Writes chosen's numeric address into t->address and the pin
+ * "host:port:address" (IPv6 in brackets) for CURLOPT_RESOLVE into
+ * t->resolve_entry. Returns EGRESS_OK, or EGRESS_RESOLVE_FAILED (address
+ * cannot be printed) or EGRESS_BAD_URL (pin too long) with t->why set. */
+static int pin_address(const struct sockaddr *chosen, struct egress_target *t)
+{
+	int n;
+
+	if (numeric(chosen, t->address, sizeof(t->address)) < 0) {
+		put_msg(t->why, sizeof(t->why), "resolved address cannot be printed");
+		return EGRESS_RESOLVE_FAILED;
+	}
+	if (chosen->sa_family == AF_INET6)
+		n = snprintf(t->resolve_entry, sizeof(t->resolve_entry), "%s:%d:[%s]", t->host,
+			     t->port, t->address);
+	else
+		n = snprintf(t->resolve_entry, sizeof(t->resolve_entry), "%s:%d:%s", t->host,
+			     t->port, t->address);
+	if (n < 0 || (size_t)n >= sizeof(t->resolve_entry)) {
+		put_msg(t->why, sizeof(t->why), "host name is too long");
+		return EGRESS_BAD_URL;
+	}
+	return EGRESS_OK;
+}
+
 int egress_check(const char *url, int allow_http, int allow_private, struct egress_target *t)
 {
-	struct addrinfo hints, *res = NULL, *ai;
+	struct addrinfo hints, *res = NULL;
 	const struct sockaddr *chosen = NULL;
-	char range[96];
 	int rc, n, is_name;
 
 	rc = check_url(url, allow_http, allow_private, t, &is_name);
@@ -495,42 +603,9 @@ int egress_check(const char *url, int allow_http, int allow_private, struct egre
 		res = NULL;
 		goto out;
 	}
-	for (ai = res; ai; ai = ai->ai_next) {
-		if (!ai->ai_addr || (ai->ai_family != AF_INET && ai->ai_family != AF_INET6))
-			continue;
-		if (!allow_private && !egress_address_allowed(ai->ai_addr, range, sizeof(range))) {
-			if (numeric(ai->ai_addr, t->address, sizeof(t->address)) < 0)
-				t->address[0] = '\0';
-			put_msg(t->why, sizeof(t->why), "host resolves to a forbidden address: %s",
-				range);
-			rc = EGRESS_FORBIDDEN;
-			goto out;
-		}
-		if (!chosen)
-			chosen = ai->ai_addr;
-	}
-	if (!chosen) {
-		put_msg(t->why, sizeof(t->why), "host did not resolve to any IPv4 or IPv6 address");
-		rc = EGRESS_RESOLVE_FAILED;
-		goto out;
-	}
-	if (numeric(chosen, t->address, sizeof(t->address)) < 0) {
-		put_msg(t->why, sizeof(t->why), "resolved address cannot be printed");
-		rc = EGRESS_RESOLVE_FAILED;
-		goto out;
-	}
-	if (chosen->sa_family == AF_INET6)
-		n = snprintf(t->resolve_entry, sizeof(t->resolve_entry), "%s:%d:[%s]", t->host,
-			     t->port, t->address);
-	else
-		n = snprintf(t->resolve_entry, sizeof(t->resolve_entry), "%s:%d:%s", t->host,
-			     t->port, t->address);
-	if (n < 0 || (size_t)n >= sizeof(t->resolve_entry)) {
-		put_msg(t->why, sizeof(t->why), "host name is too long");
-		rc = EGRESS_BAD_URL;
-		goto out;
-	}
-	rc = EGRESS_OK;
+	rc = check_answers(res, allow_private, t, &chosen);
+	if (rc == EGRESS_OK)
+		rc = pin_address(chosen, t);
 out:
 	if (res)
 		freeaddrinfo(res);

@@ -411,11 +411,88 @@ static int build_headers(struct xfer *x, int has_body)
 	return 0;
 }
 
+/* Refuses a request that cannot be sent: no URL, a scheme other than http
+ * or https, an invalid method. Returns 0, or 1 with the error set in r. */
+static int request_check(struct httpc_request *r, const char *method)
+{
+	if (!r->url || !r->url[0]) {
+		set_error(r, HTTPC_EOTHER, "no URL");
+		return 1;
+	}
+	if (strncasecmp(r->url, "http://", 7) && strncasecmp(r->url, "https://", 8)) {
+		set_error(r, HTTPC_EREFUSED_TARGET, "only http and https URLs are allowed");
+		return 1;
+	}
+	if (!method_valid(method)) {
+		set_error(r, HTTPC_EOTHER, "invalid method");
+		return 1;
+	}
+	return 0;
+}
+
 #define SETOPT(opt, val)                                    \
 	do {                                                \
 		if (rc == CURLE_OK)                         \
 			rc = curl_easy_setopt(e, opt, val); \
 	} while (0)
+
+/* Sets the options of a fresh easy handle e that its shape fixes (see
+ * xfer_prepare): protocols, TLS, the SSRF backstop when guarded, the
+ * method family. Returns the first failure's code, or CURLE_OK. */
+static CURLcode set_shape_options(CURL *e, int guarded, int is_get, int is_head)
+{
+	CURLcode rc = CURLE_OK;
+
+	SETOPT(CURLOPT_PROTOCOLS_STR, "http,https");
+	SETOPT(CURLOPT_REDIR_PROTOCOLS_STR, "http,https");
+	SETOPT(CURLOPT_FOLLOWLOCATION, 0L);
+	SETOPT(CURLOPT_HTTP_VERSION, (long)CURL_HTTP_VERSION_1_1);
+	SETOPT(CURLOPT_NOSIGNAL, 1L);
+	SETOPT(CURLOPT_PROXY, "");
+	SETOPT(CURLOPT_SSL_VERIFYPEER, 1L);
+	SETOPT(CURLOPT_SSL_VERIFYHOST, 2L);
+	if (trust_ca)
+		SETOPT(CURLOPT_CAINFO, trust_ca);
+	SETOPT(CURLOPT_TCP_KEEPALIVE, 1L);
+	SETOPT(CURLOPT_USERAGENT, "revops");
+	SETOPT(CURLOPT_WRITEFUNCTION, on_write);
+	if (guarded)
+		SETOPT(CURLOPT_OPENSOCKETFUNCTION, open_socket);
+	if (is_get)
+		SETOPT(CURLOPT_HTTPGET, 1L);
+	else if (is_head)
+		SETOPT(CURLOPT_NOBODY, 1L);
+	return rc;
+}
+
+/* Sets the options of x's easy handle e that change with each request:
+ * URL, timeout, headers, resolve pin, callbacks' data and, when send_body,
+ * the body and method. Returns the first failure's code, or CURLE_OK. */
+static CURLcode set_request_options(CURL *e, struct xfer *x, const char *method, long timeout,
+				    int guarded, int send_body)
+{
+	const struct httpc_request *r = x->req;
+	CURLcode rc = CURLE_OK;
+
+	SETOPT(CURLOPT_PRIVATE, (void *)x);
+	SETOPT(CURLOPT_ERRORBUFFER, x->errbuf);
+	SETOPT(CURLOPT_URL, r->url);
+	SETOPT(CURLOPT_TIMEOUT_MS, timeout);
+	SETOPT(CURLOPT_HTTPHEADER, x->hdrs);
+	SETOPT(CURLOPT_WRITEDATA, (void *)x);
+	SETOPT(CURLOPT_RESOLVE, x->resolve);
+	if (guarded)
+		SETOPT(CURLOPT_OPENSOCKETDATA, (void *)x);
+	if (send_body) {
+		/* POSTFIELDS does not copy: the caller's body outlives the call. */
+		SETOPT(CURLOPT_POSTFIELDSIZE_LARGE, (curl_off_t)(r->body ? r->body_len : 0));
+		SETOPT(CURLOPT_POSTFIELDS, r->body ? r->body : "");
+		SETOPT(CURLOPT_CUSTOMREQUEST, strcmp(method, "POST") ? method : NULL);
+	}
+	return rc;
+}
+
+#undef SETOPT
 
 /* Makes the easy handle for x. Returns 0 (x->easy set), -1 out of memory,
  * or 1 when the request failed before any transfer (error set in it). */
@@ -430,19 +507,9 @@ static int xfer_prepare(struct xfer *x, int64_t start_us)
 	CURL *e;
 	int ret, guarded, configured;
 
-	if (!r->url || !r->url[0]) {
-		set_error(r, HTTPC_EOTHER, "no URL");
-		return 1;
-	}
-	if (strncasecmp(r->url, "http://", 7) && strncasecmp(r->url, "https://", 8)) {
-		set_error(r, HTTPC_EREFUSED_TARGET, "only http and https URLs are allowed");
-		return 1;
-	}
-	if (!method_valid(method)) {
-		set_error(r, HTTPC_EOTHER, "invalid method");
-		return 1;
-	}
-	ret = build_headers(x, send_body && r->body);
+	ret = request_check(r, method);
+	if (!ret)
+		ret = build_headers(x, send_body && r->body);
 	if (ret)
 		return ret;
 	if (r->resolve && r->resolve[0]) {
@@ -460,42 +527,10 @@ static int xfer_prepare(struct xfer *x, int64_t start_us)
 		return -1;
 	x->start_us = start_us;
 	x->deadline_us = start_us + (int64_t)timeout * 1000;
-	if (!configured) {
-		SETOPT(CURLOPT_PROTOCOLS_STR, "http,https");
-		SETOPT(CURLOPT_REDIR_PROTOCOLS_STR, "http,https");
-		SETOPT(CURLOPT_FOLLOWLOCATION, 0L);
-		SETOPT(CURLOPT_HTTP_VERSION, (long)CURL_HTTP_VERSION_1_1);
-		SETOPT(CURLOPT_NOSIGNAL, 1L);
-		SETOPT(CURLOPT_PROXY, "");
-		SETOPT(CURLOPT_SSL_VERIFYPEER, 1L);
-		SETOPT(CURLOPT_SSL_VERIFYHOST, 2L);
-		if (trust_ca)
-			SETOPT(CURLOPT_CAINFO, trust_ca);
-		SETOPT(CURLOPT_TCP_KEEPALIVE, 1L);
-		SETOPT(CURLOPT_USERAGENT, "revops");
-		SETOPT(CURLOPT_WRITEFUNCTION, on_write);
-		if (guarded)
-			SETOPT(CURLOPT_OPENSOCKETFUNCTION, open_socket);
-		if (is_get)
-			SETOPT(CURLOPT_HTTPGET, 1L);
-		else if (is_head)
-			SETOPT(CURLOPT_NOBODY, 1L);
-	}
-	SETOPT(CURLOPT_PRIVATE, (void *)x);
-	SETOPT(CURLOPT_ERRORBUFFER, x->errbuf);
-	SETOPT(CURLOPT_URL, r->url);
-	SETOPT(CURLOPT_TIMEOUT_MS, timeout);
-	SETOPT(CURLOPT_HTTPHEADER, x->hdrs);
-	SETOPT(CURLOPT_WRITEDATA, (void *)x);
-	SETOPT(CURLOPT_RESOLVE, x->resolve);
-	if (guarded)
-		SETOPT(CURLOPT_OPENSOCKETDATA, (void *)x);
-	if (send_body) {
-		/* POSTFIELDS does not copy: the caller's body outlives the call. */
-		SETOPT(CURLOPT_POSTFIELDSIZE_LARGE, (curl_off_t)(r->body ? r->body_len : 0));
-		SETOPT(CURLOPT_POSTFIELDS, r->body ? r->body : "");
-		SETOPT(CURLOPT_CUSTOMREQUEST, strcmp(method, "POST") ? method : NULL);
-	}
+	if (!configured)
+		rc = set_shape_options(e, guarded, is_get, is_head);
+	if (rc == CURLE_OK)
+		rc = set_request_options(e, x, method, timeout, guarded, send_body);
 	if (rc == CURLE_OK)
 		return 0;
 	if (rc == CURLE_OUT_OF_MEMORY)
@@ -503,8 +538,6 @@ static int xfer_prepare(struct xfer *x, int64_t start_us)
 	set_error(r, HTTPC_EOTHER, curl_easy_strerror(rc));
 	return 1;
 }
-
-#undef SETOPT
 
 static enum httpc_error classify(CURLcode rc, const struct xfer *x)
 {

@@ -454,6 +454,106 @@ static json_t *money_obj(const char *currency, json_int_t minor_units)
 	return json_pack("{s:s,s:I}", "currency", currency, "minor_units", minor_units);
 }
 
+/* What apply_write makes before it changes anything. The book b is in
+ * s->books unless it is nb (new, with its entry be); idem's entry is ie.
+ * commit_write hands them to the simulator; release_staged frees what it
+ * did not take. */
+struct staged {
+	char *bkey;
+	struct book *b, *nb;
+	struct map_entry *be, *ie;
+	struct idem *idem;
+	json_t *prev, *out, *entry;
+};
+
+/* Finds or makes the book of (code, w->room_type_code) in st and reserves
+ * room in both maps, so commit_write cannot fail. Returns 0 or -1 (out of
+ * memory). */
+static int stage_book(struct pms_sim *s, const char *code, const struct write_req *w,
+		      struct staged *st)
+{
+	st->bkey = pair_key(code, w->room_type_code);
+	if (!st->bkey || map_reserve(&s->books) < 0 || map_reserve(&s->idems) < 0)
+		return -1;
+	st->b = map_get(&s->books, st->bkey);
+	if (!st->b) {
+		st->b = st->nb = calloc(1, sizeof *st->nb);
+		st->be = st->nb ? map_entry_new(st->bkey, st->nb) : NULL;
+		if (!st->be)
+			return -1;
+	}
+	return 0;
+}
+
+/* Makes the idempotency record for idem_key, room for the new span, a
+ * pms_ref, the response (st->out: pms_ref, previous_rate, at) and the
+ * log entry (st->entry). Returns 0 or -1 (out of memory, or no pms_ref). */
+static int stage_records(const char *code, const struct write_req *w, const char *idem_key,
+			 struct staged *st)
+{
+	char ref[ID_MAX], at[CLOCK_RFC3339_LEN];
+	const struct span *old;
+
+	st->idem = calloc(1, sizeof *st->idem);
+	st->ie = st->idem ? map_entry_new(idem_key, st->idem) : NULL;
+	if (!st->ie || book_reserve(st->b) < 0 || id_new("pms_", ref, sizeof ref) < 0)
+		return -1;
+	clock_format_ms(clock_now_ms(), at);
+	old = book_find(st->b, w->from);
+	st->prev = old ? money_obj(old->currency, old->minor_units) : json_null();
+	if (!st->prev)
+		return -1;
+	st->out = json_pack("{s:s,s:O,s:s}", "pms_ref", ref, "previous_rate", st->prev, "at", at);
+	st->entry = json_pack("{s:s,s:s,s:s,s:s,s:o,s:s,s:s,s:s,s:O}", "property_code", code,
+			      "room_type_code", w->room_type_code, "from", w->from_s, "to", w->to_s,
+			      "rate", money_obj(w->currency, w->minor_units), "idempotency_key",
+			      w->key, "pms_ref", ref, "at", at, "previous_rate", st->prev);
+	return st->out && st->entry ? 0 : -1;
+}
+
+/* Links the staged book and idempotency record (with fingerprint) into s
+ * and sets the rate over w's days. Cannot fail; st keeps only what the
+ * simulator does not own. */
+static void commit_write(struct pms_sim *s, const struct write_req *w,
+			 const unsigned char *fingerprint, struct staged *st)
+{
+	struct span ns;
+
+	if (st->be)
+		map_link(&s->books, st->be);
+	st->be = NULL;
+	st->nb = NULL;
+	memcpy(st->idem->fingerprint, fingerprint, sizeof st->idem->fingerprint);
+	st->idem->resp = st->out;
+	st->out = NULL;
+	map_link(&s->idems, st->ie);
+	st->ie = NULL;
+	st->idem = NULL;
+	ns = (struct span){w->from, w->to, {0}, w->minor_units};
+	memcpy(ns.currency, w->currency, sizeof ns.currency);
+	book_set(st->b, &ns);
+}
+
+/* Frees what st still owns. */
+static void release_staged(struct staged *st)
+{
+	if (st->be) {
+		free(st->be->key);
+		free(st->be);
+	}
+	if (st->ie) {
+		free(st->ie->key);
+		free(st->ie);
+	}
+	if (st->nb)
+		book_free(st->nb);
+	free(st->idem);
+	json_decref(st->prev);
+	json_decref(st->out);
+	json_decref(st->entry);
+	free(st->bkey);
+}
+
 /* Applies a validated, new write under s->mu. Everything that can fail
  * (allocations, the pms_ref) happens before the first change, so a failure
  * leaves the simulator as it was. Returns 200 with the response in *resp,
@@ -461,79 +561,48 @@ static json_t *money_obj(const char *currency, json_int_t minor_units)
 static int apply_write(struct pms_sim *s, const char *code, const struct write_req *w,
 		       const char *idem_key, const unsigned char *fingerprint, json_t **resp)
 {
-	char ref[ID_MAX], at[CLOCK_RFC3339_LEN], *bkey = NULL;
-	struct book *b, *nb = NULL;
-	struct map_entry *be = NULL, *ie = NULL;
-	struct idem *idem = NULL;
-	const struct span *old;
-	struct span ns;
-	json_t *prev = NULL, *out = NULL, *entry = NULL;
+	struct staged st = {0};
 	int status = 500;
 
 	*resp = NULL;
-	bkey = pair_key(code, w->room_type_code);
-	if (!bkey || map_reserve(&s->books) < 0 || map_reserve(&s->idems) < 0)
+	if (stage_book(s, code, w, &st) < 0 || stage_records(code, w, idem_key, &st) < 0)
 		goto out;
-	b = map_get(&s->books, bkey);
-	if (!b) {
-		b = nb = calloc(1, sizeof *nb);
-		be = nb ? map_entry_new(bkey, nb) : NULL;
-		if (!be)
-			goto out;
-	}
-	idem = calloc(1, sizeof *idem);
-	ie = idem ? map_entry_new(idem_key, idem) : NULL;
-	if (!ie || book_reserve(b) < 0 || id_new("pms_", ref, sizeof ref) < 0)
-		goto out;
-	clock_format_ms(clock_now_ms(), at);
-	old = book_find(b, w->from);
-	prev = old ? money_obj(old->currency, old->minor_units) : json_null();
-	if (!prev)
-		goto out;
-	out = json_pack("{s:s,s:O,s:s}", "pms_ref", ref, "previous_rate", prev, "at", at);
-	entry = json_pack("{s:s,s:s,s:s,s:s,s:o,s:s,s:s,s:s,s:O}", "property_code", code,
-			  "room_type_code", w->room_type_code, "from", w->from_s, "to", w->to_s,
-			  "rate", money_obj(w->currency, w->minor_units), "idempotency_key", w->key,
-			  "pms_ref", ref, "at", at, "previous_rate", prev);
-	*resp = out ? json_deep_copy(out) : NULL;
-	if (!entry || !*resp || json_array_append(s->written, entry) < 0)
+	*resp = json_deep_copy(st.out);
+	if (!*resp || json_array_append(s->written, st.entry) < 0)
 		goto out;
 	/* Committed: nothing below can fail. */
-	if (be)
-		map_link(&s->books, be);
-	be = NULL;
-	nb = NULL;
-	memcpy(idem->fingerprint, fingerprint, sizeof idem->fingerprint);
-	idem->resp = out;
-	out = NULL;
-	map_link(&s->idems, ie);
-	ie = NULL;
-	idem = NULL;
-	ns = (struct span){w->from, w->to, {0}, w->minor_units};
-	memcpy(ns.currency, w->currency, sizeof ns.currency);
-	book_set(b, &ns);
+	commit_write(s, w, fingerprint, &st);
 	status = 200;
 out:
 	if (status != 200) {
 		json_decref(*resp);
 		*resp = NULL;
 	}
-	if (be) {
-		free(be->key);
-		free(be);
-	}
-	if (ie) {
-		free(ie->key);
-		free(ie);
-	}
-	if (nb)
-		book_free(nb);
-	free(idem);
-	json_decref(prev);
-	json_decref(out);
-	json_decref(entry);
-	free(bkey);
+	release_staged(&st);
 	return status;
+}
+
+/* Checks the property code of a write. Returns NULL, or the 400 message. */
+static const char *check_code(const char *code)
+{
+	if (!code || !*code)
+		return "the property code is empty";
+	if (utf8_chars(code) > PMS_SIM_MAX_STRING)
+		return "the property code is longer than 255 characters";
+	return NULL;
+}
+
+/* The answer to a write whose idempotency key was seen before: a copy of
+ * the first answer (200) when fingerprint fp matches, else 409. Returns
+ * the status with *resp set, or -1 when out of memory (*resp NULL). */
+static int answer_repeat(const struct idem *seen, const unsigned char *fp, json_t **resp)
+{
+	if (memcmp(seen->fingerprint, fp, sizeof seen->fingerprint) != 0) {
+		*resp = error_obj("idempotency key reused with a different request");
+		return 409;
+	}
+	*resp = json_deep_copy(seen->resp);
+	return *resp ? 200 : -1;
 }
 
 int pms_sim_write(struct pms_sim *s, const char *code, const json_t *req, json_t **resp)
@@ -542,14 +611,10 @@ int pms_sim_write(struct pms_sim *s, const char *code, const json_t *req, json_t
 	struct idem *seen;
 	unsigned char fp[CRYPTO_SHA256_LEN];
 	char msg[256], *ikey = NULL, *dump = NULL;
-	const char *bad = NULL;
+	const char *bad = check_code(code);
 	int status = 500;
 
 	*resp = NULL;
-	if (!code || !*code)
-		bad = "the property code is empty";
-	else if (utf8_chars(code) > PMS_SIM_MAX_STRING)
-		bad = "the property code is longer than 255 characters";
 	pthread_mutex_lock(&s->mu);
 	if (!bad && is_failing(s, code)) {
 		status = 500;
@@ -571,15 +636,9 @@ int pms_sim_write(struct pms_sim *s, const char *code, const json_t *req, json_t
 	crypto_sha256(dump, strlen(dump), fp);
 	seen = map_get(&s->idems, ikey);
 	if (seen) {
-		if (memcmp(seen->fingerprint, fp, sizeof fp) != 0) {
-			status = 409;
-			*resp = error_obj("idempotency key reused with a different request");
-		} else {
-			status = 200;
-			*resp = json_deep_copy(seen->resp);
-			if (!*resp)
-				goto oom;
-		}
+		status = answer_repeat(seen, fp, resp);
+		if (status < 0)
+			goto oom;
 		goto out;
 	}
 	if (json_array_size(s->written) >= s->capacity) {
