@@ -63,40 +63,118 @@ static void chores(void *arg)
 	}
 }
 
+/* Keep up to 16 MiB of freed heap per malloc arena rather than glibc's
+ * 128 KiB: SQLite's page caches and libcurl's buffers grow and shrink by
+ * more than that all the time, and every page handed back came back as a
+ * page fault (~6,500 a second under webhook load). Setting the trim
+ * threshold stops glibc from raising its mmap threshold by itself (from
+ * 128 KiB, as large blocks are freed), which would give every request or
+ * response body over 128 KiB its own mmap and page faults: set it to
+ * 4 MiB, which glibc would reach on its own. */
+static void tune_malloc(void)
+{
+	mallopt(M_TRIM_THRESHOLD, 16 << 20);
+	mallopt(M_MMAP_THRESHOLD, 4 << 20);
+}
+
+/* Starts logging in the configured format and applies --time-scale,
+ * warning when it shortens business durations. */
+static void start_logging(const struct config *cfg)
+{
+	log_init(cfg->log_json);
+	clock_set_time_scale(cfg->time_scale);
+	if (cfg->time_scale > 1.0)
+		log_msg(LOG_WARN, "config",
+			"--time-scale %g: business durations shortened (testing only)",
+			cfg->time_scale);
+}
+
+/* Starts what runs once the pipeline is set up: the PMS connector, the
+ * recovery of rate decisions a stop interrupted, the webhook engine and
+ * the HTTP listener (*srv); then sets the public URL from the port the
+ * listener got when it was left to the default and port 0. Returns 0 or
+ * -1; main's cleanup stops whatever did start. */
+static int start_serving(struct config *cfg, struct store *st, struct service *svc,
+			 struct http_server **srv)
+{
+	struct http_server_opts o;
+	int rc;
+
+	if (pms_open(cfg->pms_url, &svc->pms) < 0)
+		return -1;
+	rc = decision_recover(st);
+	if (rc < 0)
+		return -1;
+	if (rc > 0)
+		log_msg(LOG_WARN, "rate_decisions",
+			"%d decisions were interrupted during PMS writes; marked failed", rc);
+	if (engine_start(st,
+			 &(struct engine_opts){cfg->webhook_uncapped, cfg->allow_private_targets,
+					       svc->seal_key, cfg->webhook_senders},
+			 &svc->engine) < 0)
+		return -1;
+	o = (struct http_server_opts){cfg->listen_host,     cfg->listen_port,  cfg->threads,
+				      cfg->max_connections, cfg->idle_timeout, cfg->workers};
+	if (http_server_start(&o, pipeline_handle, svc, srv) < 0)
+		return -1;
+	if (cfg->public_url_default && cfg->listen_port == 0)
+		snprintf(cfg->public_url, sizeof cfg->public_url, "http://%s:%d", cfg->listen_host,
+			 http_server_port(*srv));
+	return 0;
+}
+
+/* --demo: seeds the demo data on an empty database and logs where the
+ * credentials are. Returns 0, or -1 with the failure logged. */
+static int seed_demo(struct store *st, const struct config *cfg)
+{
+	struct buf err;
+	int rc;
+
+	buf_init(&err, 512);
+	rc = operator_demo_seed(st, cfg->public_url, cfg->data_dir, &err);
+	if (rc < 0) {
+		log_msg(LOG_ERROR, "demo", "seeding failed: %s", err.data ? err.data : "?");
+		buf_free(&err);
+		return -1;
+	}
+	buf_free(&err);
+	log_msg(LOG_INFO, "demo",
+		rc ? "seeded; credentials in %s/demo-credentials.json"
+		   : "data exists; credentials in %s/demo-credentials.json",
+		cfg->data_dir);
+	return 0;
+}
+
+/* Serves until SIGTERM or SIGINT (doing the chores between waits), then
+ * stops accepting and lets the requests in flight finish, up to DRAIN_MS. */
+static void serve_until_signal(const sigset_t *sigs, struct service *svc, struct http_server *srv)
+{
+	struct chores_state cs = {svc, 0};
+	int sig;
+
+	sig = signals_wait(sigs, chores, &cs);
+	log_msg(LOG_INFO, "shutdown", "%s: draining %d requests in flight",
+		sig > 0 ? "signal received" : "signal wait failed", http_server_in_flight(srv));
+	svc->shutting_down = 1;
+	http_server_drain(srv, DRAIN_MS);
+}
+
 int main(int argc, char **argv)
 {
 	struct config cfg;
 	struct store *st = NULL;
 	struct http_server *srv = NULL;
 	struct service svc;
-	struct http_server_opts o;
-	struct buf err;
 	sigset_t sigs;
-	int rc, sig, app_ok = 0, exit_code = 1;
-	struct chores_state cs = {NULL, 0};
+	int rc, app_ok = 0, exit_code = 1;
 	struct route *routes = NULL;
 	size_t nroutes = 0;
 
-	/* Keep up to 16 MiB of freed heap per malloc arena rather than
-	 * glibc's 128 KiB: SQLite's page caches and libcurl's buffers grow and
-	 * shrink by more than that all the time, and every page handed back
-	 * came back as a page fault (~6,500 a second under webhook load).
-	 * Setting the trim threshold stops glibc from raising its mmap
-	 * threshold by itself (from 128 KiB, as large blocks are freed), which
-	 * would give every request or response body over 128 KiB its own
-	 * mmap and page faults: set it to 4 MiB, which glibc would reach
-	 * on its own. */
-	mallopt(M_TRIM_THRESHOLD, 16 << 20);
-	mallopt(M_MMAP_THRESHOLD, 4 << 20);
+	tune_malloc();
 	rc = config_load(&cfg, argc, argv);
 	if (rc != 0)
 		return rc > 0 ? 0 : 2;
-	log_init(cfg.log_json);
-	clock_set_time_scale(cfg.time_scale);
-	if (cfg.time_scale > 1.0)
-		log_msg(LOG_WARN, "config",
-			"--time-scale %g: business durations shortened (testing only)",
-			cfg.time_scale);
+	start_logging(&cfg);
 	signals_block(&sigs);
 
 	if (saml_global_init() < 0 || httpc_global_init() < 0) {
@@ -118,49 +196,13 @@ int main(int argc, char **argv)
 	/* SCIM clients read RFC 7644 error bodies for every answer under /scim/. */
 	svc.error_shape_prefix = "/scim/";
 	svc.error_shape = scim_error_shape;
-	if (pms_open(cfg.pms_url, &svc.pms) < 0)
+	if (start_serving(&cfg, st, &svc, &srv) < 0)
 		goto out;
-	rc = decision_recover(st);
-	if (rc < 0)
+	if (cfg.demo && seed_demo(st, &cfg) < 0)
 		goto out;
-	if (rc > 0)
-		log_msg(LOG_WARN, "rate_decisions",
-			"%d decisions were interrupted during PMS writes; marked failed", rc);
-	if (engine_start(st,
-			 &(struct engine_opts){cfg.webhook_uncapped, cfg.allow_private_targets,
-					       svc.seal_key, cfg.webhook_senders},
-			 &svc.engine) < 0)
-		goto out;
-	o = (struct http_server_opts){cfg.listen_host,     cfg.listen_port,  cfg.threads,
-				      cfg.max_connections, cfg.idle_timeout, cfg.workers};
-	if (http_server_start(&o, pipeline_handle, &svc, &srv) < 0)
-		goto out;
-	if (cfg.public_url_default && cfg.listen_port == 0)
-		snprintf(cfg.public_url, sizeof cfg.public_url, "http://%s:%d", cfg.listen_host,
-			 http_server_port(srv));
-	if (cfg.demo) {
-		buf_init(&err, 512);
-		rc = operator_demo_seed(st, cfg.public_url, cfg.data_dir, &err);
-		if (rc < 0) {
-			log_msg(LOG_ERROR, "demo", "seeding failed: %s", err.data ? err.data : "?");
-			buf_free(&err);
-			goto out;
-		}
-		buf_free(&err);
-		log_msg(LOG_INFO, "demo",
-			rc ? "seeded; credentials in %s/demo-credentials.json"
-			   : "data exists; credentials in %s/demo-credentials.json",
-			cfg.data_dir);
-	}
 	svc.ready = 1;
 	log_msg(LOG_INFO, "listening", "port=%d url=%s", http_server_port(srv), cfg.public_url);
-
-	cs.svc = &svc;
-	sig = signals_wait(&sigs, chores, &cs);
-	log_msg(LOG_INFO, "shutdown", "%s: draining %d requests in flight",
-		sig > 0 ? "signal received" : "signal wait failed", http_server_in_flight(srv));
-	svc.shutting_down = 1;
-	http_server_drain(srv, DRAIN_MS);
+	serve_until_signal(&sigs, &svc, srv);
 	exit_code = 0;
 out:
 	http_server_stop(srv);

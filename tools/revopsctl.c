@@ -165,94 +165,178 @@ static int emit_stream(struct store *st, const struct args *a, json_t **out, str
 	return 0;
 }
 
+/* Puts msg in err and returns -1: a command's refusal. */
+static int usage_error(struct buf *err, const char *msg)
+{
+	if (buf_puts(err, msg))
+		return -1;
+	return -1;
+}
+
+/* One command: reads its options from a, prints nothing itself; returns 0
+ * with the JSON answer in *out, or -1 with a message in err. */
+typedef int (*command_fn)(struct store *st, const struct args *a, json_t **out, struct buf *err);
+
+static int cmd_portfolio_create(struct store *st, const struct args *a, json_t **out, struct buf *err)
+{
+	return operator_portfolio_create(st, arg(a, "name"), arg(a, "plan"), out, err);
+}
+
+static int cmd_portfolio_show(struct store *st, const struct args *a, json_t **out, struct buf *err)
+{
+	return operator_portfolio_show(st, arg(a, "portfolio"), out, err);
+}
+
+/* portfolio set-rate-limit: --per-minute must be a whole number >= 0. */
+static int cmd_portfolio_set_rate_limit(struct store *st, const struct args *a, json_t **out,
+					struct buf *err)
+{
+	int bad = 0;
+	int64_t n = arg_int(a, "per-minute", -1, &bad);
+
+	if (bad || n < 0)
+		return usage_error(err, "--per-minute must be a whole number (0 = plan figure)");
+	return operator_set_rate_limit(st, arg(a, "portfolio"), n, out, err);
+}
+
+static int cmd_property_add(struct store *st, const struct args *a, json_t **out, struct buf *err)
+{
+	struct operator_property p = {arg(a, "portfolio"), arg(a, "name"),       arg(a, "brand"),
+				      arg(a, "code"),      arg(a, "billing-id"), arg(a, "timezone"),
+				      arg(a, "currency"),  arg(a, "nip")};
+
+	return operator_property_add(st, &p, out, err);
+}
+
+/* ceiling add: a --max that is not a whole number counts as 0, which the
+ * operator refuses as not positive. */
+static int cmd_ceiling_add(struct store *st, const struct args *a, json_t **out, struct buf *err)
+{
+	int bad = 0;
+	struct operator_ceiling c = {arg(a, "portfolio"), arg(a, "brand"),
+				     arg(a, "currency"),  arg(a, "valid-from"),
+				     arg(a, "valid-to"),  arg_int(a, "max", 0, &bad),
+				     arg(a, "room-types")};
+
+	if (bad)
+		c.max_minor_units = 0;
+	return operator_ceiling_add(st, &c, out, err);
+}
+
+static int cmd_client_create(struct store *st, const struct args *a, json_t **out, struct buf *err)
+{
+	return operator_client_create(st, arg(a, "portfolio"), arg(a, "name"), arg(a, "scopes"),
+				      arg(a, "properties"), out, err);
+}
+
+static int cmd_scim_token_create(struct store *st, const struct args *a, json_t **out, struct buf *err)
+{
+	return operator_scim_token_create(st, arg(a, "portfolio"), out, err);
+}
+
+static int cmd_user_create(struct store *st, const struct args *a, json_t **out, struct buf *err)
+{
+	return operator_user_create(st, arg(a, "portfolio"), arg(a, "user-name"),
+				    arg(a, "display-name"), arg(a, "roles"), out, err);
+}
+
+static int cmd_user_list(struct store *st, const struct args *a, json_t **out, struct buf *err)
+{
+	return operator_user_list(st, arg(a, "portfolio"), out, err);
+}
+
+/* verify signature runs without a database (st is NULL). */
+static int cmd_verify_signature(struct store *st, const struct args *a, json_t **out, struct buf *err)
+{
+	(void)st;
+	return verify_signature(a, out, err);
+}
+
+/* audit verify DECISION_ID: the id is the positional "object". */
+static int cmd_audit_verify(struct store *st, const struct args *a, json_t **out, struct buf *err)
+{
+	return operator_audit_verify(st, arg(a, "object"), out, err);
+}
+
+/* event list: --after (default 0) and --limit (default 1000) must be whole
+ * numbers. */
+static int cmd_event_list(struct store *st, const struct args *a, json_t **out, struct buf *err)
+{
+	int bad = 0;
+	int64_t after = arg_int(a, "after", 0, &bad), limit = arg_int(a, "limit", 1000, &bad);
+
+	if (bad)
+		return usage_error(err, "--after and --limit must be whole numbers");
+	return operator_event_list(st, arg(a, "portfolio"), after, limit, out, err);
+}
+
+/* event emit: --count N (default 1) emits one batch; --count - reads
+ * counts from standard input (emit_stream). */
+static int cmd_event_emit(struct store *st, const struct args *a, json_t **out, struct buf *err)
+{
+	int bad = 0;
+	int64_t count;
+
+	if (arg(a, "count") && !strcmp(arg(a, "count"), "-"))
+		return emit_stream(st, a, out, err);
+	count = arg_int(a, "count", 1, &bad);
+	if (bad)
+		return usage_error(err, "--count must be a whole number");
+	return operator_event_emit(st, arg(a, "portfolio"), arg(a, "surface"), arg(a, "type"),
+				   count, arg(a, "property"), out, err);
+}
+
+/* idp set: reads --cert (at most 64 KiB; a missing file passes NULL, which
+ * the operator refuses). */
+static int cmd_idp_set(struct store *st, const struct args *a, json_t **out, struct buf *err)
+{
+	char *pem = read_file(arg(a, "cert"), 64 * 1024);
+	int rc;
+
+	rc = operator_idp_set(st, arg(a, "portfolio"), arg(a, "entity-id"), pem,
+			      arg(a, "roles-attribute"), out, err);
+	free(pem);
+	return rc;
+}
+
+static int cmd_deprecation_add(struct store *st, const struct args *a, json_t **out, struct buf *err)
+{
+	return operator_deprecation_add(st, arg(a, "method"), arg(a, "route"), arg(a, "announced"),
+					arg(a, "note"), out, err);
+}
+
+/* The commands, as usage() lists them. */
+static const struct command {
+	const char *noun, *verb;
+	command_fn fn;
+} commands[] = {
+	{"portfolio", "create", cmd_portfolio_create},
+	{"portfolio", "show", cmd_portfolio_show},
+	{"portfolio", "set-rate-limit", cmd_portfolio_set_rate_limit},
+	{"property", "add", cmd_property_add},
+	{"ceiling", "add", cmd_ceiling_add},
+	{"client", "create", cmd_client_create},
+	{"scim-token", "create", cmd_scim_token_create},
+	{"user", "create", cmd_user_create},
+	{"user", "list", cmd_user_list},
+	{"verify", "signature", cmd_verify_signature},
+	{"audit", "verify", cmd_audit_verify},
+	{"event", "list", cmd_event_list},
+	{"event", "emit", cmd_event_emit},
+	{"idp", "set", cmd_idp_set},
+	{"deprecation", "add", cmd_deprecation_add},
+};
+
+/* Runs the command named by noun and verb. Returns 0 with the answer in
+ * *out, or -1 with a message in err (also for an unknown command). */
 static int run(struct store *st, const char *noun, const char *verb, const struct args *a,
 	       json_t **out, struct buf *err)
 {
-	int bad = 0;
-	int64_t n;
+	size_t i;
 
-#define IS(x, y) (!strcmp(noun, x) && !strcmp(verb, y))
-	if (IS("portfolio", "create"))
-		return operator_portfolio_create(st, arg(a, "name"), arg(a, "plan"), out, err);
-	if (IS("portfolio", "show"))
-		return operator_portfolio_show(st, arg(a, "portfolio"), out, err);
-	if (IS("portfolio", "set-rate-limit")) {
-		n = arg_int(a, "per-minute", -1, &bad);
-		if (bad || n < 0) {
-			if (buf_puts(err, "--per-minute must be a whole number (0 = plan figure)"))
-				return -1;
-			return -1;
-		}
-		return operator_set_rate_limit(st, arg(a, "portfolio"), n, out, err);
-	}
-	if (IS("property", "add")) {
-		struct operator_property p = {arg(a, "portfolio"),  arg(a, "name"),
-					      arg(a, "brand"),      arg(a, "code"),
-					      arg(a, "billing-id"), arg(a, "timezone"),
-					      arg(a, "currency"),   arg(a, "nip")};
-		return operator_property_add(st, &p, out, err);
-	}
-	if (IS("ceiling", "add")) {
-		struct operator_ceiling c = {arg(a, "portfolio"), arg(a, "brand"),
-					     arg(a, "currency"),  arg(a, "valid-from"),
-					     arg(a, "valid-to"),  arg_int(a, "max", 0, &bad),
-					     arg(a, "room-types")};
-		if (bad)
-			c.max_minor_units = 0;
-		return operator_ceiling_add(st, &c, out, err);
-	}
-	if (IS("client", "create"))
-		return operator_client_create(st, arg(a, "portfolio"), arg(a, "name"),
-					      arg(a, "scopes"), arg(a, "properties"), out, err);
-	if (IS("scim-token", "create"))
-		return operator_scim_token_create(st, arg(a, "portfolio"), out, err);
-	if (IS("user", "create"))
-		return operator_user_create(st, arg(a, "portfolio"), arg(a, "user-name"),
-					    arg(a, "display-name"), arg(a, "roles"), out, err);
-	if (IS("user", "list"))
-		return operator_user_list(st, arg(a, "portfolio"), out, err);
-	if (IS("verify", "signature"))
-		return verify_signature(a, out, err);
-	if (IS("audit", "verify"))
-		return operator_audit_verify(st, arg(a, "object"), out, err);
-	if (IS("event", "list")) {
-		int64_t after = arg_int(a, "after", 0, &bad), limit = arg_int(a, "limit", 1000, &bad);
-
-		if (bad) {
-			if (buf_puts(err, "--after and --limit must be whole numbers"))
-				return -1;
-			return -1;
-		}
-		return operator_event_list(st, arg(a, "portfolio"), after, limit, out, err);
-	}
-	if (IS("event", "emit")) {
-		int64_t count;
-
-		if (arg(a, "count") && !strcmp(arg(a, "count"), "-"))
-			return emit_stream(st, a, out, err);
-		count = arg_int(a, "count", 1, &bad);
-
-		if (bad) {
-			if (buf_puts(err, "--count must be a whole number"))
-				return -1;
-			return -1;
-		}
-		return operator_event_emit(st, arg(a, "portfolio"), arg(a, "surface"),
-					   arg(a, "type"), count, arg(a, "property"), out, err);
-	}
-	if (IS("idp", "set")) {
-		char *pem = read_file(arg(a, "cert"), 64 * 1024);
-		int rc;
-
-		rc = operator_idp_set(st, arg(a, "portfolio"), arg(a, "entity-id"), pem,
-				      arg(a, "roles-attribute"), out, err);
-		free(pem);
-		return rc;
-	}
-	if (IS("deprecation", "add"))
-		return operator_deprecation_add(st, arg(a, "method"), arg(a, "route"),
-						arg(a, "announced"), arg(a, "note"), out, err);
-#undef IS
+	for (i = 0; i < ARRAY_LEN(commands); i++)
+		if (!strcmp(noun, commands[i].noun) && !strcmp(verb, commands[i].verb))
+			return commands[i].fn(st, a, out, err);
 	if (buf_printf(err, "unknown command: %s %s", noun, verb))
 		return -1;
 	return -1;
@@ -268,65 +352,74 @@ static int die(const char *msg)
 	return 2;
 }
 
-int main(int argc, char **argv)
-{
-	char data_dir[1024] = "./var", database[1100] = "";
-	const char *noun = NULL, *verb = NULL, *object = NULL;
-	struct args a = {0};
-	struct store *st = NULL;
-	struct buf err;
-	json_t *out = NULL;
-	int i, rc;
+/* The command line: where the database is, the command and its options. */
+struct cli {
+	char data_dir[1024], database[1100];
+	const char *noun, *verb, *object;
+	struct args a;
+};
 
-	log_init(1);
+/* Reads argv into *c: --data-dir and --database, then NOUN VERB [OBJECT]
+ * and the other --name value pairs (at most 32 kept); the OBJECT becomes
+ * the option "object". Returns 0 to go on, or 1 when the process is done
+ * with *status as its exit status (0 after --help, 2 after a usage error,
+ * already reported). */
+static int parse_argv(int argc, char **argv, struct cli *c, int *status)
+{
+	int i;
+
 	for (i = 1; i < argc; i++) {
 		if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) {
 			usage();
-			return 0;
+			*status = 0;
+			return 1;
 		}
 		if (!strncmp(argv[i], "--", 2)) {
-			if (i + 1 >= argc)
-				return die("an option is missing its value");
+			if (i + 1 >= argc) {
+				*status = die("an option is missing its value");
+				return 1;
+			}
 			if (!strcmp(argv[i], "--data-dir"))
-				snprintf(data_dir, sizeof data_dir, "%s", argv[i + 1]);
+				snprintf(c->data_dir, sizeof c->data_dir, "%s", argv[i + 1]);
 			else if (!strcmp(argv[i], "--database"))
-				snprintf(database, sizeof database, "%s", argv[i + 1]);
-			else if (a.n < 32) {
-				a.name[a.n] = argv[i] + 2;
-				a.value[a.n++] = argv[i + 1];
+				snprintf(c->database, sizeof c->database, "%s", argv[i + 1]);
+			else if (c->a.n < 32) {
+				c->a.name[c->a.n] = argv[i] + 2;
+				c->a.value[c->a.n++] = argv[i + 1];
 			}
 			i++;
-		} else if (!noun) {
-			noun = argv[i];
-		} else if (!verb) {
-			verb = argv[i];
-		} else if (!object) {
-			object = argv[i];
+		} else if (!c->noun) {
+			c->noun = argv[i];
+		} else if (!c->verb) {
+			c->verb = argv[i];
+		} else if (!c->object) {
+			c->object = argv[i];
 		} else {
-			return die("unexpected argument (see --help)");
+			*status = die("unexpected argument (see --help)");
+			return 1;
 		}
 	}
-	if (!noun || !verb) {
+	if (!c->noun || !c->verb) {
 		usage();
-		return 2;
+		*status = 2;
+		return 1;
 	}
-	if (!database[0])
-		snprintf(database, sizeof database, "sqlite:%s/revops.db", data_dir);
-	if (strcmp(noun, "verify") && store_open(database, 1, &st) < 0)
-		return die("cannot open the database");
-	buf_init(&err, 1024);
-	if (object && a.n < 32) {
-		a.name[a.n] = "object";
-		a.value[a.n++] = object;
+	if (!c->database[0])
+		snprintf(c->database, sizeof c->database, "sqlite:%s/revops.db", c->data_dir);
+	if (c->object && c->a.n < 32) {
+		c->a.name[c->a.n] = "object";
+		c->a.value[c->a.n++] = c->object;
 	}
-	rc = run(st, noun, verb, &a, &out, &err);
-	store_close(st);
-	if (rc < 0) {
-		rc = die(err.data ? err.data : "failed");
-		buf_free(&err);
-		return rc;
-	}
-	buf_free(&err);
+	return 0;
+}
+
+/* Prints a command's answer on stdout and frees it. Returns the exit
+ * status: 3 when an audit chain is broken ("chain_valid": false), 4 when a
+ * signature is invalid ("valid": false), else 0. */
+static int print_answer(json_t *out)
+{
+	int rc;
+
 	json_dumpf(out, stdout, JSON_INDENT(2) | JSON_PRESERVE_ORDER);
 	fputc('\n', stdout);
 	rc = json_is_false(json_object_get(out, "chain_valid")) ? 3
@@ -334,4 +427,29 @@ int main(int argc, char **argv)
 								: 0;
 	json_decref(out);
 	return rc;
+}
+
+int main(int argc, char **argv)
+{
+	struct cli c = {.data_dir = "./var"};
+	struct store *st = NULL;
+	struct buf err;
+	json_t *out = NULL;
+	int rc = 0;
+
+	log_init(1);
+	if (parse_argv(argc, argv, &c, &rc))
+		return rc;
+	if (strcmp(c.noun, "verify") && store_open(c.database, 1, &st) < 0)
+		return die("cannot open the database");
+	buf_init(&err, 1024);
+	rc = run(st, c.noun, c.verb, &c.a, &out, &err);
+	store_close(st);
+	if (rc < 0) {
+		rc = die(err.data ? err.data : "failed");
+		buf_free(&err);
+		return rc;
+	}
+	buf_free(&err);
+	return print_answer(out);
 }

@@ -130,12 +130,9 @@ bad:
 	return -1;
 }
 
-int config_load(struct config *cfg, int argc, char **argv)
+/* The built-in defaults, before the environment and the command line. */
+static void set_defaults(struct config *cfg)
 {
-	char env[64];
-	const char *v;
-	size_t i, j;
-	int a;
 	long cores = sysconf(_SC_NPROCESSORS_ONLN);
 
 	memset(cfg, 0, sizeof *cfg);
@@ -152,6 +149,16 @@ int config_load(struct config *cfg, int argc, char **argv)
 	cfg->webhook_senders = 2;
 	cfg->anon_per_minute = 600;
 	cfg->idle_timeout = 30;
+}
+
+/* Applies each option's REVOPS_<NAME> variable (dashes become
+ * underscores) that is set and not empty. Returns 0 or -1 with a message
+ * on stderr. */
+static int apply_env(struct config *cfg)
+{
+	char env[64];
+	const char *v;
+	size_t i, j;
 
 	for (i = 0; i < ARRAY_LEN(opts); i++) {
 		snprintf(env, sizeof env, "REVOPS_");
@@ -162,10 +169,30 @@ int config_load(struct config *cfg, int argc, char **argv)
 		if (v && *v && apply(cfg, &opts[i], v, "$REVOPS_") < 0)
 			return -1;
 	}
-	for (a = 1; a < argc; a++) {
-		const char *arg = argv[a], *eq;
-		size_t nlen;
+	return 0;
+}
 
+/* The option named by the first len bytes of name, or NULL. */
+static const struct opt *find_opt(const char *name, size_t len)
+{
+	size_t i;
+
+	for (i = 0; i < ARRAY_LEN(opts); i++)
+		if (strlen(opts[i].name) == len && !strncmp(opts[i].name, name, len))
+			return &opts[i];
+	return NULL;
+}
+
+/* Applies the command line: --name value, --name=value, or --flag alone.
+ * Returns 0, 1 after printing --help, or -1 with a message on stderr. */
+static int apply_argv(struct config *cfg, int argc, char **argv)
+{
+	const struct opt *o;
+	const char *arg, *eq, *v;
+	int a;
+
+	for (a = 1; a < argc; a++) {
+		arg = argv[a];
 		if (!strcmp(arg, "--help") || !strcmp(arg, "-h")) {
 			config_usage(argv[0]);
 			return 1;
@@ -174,25 +201,33 @@ int config_load(struct config *cfg, int argc, char **argv)
 			goto unknown;
 		arg += 2;
 		eq = strchr(arg, '=');
-		nlen = eq ? (size_t)(eq - arg) : strlen(arg);
-		for (i = 0; i < ARRAY_LEN(opts); i++)
-			if (strlen(opts[i].name) == nlen && !strncmp(opts[i].name, arg, nlen))
-				break;
-		if (i == ARRAY_LEN(opts))
+		o = find_opt(arg, eq ? (size_t)(eq - arg) : strlen(arg));
+		if (!o)
 			goto unknown;
 		if (eq)
 			v = eq + 1;
-		else if (opts[i].kind == OPT_FLAG)
+		else if (o->kind == OPT_FLAG)
 			v = NULL;
 		else if (a + 1 < argc)
 			v = argv[++a];
 		else {
-			fprintf(stderr, "revopsd: --%s needs a value\n", opts[i].name);
+			fprintf(stderr, "revopsd: --%s needs a value\n", o->name);
 			return -1;
 		}
-		if (apply(cfg, &opts[i], v, "--") < 0)
+		if (apply(cfg, o, v, "--") < 0)
 			return -1;
 	}
+	return 0;
+unknown:
+	fprintf(stderr, "revopsd: unknown argument \"%s\" (see --help)\n", argv[a]);
+	return -1;
+}
+
+/* Checks and completes the loaded values: clamps threads and the idle
+ * timeout to at least 1, derives the database URL and the public URL when
+ * not given. Returns 0 or -1 with a message on stderr. */
+static int finish(struct config *cfg)
+{
 	if (cfg->threads < 1)
 		cfg->threads = 1;
 	if (cfg->webhook_senders < 1 || cfg->webhook_senders > 16) {
@@ -208,7 +243,17 @@ int config_load(struct config *cfg, int argc, char **argv)
 		snprintf(cfg->public_url, sizeof cfg->public_url, "http://%s:%d", cfg->listen_host,
 			 cfg->listen_port);
 	return 0;
-unknown:
-	fprintf(stderr, "revopsd: unknown argument \"%s\" (see --help)\n", argv[a]);
-	return -1;
+}
+
+int config_load(struct config *cfg, int argc, char **argv)
+{
+	int rc;
+
+	set_defaults(cfg);
+	if (apply_env(cfg) < 0)
+		return -1;
+	rc = apply_argv(cfg, argc, argv);
+	if (rc != 0)
+		return rc;
+	return finish(cfg);
 }

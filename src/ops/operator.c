@@ -261,43 +261,85 @@ static int is_scope(const char *s)
 	return auth_scope_bit(s) != 0;
 }
 
+/* Reads --scopes (names separated by spaces or commas) into *bits; no
+ * --scopes means every scope. Returns 0, or -1 with a message in err when a
+ * name is unknown or none is given. */
+static int parse_scopes(const char *scopes, unsigned *bits, struct buf *err)
+{
+	char *copy, *sp;
+
+	*bits = 0;
+	if (!scopes) {
+		*bits = AUTH_SCOPE_ALL;
+		return 0;
+	}
+	copy = strdup(scopes);
+	for (sp = copy; sp && *sp; sp++)
+		if (*sp == ',')
+			*sp = ' ';
+	for (sp = strtok(copy, " "); sp; sp = strtok(NULL, " ")) {
+		if (!is_scope(sp)) {
+			free(copy);
+			return fail(err, "--scopes has an unknown permission scope");
+		}
+		*bits |= auth_scope_bit(sp);
+	}
+	free(copy);
+	if (!*bits)
+		return fail(err, "--scopes must name at least one permission scope");
+	return 0;
+}
+
+/* Checks inside tx that the portfolio exists and that each code of
+ * code_list (may be NULL) is one of its properties. Returns 0, or -1 with
+ * a message in err (tx is left to the caller). */
+static int check_client_target(struct store_tx *tx, const char *portfolio_id,
+			       const json_t *code_list, struct buf *err)
+{
+	struct portfolio_property prop;
+	json_t *v;
+	size_t i;
+
+	if (portfolio_exists(tx, portfolio_id) != 1)
+		return fail(err, "no such portfolio");
+	json_array_foreach(code_list, i, v)
+		if (portfolio_property_by_code(tx, portfolio_id, json_string_value(v), &prop) != 1)
+			return fail(err,
+				    "--properties names a code that is not a property of the portfolio");
+	return 0;
+}
+
+/* The answer to client create: the credentials, the scope names of bits
+ * and the property codes (null when the client has all of them). */
+static json_t *client_json(const char *id, const char *secret, const char *portfolio_id,
+			   unsigned bits, json_t *code_list)
+{
+	char scope_s[512], *save = NULL, *tok;
+	json_t *out;
+
+	auth_scope_string(bits, scope_s, sizeof scope_s);
+	out = json_pack("{s:s, s:s, s:s, s:[], s:o}", "client_id", id, "client_secret", secret,
+			"portfolio_id", portfolio_id, "scopes", "property_codes",
+			code_list ? json_incref(code_list) : json_null());
+	for (tok = strtok_r(scope_s, " ", &save); tok; tok = strtok_r(NULL, " ", &save))
+		json_array_append_new(json_object_get(out, "scopes"), json_string(tok));
+	return out;
+}
+
 int operator_client_create(struct store *st, const char *portfolio_id, const char *name,
 			   const char *scopes, const char *codes, json_t **out, struct buf *err)
 {
 	struct store_tx *tx;
-	json_t *scope_list = NULL, *code_list = NULL, *v;
-	char id[ID_MAX], secret[64] = "", scope_s[512], *sp;
-	unsigned bits = 0;
-	size_t i;
-	struct portfolio_property prop;
+	json_t *code_list = NULL;
+	char id[ID_MAX], secret[64] = "";
+	unsigned bits;
 	int rc = -1;
 
 	*out = NULL;
 	if (!portfolio_id)
 		return fail(err, "--portfolio is required");
-	if (scopes) {
-		char *copy = strdup(scopes);
-
-		for (sp = copy; sp && *sp; sp++)
-			if (*sp == ',')
-				*sp = ' ';
-		scope_list = json_array();
-		for (sp = strtok(copy, " "); sp; sp = strtok(NULL, " ")) {
-			if (!is_scope(sp)) {
-				free(copy);
-				json_decref(scope_list);
-				return fail(err, "--scopes has an unknown permission scope");
-			}
-			bits |= auth_scope_bit(sp);
-		}
-		free(copy);
-		json_decref(scope_list);
-	} else {
-		bits = AUTH_SCOPE_ALL;
-	}
-	if (!bits)
-		return fail(err, "--scopes must name at least one permission scope");
-	auth_scope_string(bits, scope_s, sizeof scope_s);
+	if (parse_scopes(scopes, &bits, err) < 0)
+		return -1;
 	if (codes) {
 		code_list = split_list(codes, validate_code);
 		if (!code_list || !json_array_size(code_list)) {
@@ -307,18 +349,10 @@ int operator_client_create(struct store *st, const char *portfolio_id, const cha
 	}
 	if (begin(st, &tx, err) < 0)
 		goto out;
-	if (portfolio_exists(tx, portfolio_id) != 1) {
+	if (check_client_target(tx, portfolio_id, code_list, err) < 0) {
 		store_rollback(tx);
-		fail(err, "no such portfolio");
 		goto out;
 	}
-	json_array_foreach(code_list, i, v)
-		if (portfolio_property_by_code(tx, portfolio_id, json_string_value(v), &prop) != 1) {
-			store_rollback(tx);
-			fail(err,
-			     "--properties names a code that is not a property of the portfolio");
-			goto out;
-		}
 	if (auth_client_create(tx, portfolio_id, name ? name : "client", bits, code_list, id,
 			       sizeof id, secret, sizeof secret) < 0) {
 		store_rollback(tx);
@@ -327,15 +361,7 @@ int operator_client_create(struct store *st, const char *portfolio_id, const cha
 	}
 	if (commit(tx, err) < 0)
 		goto out;
-	*out = json_pack("{s:s, s:s, s:s, s:[], s:o}", "client_id", id, "client_secret", secret,
-			 "portfolio_id", portfolio_id, "scopes", "property_codes",
-			 code_list ? json_incref(code_list) : json_null());
-	{
-		char *save = NULL, *tok;
-
-		for (tok = strtok_r(scope_s, " ", &save); tok; tok = strtok_r(NULL, " ", &save))
-			json_array_append_new(json_object_get(*out, "scopes"), json_string(tok));
-	}
+	*out = client_json(id, secret, portfolio_id, bits, code_list);
 	rc = 0;
 out:
 	crypto_wipe(secret, sizeof secret);
@@ -639,43 +665,82 @@ struct demo_prop {
 	const char *name, *brand, *code, *tz, *nip;
 };
 
-/* Seeds one demo portfolio and appends its credentials to creds. */
-static int seed_one(struct store *st, const char *name, const char *plan, const char *domain,
-		    const struct demo_prop *props, int nprops, const char *const *brands, int nbrands,
-		    const char *public_url, const char *idp_cert, json_t *creds, struct buf *err)
+/* One demo portfolio: its name, plan, the domain of its users and IdP,
+ * its properties and the brands that get a ceiling. */
+struct demo_portfolio {
+	const char *name, *plan, *domain;
+	const struct demo_prop *props;
+	int nprops;
+	const char *const *brands;
+	int nbrands;
+};
+
+static const struct demo_prop demo_ent_props[] = {
+	{"Vistula Grand Warsaw", "Vistula Grand", "WAW01", "Europe/Warsaw", "5260250995"},
+	{"Vistula Grand Krakow", "Vistula Grand", "KRK01", "Europe/Warsaw", "5260250995"},
+	{"Vistula Grand Gdansk", "Vistula Grand", "GDN01", "Europe/Warsaw", "5260250995"},
+	{"Amber Stay Poznan", "Amber Stay", "POZ01", "Europe/Warsaw", "7792433421"},
+	{"Amber Stay Wroclaw", "Amber Stay", "WRO01", "Europe/Warsaw", "7792433421"},
+};
+static const struct demo_prop demo_grp_props[] = {
+	{"Tatra Lodge Zakopane", "Tatra Lodge", "ZAK01", "Europe/Warsaw", "7361001520"},
+	{"Tatra Lodge Katowice", "Tatra Lodge", "KTW01", "Europe/Warsaw", "7361001520"},
+	{"Tatra Lodge Lodz", "Tatra Lodge", "LOD01", "Europe/Warsaw", "7361001520"},
+};
+static const char *const demo_ent_brands[] = {"Vistula Grand", "Amber Stay"};
+static const char *const demo_grp_brands[] = {"Tatra Lodge"};
+
+/* The demo data of API-CONTRACT §0, seeded in this order. */
+static const struct demo_portfolio demo_portfolios[] = {
+	{"Demo Hotels Enterprise", "enterprise", "enterprise.demo.example", demo_ent_props, 5,
+	 demo_ent_brands, 2},
+	{"Demo Hotels Group", "group", "group.demo.example", demo_grp_props, 3, demo_grp_brands, 1},
+};
+
+/* Adds the demo portfolio's properties to portfolio pid (billing id
+ * BILL-<code>, currency PLN), appending {id, pms_property_code, brand} of
+ * each to plist. Returns 0 or -1 with a message in err. */
+static int seed_properties(struct store *st, const char *pid, const struct demo_portfolio *d,
+			   json_t *plist, struct buf *err)
 {
-	char entity[256];
-	json_t *idp = NULL;
-	json_t *pf = NULL, *obj = NULL, *cl = NULL, *scim = NULL, *plist = json_array(),
-	       *clist = json_array(), *u = NULL;
-	char billing[32], approver[128], user[128], today[11];
-	const char *pid;
-	int i, rc = -1;
-	static const char *names[DIRECTORY_NROLES] = {"approver", "finance", "ops"};
+	char billing[32];
+	json_t *obj;
+	int i;
 
-	clock_format_date(clock_now_ms() / 86400000, today);
-	if (operator_portfolio_create(st, name, plan, &pf, err) < 0)
-		goto out;
-	pid = json_string_value(json_object_get(pf, "id"));
-	for (i = 0; i < nprops; i++) {
-		struct operator_property p = {pid,     props[i].name, props[i].brand, props[i].code,
-					      billing, props[i].tz,   "PLN",          props[i].nip};
+	for (i = 0; i < d->nprops; i++) {
+		const struct demo_prop *dp = &d->props[i];
+		struct operator_property p = {pid,     dp->name, dp->brand, dp->code,
+					      billing, dp->tz,   "PLN",     dp->nip};
 
-		snprintf(billing, sizeof billing, "BILL-%s", props[i].code);
+		snprintf(billing, sizeof billing, "BILL-%s", dp->code);
 		if (operator_property_add(st, &p, &obj, err) < 0)
-			goto out;
+			return -1;
 		json_array_append_new(plist, json_pack("{s:O, s:O, s:O}", "id",
 						       json_object_get(obj, "id"), "pms_property_code",
 						       json_object_get(obj, "pms_property_code"),
 						       "brand", json_object_get(obj, "brand")));
 		json_decref(obj);
-		obj = NULL;
 	}
-	for (i = 0; i < nbrands; i++) {
-		struct operator_ceiling c = {pid, brands[i], "PLN", today, NULL, 120000, NULL};
+	return 0;
+}
+
+/* Adds a PLN 1,200.00 ceiling for each demo brand, for all room types,
+ * valid from today with no end; appends {id, brand, currency,
+ * max_minor_units} of each to clist. Returns 0 or -1 with a message in
+ * err. */
+static int seed_ceilings(struct store *st, const char *pid, const struct demo_portfolio *d,
+			 json_t *clist, struct buf *err)
+{
+	char today[11];
+	json_t *obj;
+	int i;
+
+	clock_format_date(clock_now_ms() / 86400000, today);
+	for (i = 0; i < d->nbrands; i++) {
+		struct operator_ceiling c = {pid, d->brands[i], "PLN", today, NULL, 120000, NULL};
 
 		if (operator_ceiling_add(st, &c, &obj, err) < 0)
-			goto out;
+			return -1;
 		json_array_append_new(clist,
 				      json_pack("{s:O, s:O, s:O, s:O}", "id",
 						json_object_get(obj, "id"), "brand",
@@ -683,26 +748,55 @@ static int seed_one(struct store *st, const char *name, const char *plan, const 
 						json_object_get(obj, "currency"), "max_minor_units",
 						json_object_get(obj, "max_minor_units")));
 		json_decref(obj);
-		obj = NULL;
 	}
-	if (operator_client_create(st, pid, "demo", NULL, NULL, &cl, err) < 0 ||
-	    operator_scim_token_create(st, pid, &scim, err) < 0)
-		goto out;
+	return 0;
+}
+
+/* Creates one user per directory role, <role>@<domain> (approver, finance,
+ * ops). Returns 0 or -1 with a message in err. */
+static int seed_users(struct store *st, const char *pid, const char *domain, struct buf *err)
+{
+	static const char *names[DIRECTORY_NROLES] = {"approver", "finance", "ops"};
+	char user[128];
+	json_t *u;
+	int i;
+
 	for (i = 0; i < DIRECTORY_NROLES; i++) {
 		snprintf(user, sizeof user, "%s@%s", names[i], domain);
 		if (operator_user_create(st, pid, user, names[i], directory_role_names[i], &u, err) <
 		    0)
-			goto out;
+			return -1;
 		json_decref(u);
-		u = NULL;
 	}
-	snprintf(approver, sizeof approver, "approver@%s", domain);
-	snprintf(entity, sizeof entity, "https://idp.%s/saml", domain);
+	return 0;
+}
+
+/* Seeds one demo portfolio and appends its credentials to creds. */
+static int seed_one(struct store *st, const struct demo_portfolio *d, const char *public_url,
+		    const char *idp_cert, json_t *creds, struct buf *err)
+{
+	char entity[256], approver[128];
+	json_t *pf = NULL, *cl = NULL, *scim = NULL, *idp = NULL;
+	json_t *plist = json_array(), *clist = json_array();
+	const char *pid;
+	int rc = -1;
+
+	if (operator_portfolio_create(st, d->name, d->plan, &pf, err) < 0)
+		goto out;
+	pid = json_string_value(json_object_get(pf, "id"));
+	if (seed_properties(st, pid, d, plist, err) < 0 || seed_ceilings(st, pid, d, clist, err) < 0)
+		goto out;
+	if (operator_client_create(st, pid, "demo", NULL, NULL, &cl, err) < 0 ||
+	    operator_scim_token_create(st, pid, &scim, err) < 0 ||
+	    seed_users(st, pid, d->domain, err) < 0)
+		goto out;
+	snprintf(approver, sizeof approver, "approver@%s", d->domain);
+	snprintf(entity, sizeof entity, "https://idp.%s/saml", d->domain);
 	if (operator_idp_set(st, pid, entity, idp_cert, "roles", &idp, err) < 0)
 		goto out;
 	json_array_append_new(
 		creds, json_pack("{s:s, s:s, s:s, s:O, s:O, s:O, s:O, s:O, s:s, s:{s:s, s:s+, s:s+}}",
-				 "portfolio_id", pid, "name", name, "plan", plan, "client_id",
+				 "portfolio_id", pid, "name", d->name, "plan", d->plan, "client_id",
 				 json_object_get(cl, "client_id"), "client_secret",
 				 json_object_get(cl, "client_secret"), "scim_token",
 				 json_object_get(scim, "scim_token"), "properties", plist,
@@ -713,7 +807,6 @@ static int seed_one(struct store *st, const char *name, const char *plan, const 
 out:
 	json_decref(idp);
 	json_decref(pf);
-	json_decref(obj);
 	json_decref(cl);
 	json_decref(scim);
 	json_decref(plist);
@@ -721,76 +814,89 @@ out:
 	return rc;
 }
 
-int operator_demo_seed(struct store *st, const char *public_url, const char *data_dir, struct buf *err)
+/* Whether to seed: returns 1 on an empty database (no portfolio), 0 when
+ * data exists, -1 with a message in err when it cannot be read. */
+static int demo_needed(struct store *st, struct buf *err)
 {
-	static const struct demo_prop ent[] = {
-		{"Vistula Grand Warsaw", "Vistula Grand", "WAW01", "Europe/Warsaw", "5260250995"},
-		{"Vistula Grand Krakow", "Vistula Grand", "KRK01", "Europe/Warsaw", "5260250995"},
-		{"Vistula Grand Gdansk", "Vistula Grand", "GDN01", "Europe/Warsaw", "5260250995"},
-		{"Amber Stay Poznan", "Amber Stay", "POZ01", "Europe/Warsaw", "7792433421"},
-		{"Amber Stay Wroclaw", "Amber Stay", "WRO01", "Europe/Warsaw", "7792433421"},
-	};
-	static const struct demo_prop grp[] = {
-		{"Tatra Lodge Zakopane", "Tatra Lodge", "ZAK01", "Europe/Warsaw", "7361001520"},
-		{"Tatra Lodge Katowice", "Tatra Lodge", "KTW01", "Europe/Warsaw", "7361001520"},
-		{"Tatra Lodge Lodz", "Tatra Lodge", "LOD01", "Europe/Warsaw", "7361001520"},
-	};
-	static const char *const ent_brands[] = {"Vistula Grand", "Amber Stay"};
-	static const char *const grp_brands[] = {"Tatra Lodge"};
 	struct store_tx *tx;
-	json_t *creds = json_array(), *doc = NULL;
-	char path[1200], key_path[1200], cert_path[1200], *text = NULL;
-	char *idp_key = NULL, *idp_cert = NULL;
 	int64_t n = 0;
-	int rc = -1;
+	int rc;
 
 	if (store_begin(st, 0, &tx) != STORE_OK)
 		return fail(err, "database unavailable");
 	rc = portfolio_count(tx, &n);
 	store_rollback(tx);
-	if (rc != 1) {
-		json_decref(creds);
+	if (rc != 1)
 		return fail(err, "database unavailable");
-	}
-	if (n > 0) {
-		json_decref(creds);
-		return 0;
-	}
-	rc = -1;
-	if (crypto_self_signed("revops demo IdP", 3650, &idp_key, &idp_cert) < 0) {
-		fail(err, "cannot make the demo IdP key");
-		goto out;
-	}
-	snprintf(key_path, sizeof key_path, "%s/demo-idp-key.pem", data_dir);
-	snprintf(cert_path, sizeof cert_path, "%s/demo-idp-cert.pem", data_dir);
-	if (write_file(key_path, idp_key, 0600) < 0 || write_file(cert_path, idp_cert, 0644) < 0) {
-		fail(err, "cannot write the demo IdP key and certificate");
-		goto out;
-	}
-	if (seed_one(st, "Demo Hotels Enterprise", "enterprise", "enterprise.demo.example", ent, 5,
-		     ent_brands, 2, public_url, idp_cert, creds, err) < 0 ||
-	    seed_one(st, "Demo Hotels Group", "group", "group.demo.example", grp, 3, grp_brands, 1,
-		     public_url, idp_cert, creds, err) < 0)
-		goto out;
+	return n > 0 ? 0 : 1;
+}
+
+/* Makes the demo IdP's key and self-signed certificate and writes them to
+ * key_path (0600) and cert_path (0644). Returns 0 with *key and *cert (the
+ * caller wipes the key and frees both, also on failure), or -1 with a
+ * message in err. */
+static int write_demo_idp(const char *key_path, const char *cert_path, char **key, char **cert,
+			  struct buf *err)
+{
+	if (crypto_self_signed("revops demo IdP", 3650, key, cert) < 0)
+		return fail(err, "cannot make the demo IdP key");
+	if (write_file(key_path, *key, 0600) < 0 || write_file(cert_path, *cert, 0644) < 0)
+		return fail(err, "cannot write the demo IdP key and certificate");
+	return 0;
+}
+
+/* Writes <data_dir>/demo-credentials.json (0600): the URLs, the seeded
+ * portfolios' credentials (creds) and where the demo IdP's files are.
+ * Returns 0 or -1 with a message in err. */
+static int write_credentials(const char *public_url, const char *data_dir, json_t *creds,
+			     const char *key_path, const char *cert_path, struct buf *err)
+{
+	char path[1200], *text = NULL;
+	json_t *doc;
+	int rc = 0;
+
 	doc = json_pack("{s:s, s:s+, s:O, s:{s:s, s:s}}", "base_url", public_url, "token_url",
 			public_url, "/oauth/token", "portfolios", creds, "demo_idp",
 			"private_key_file", key_path, "certificate_file", cert_path);
 	text = json_dumps(doc, JSON_INDENT(2) | JSON_PRESERVE_ORDER);
 	snprintf(path, sizeof path, "%s/demo-credentials.json", data_dir);
-	if (!text || write_file(path, text, 0600) < 0) {
-		fail(err, "cannot write demo-credentials.json");
+	if (!text || write_file(path, text, 0600) < 0)
+		rc = fail(err, "cannot write demo-credentials.json");
+	if (text)
+		crypto_wipe(text, strlen(text));
+	free(text);
+	json_decref(doc);
+	return rc;
+}
+
+int operator_demo_seed(struct store *st, const char *public_url, const char *data_dir, struct buf *err)
+{
+	char key_path[1200], cert_path[1200];
+	char *idp_key = NULL, *idp_cert = NULL;
+	json_t *creds = NULL;
+	size_t i;
+	int rc;
+
+	rc = demo_needed(st, err);
+	if (rc <= 0)
+		return rc;
+	rc = -1;
+	creds = json_array();
+	snprintf(key_path, sizeof key_path, "%s/demo-idp-key.pem", data_dir);
+	snprintf(cert_path, sizeof cert_path, "%s/demo-idp-cert.pem", data_dir);
+	if (write_demo_idp(key_path, cert_path, &idp_key, &idp_cert, err) < 0)
 		goto out;
-	}
+	for (i = 0; i < ARRAY_LEN(demo_portfolios); i++)
+		if (seed_one(st, &demo_portfolios[i], public_url, idp_cert, creds, err) < 0)
+			goto out;
+	if (write_credentials(public_url, data_dir, creds, key_path, cert_path, err) < 0)
+		goto out;
 	rc = 1;
 out:
 	if (idp_key)
 		crypto_wipe(idp_key, strlen(idp_key));
 	free(idp_key);
 	free(idp_cert);
-	if (text)
-		crypto_wipe(text, strlen(text));
-	free(text);
-	json_decref(doc);
 	json_decref(creds);
 	return rc;
 }

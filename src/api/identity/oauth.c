@@ -303,6 +303,66 @@ int oauth_assertion_decode(const char *assertion, unsigned char **xml, size_t *l
 	return 0;
 }
 
+/* Decodes the assertion and reads its Issuer into issuer. Returns 1 with
+ * *xml (len bytes of a cap-byte buffer the caller wipes and frees), 0
+ * (refused: *why set) or < 0. */
+static int decode_assertion(const char *assertion, unsigned char **xml, size_t *len, size_t *cap,
+			    char *issuer, size_t issuer_size, const char **why)
+{
+	int rc = oauth_assertion_decode(assertion, xml, len, cap);
+
+	if (rc == -2)
+		return -1;
+	if (rc < 0) {
+		*why = "assertion must be base64url-encoded XML";
+		return 0;
+	}
+	if (saml_peek_issuer((const char *)*xml, *len, issuer, issuer_size) < 0) {
+		*why = "assertion is not a SAML 2.0 Assertion with an Issuer";
+		return 0;
+	}
+	return 1;
+}
+
+/* Verifies the assertion's signature against the IdP's certificate and its
+ * conditions against this service (Audience <public-url>/saml/sp,
+ * Recipient <public-url>/oauth/token, SAML_SKEW_MS of clock skew), filling
+ * *a. Returns 0, or -1 with the reason in err. */
+static int verify_assertion(struct ctx *c, const unsigned char *xml, size_t len, const char *issuer,
+			    const struct idp *idp, struct saml_assertion *a, char *err,
+			    size_t err_size)
+{
+	char audience[600], recipient[600];
+
+	snprintf(audience, sizeof audience, "%s/saml/sp", c->svc->cfg->public_url);
+	snprintf(recipient, sizeof recipient, "%s/oauth/token", c->svc->cfg->public_url);
+	{
+		struct saml_expect e = {
+			issuer,       idp->cert_pem,       audience, recipient, clock_now_ms(),
+			SAML_SKEW_MS, idp->roles_attribute};
+
+		return saml_verify((const char *)xml, len, &e, a, err, err_size) < 0 ? -1 : 0;
+	}
+}
+
+/* Spends the verified assertion (one use only) and finds or provisions its
+ * user in the IdP's portfolio. Returns 1 with user_id, 0 (refused: *why
+ * set) or < 0. */
+static int assertion_user(struct store_tx *tx, const struct idp *idp,
+			  const struct saml_assertion *a, char *user_id, const char **why)
+{
+	int rc = idp_assertion_use(tx, idp->portfolio_id, a->id,
+				   a->not_on_or_after_ms + SAML_SKEW_MS);
+
+	if (rc == 1) {
+		*why = "the assertion was already used";
+		return 0;
+	}
+	if (rc < 0)
+		return rc;
+	return saml_user(tx, idp->portfolio_id, a, user_id, why);
+}
+
 /* The RFC 7522 grant: verify the assertion, enforce one-time use, find or
  * provision the user, issue a user token. cl holds the authenticated
  * client (client_id NULL when there was none). Consumes tx. */
@@ -310,7 +370,7 @@ static void saml_grant(struct ctx *c, struct store_tx *tx, struct grant *cl, con
 		       const char *scope)
 {
 	unsigned char *xml = NULL;
-	char issuer[512], audience[600], recipient[600], err[256];
+	char issuer[512], err[256];
 	char user_id[ID_MAX];
 	struct idp idp = {0};
 	const char *why = NULL;
@@ -319,41 +379,21 @@ static void saml_grant(struct ctx *c, struct store_tx *tx, struct grant *cl, con
 	int rc;
 
 	memset(&a, 0, sizeof a);
-	rc = oauth_assertion_decode(assertion, &xml, &len, &cap);
-	if (rc == -2)
+	rc = decode_assertion(assertion, &xml, &len, &cap, issuer, sizeof issuer, &why);
+	if (rc < 0)
 		goto fail;
-	if (rc < 0) {
-		why = "assertion must be base64url-encoded XML";
+	if (rc == 0)
 		goto refuse;
-	}
-	if (saml_peek_issuer((const char *)xml, len, issuer, sizeof issuer) < 0) {
-		why = "assertion is not a SAML 2.0 Assertion with an Issuer";
-		goto refuse;
-	}
 	rc = find_idp(tx, cl->client_id ? cl->portfolio_id : NULL, issuer, &idp, &why);
 	if (rc < 0)
 		goto fail;
 	if (rc == 0)
 		goto refuse;
-	snprintf(audience, sizeof audience, "%s/saml/sp", c->svc->cfg->public_url);
-	snprintf(recipient, sizeof recipient, "%s/oauth/token", c->svc->cfg->public_url);
-	{
-		struct saml_expect e = {issuer,         idp.cert_pem, audience,           recipient,
-					clock_now_ms(), SAML_SKEW_MS, idp.roles_attribute};
-
-		if (saml_verify((const char *)xml, len, &e, &a, err, sizeof err) < 0) {
-			why = err;
-			goto refuse;
-		}
-	}
-	rc = idp_assertion_use(tx, idp.portfolio_id, a.id, a.not_on_or_after_ms + SAML_SKEW_MS);
-	if (rc == 1) {
-		why = "the assertion was already used";
+	if (verify_assertion(c, xml, len, issuer, &idp, &a, err, sizeof err) < 0) {
+		why = err;
 		goto refuse;
 	}
-	if (rc < 0)
-		goto fail;
-	rc = saml_user(tx, idp.portfolio_id, &a, user_id, &why);
+	rc = assertion_user(tx, &idp, &a, user_id, &why);
 	if (rc < 0)
 		goto fail;
 	if (rc == 0)
@@ -383,15 +423,114 @@ out:
 	free(xml);
 }
 
+/* Checks the request's shape: a form body with a grant_type this server
+ * issues for (*saml set for the SAML bearer grant, which also needs an
+ * assertion). Returns 0, or -1 having answered with the OAuth error. */
+static int check_grant_type(struct ctx *c, const struct form *f, int *saml)
+{
+	const char *grant = form_get(f, "grant_type");
+
+	if (!grant) {
+		oauth_error(c, "invalid_request", "grant_type is required");
+		return -1;
+	}
+	*saml = !strcmp(grant, SAML_GRANT);
+	if (!*saml && strcmp(grant, "client_credentials") != 0) {
+		oauth_error(c, "unsupported_grant_type",
+			    "grant_type must be client_credentials or " SAML_GRANT);
+		return -1;
+	}
+	if (*saml && !form_get(f, "assertion")) {
+		oauth_error(c, "invalid_request", "assertion is required");
+		return -1;
+	}
+	return 0;
+}
+
+/* A token request's client authentication: from the Authorization header
+ * (basic_id and basic_secret, owned and freed by client_creds_free) or
+ * from the form body (borrowed); id and secret point at whichever. */
+struct client_creds {
+	char *basic_id, *basic_secret;
+	const char *id, *secret;
+};
+
+/* Reads the client's credentials from Basic or the body (not both). Only
+ * the SAML grant may come without them. Returns 0, or -1 having answered
+ * with the OAuth error. */
+static int read_client_creds(struct ctx *c, const struct form *f, int saml, struct client_creds *cc)
+{
+	const char *auth = http_header(c->req, "Authorization");
+
+	if (auth && oauth_basic_credentials(auth, &cc->basic_id, &cc->basic_secret) < 0) {
+		oauth_error(c, "invalid_client", "malformed Basic credentials");
+		return -1;
+	}
+	if (cc->basic_id && (form_get(f, "client_id") || form_get(f, "client_secret"))) {
+		oauth_error(c, "invalid_request",
+			    "use one client authentication method, not Basic and body both");
+		return -1;
+	}
+	cc->id = cc->basic_id ? cc->basic_id : form_get(f, "client_id");
+	cc->secret = cc->basic_id ? cc->basic_secret : form_get(f, "client_secret");
+	if ((!saml || cc->id || cc->secret) &&
+	    (!cc->id || !cc->secret || strlen(cc->secret) > SECRET_MAX)) {
+		oauth_error(c, "invalid_client", "client authentication failed");
+		return -1;
+	}
+	return 0;
+}
+
+static void client_creds_free(struct client_creds *cc)
+{
+	if (cc->basic_secret)
+		crypto_wipe(cc->basic_secret, strlen(cc->basic_secret));
+	free(cc->basic_id);
+	free(cc->basic_secret);
+}
+
+/* Verifies the client's secret inside tx and fills cl from the client
+ * (portfolio, scopes, property codes, which cl then owns). Returns 0, or
+ * -1 having rolled tx back and answered (invalid_client or 500). */
+static int authenticate_client(struct ctx *c, struct store_tx *tx, const char *id,
+			       const char *secret, struct grant *cl)
+{
+	struct auth_client ac;
+	int rc = auth_client_verify(tx, id, secret, &ac);
+
+	if (rc <= 0) {
+		store_rollback(tx);
+		if (rc < 0)
+			respond_error(c, ERR_INTERNAL, NULL, "internal error");
+		else
+			oauth_error(c, "invalid_client", "client authentication failed");
+		return -1;
+	}
+	snprintf(cl->portfolio_id, sizeof cl->portfolio_id, "%s", ac.portfolio_id);
+	cl->scopes = ac.scopes;
+	cl->codes = ac.codes;
+	cl->client_id = id;
+	snprintf(c->p.client_id, sizeof c->p.client_id, "%s", id);
+	return 0;
+}
+
+/* Wipes the secrets a token request's form carried, then frees it. */
+static void token_form_free(struct form *f)
+{
+	for (int i = 0; i < f->n; i++)
+		if (!strcmp(f->name[i], "client_secret") || !strcmp(f->name[i], "assertion"))
+			crypto_wipe(f->value[i], strlen(f->value[i]));
+	form_free(f);
+}
+
 void oauth_h_token(struct ctx *c)
 {
-	const char *ct = http_header(c->req, "Content-Type"), *why = NULL, *grant, *auth;
-	char *basic_id = NULL, *basic_secret = NULL;
-	const char *id, *secret;
+	const char *ct = http_header(c->req, "Content-Type"), *why = NULL;
+	struct client_creds cc = {0};
 	struct form f = {0};
 	struct grant cl = {0};
 	struct store_tx *tx = NULL;
-	int rc, saml;
+	int saml = 0;
 
 	if (!ct || strncasecmp(ct, "application/x-www-form-urlencoded", 33) != 0 ||
 	    (ct[33] && ct[33] != ';' && ct[33] != ' ')) {
@@ -403,73 +542,22 @@ void oauth_h_token(struct ctx *c)
 		oauth_error(c, "invalid_request", why);
 		return;
 	}
-	grant = form_get(&f, "grant_type");
-	if (!grant) {
-		oauth_error(c, "invalid_request", "grant_type is required");
+	if (check_grant_type(c, &f, &saml) < 0 || read_client_creds(c, &f, saml, &cc) < 0)
 		goto out;
-	}
-	saml = !strcmp(grant, SAML_GRANT);
-	if (!saml && strcmp(grant, "client_credentials") != 0) {
-		oauth_error(c, "unsupported_grant_type",
-			    "grant_type must be client_credentials or " SAML_GRANT);
-		goto out;
-	}
-	if (saml && !form_get(&f, "assertion")) {
-		oauth_error(c, "invalid_request", "assertion is required");
-		goto out;
-	}
-	auth = http_header(c->req, "Authorization");
-	if (auth && oauth_basic_credentials(auth, &basic_id, &basic_secret) < 0) {
-		oauth_error(c, "invalid_client", "malformed Basic credentials");
-		goto out;
-	}
-	if (basic_id && (form_get(&f, "client_id") || form_get(&f, "client_secret"))) {
-		oauth_error(c, "invalid_request",
-			    "use one client authentication method, not Basic and body both");
-		goto out;
-	}
-	id = basic_id ? basic_id : form_get(&f, "client_id");
-	secret = basic_id ? basic_secret : form_get(&f, "client_secret");
-	if ((!saml || id || secret) && (!id || !secret || strlen(secret) > SECRET_MAX)) {
-		oauth_error(c, "invalid_client", "client authentication failed");
-		goto out;
-	}
 	if (store_begin(c->svc->store, 1, &tx) != STORE_OK) {
 		respond_error(c, ERR_UNAVAILABLE, NULL, "database unavailable");
 		goto out;
 	}
-	if (id) {
-		struct auth_client ac;
-
-		rc = auth_client_verify(tx, id, secret, &ac);
-		if (rc <= 0) {
-			store_rollback(tx);
-			if (rc < 0)
-				respond_error(c, ERR_INTERNAL, NULL, "internal error");
-			else
-				oauth_error(c, "invalid_client", "client authentication failed");
-			goto out;
-		}
-		snprintf(cl.portfolio_id, sizeof cl.portfolio_id, "%s", ac.portfolio_id);
-		cl.scopes = ac.scopes;
-		cl.codes = ac.codes;
-		cl.client_id = id;
-		snprintf(c->p.client_id, sizeof c->p.client_id, "%s", id);
-	}
+	if (cc.id && authenticate_client(c, tx, cc.id, cc.secret, &cl) < 0)
+		goto out;
 	if (saml)
 		saml_grant(c, tx, &cl, form_get(&f, "assertion"), form_get(&f, "scope"));
 	else
 		issue(c, tx, &cl, form_get(&f, "scope"));
 out:
 	json_decref(cl.codes);
-	if (basic_secret)
-		crypto_wipe(basic_secret, strlen(basic_secret));
-	free(basic_id);
-	free(basic_secret);
-	for (int i = 0; i < f.n; i++)
-		if (!strcmp(f.name[i], "client_secret") || !strcmp(f.name[i], "assertion"))
-			crypto_wipe(f.value[i], strlen(f.value[i]));
-	form_free(&f);
+	client_creds_free(&cc);
+	token_form_free(&f);
 }
 
 int oauth_purge(struct store *st, int64_t now_ms)
