@@ -875,11 +875,6 @@ static void lane_landed(struct lane *l, int64_t seq)
 		}
 }
 
-/* Loads up to c->want due deliveries of c->lane that are not in flight, in
- * the read transaction tx, and signs them (the claim is written later,
- * under the write lock). Appends the flights to out (room for want more).
- * Sets *min_due to the lane's next due time when fewer than want were
- * due, else 0. Returns how many or a negative store status. */
 /* Takes the rows r yields as flights of l, skipping those in flight, until
  * out holds want (*n so far); the first one fetches the lane's key. Returns
  * the rows seen, or a negative store status. */
@@ -902,81 +897,154 @@ static int take_rows(struct engine *d, struct store_tx *tx, struct lane *l, stru
 	return rc < 0 ? rc : rows;
 }
 
-static int select_lane(struct engine *d, struct store_tx *tx, const struct claim *c, int64_t now,
-		       struct flight **out, int64_t *min_due)
-{
-	struct lane *l = c->lane;
-	struct store_rows *r;
-	struct signing_key *key = NULL;
-	int64_t seqs[LANE_CLAIMED];
-	int rc, n = 0, nseqs = 0, rows = 0, i;
+/* One lane's selection in progress (select_lane's helpers share it). */
+struct pick {
+	struct engine *d;
+	struct store_tx *tx;
+	struct lane *l;
+	int want;
+	int64_t now;
+	struct flight **out; /* room for want */
+	int n;               /* flights in out */
+	int rows;            /* due rows seen, those in flight included */
+	struct signing_key *key;
+};
 
-	*min_due = 0;
+/* Reads the seqs of up to p->want due deliveries of the lane that are not
+ * in flight into seqs (room for cap), earliest first; p->rows gets the due
+ * rows seen. Returns how many seqs, or a negative store status. */
+static int pick_seqs(struct pick *p, int64_t *seqs, int cap)
+{
+	struct lane *l = p->l;
+	struct store_rows *r;
+	int rc, nseqs = 0;
+
 	/* Deliveries in flight still look due: ask for that many more. */
-	rc = store_query(tx, DUE_SEQS_SQL,
-			 (struct store_val[]){sv_int(l->hash), sv_int(now),
-					      sv_int(c->want + l->nflying)},
+	rc = store_query(p->tx, DUE_SEQS_SQL,
+			 (struct store_val[]){sv_int(l->hash), sv_int(p->now),
+					      sv_int(p->want + l->nflying)},
 			 3, &r);
 	if (rc != STORE_OK)
 		return rc;
 	while ((rc = store_next(r)) == 1) {
-		rows++;
-		if (nseqs < c->want && nseqs < (int)ARRAY_LEN(seqs) &&
-		    !lane_flying(l, store_int(r, 0)))
+		p->rows++;
+		if (nseqs < p->want && nseqs < cap && !lane_flying(l, store_int(r, 0)))
 			seqs[nseqs++] = store_int(r, 0);
 	}
 	store_rows_close(r);
-	for (i = 0; rc >= 0 && i < nseqs && n == i; i++) {
-		rc = store_query(tx, DUE_ROW_SQL,
-				 (struct store_val[]){sv_int(seqs[i]), sv_text(l->key)}, 2, &r);
+	return rc < 0 ? rc : nseqs;
+}
+
+/* Loads the deliveries seqs names one row each (DUE_ROW_SQL) into p->out,
+ * stopping at the first that is not the lane's (another lane with the same
+ * hash). Returns 0 or a negative store status. */
+static int pick_by_seq(struct pick *p, const int64_t *seqs, int nseqs)
+{
+	struct store_rows *r;
+	int rc = 0, i;
+
+	for (i = 0; rc >= 0 && i < nseqs && p->n == i; i++) {
+		rc = store_query(p->tx, DUE_ROW_SQL,
+				 (struct store_val[]){sv_int(seqs[i]), sv_text(p->l->key)}, 2, &r);
 		if (rc != STORE_OK)
 			break;
-		rc = take_rows(d, tx, l, r, c->want, out, &n, &key);
+		rc = take_rows(p->d, p->tx, p->l, r, p->want, p->out, &p->n, &p->key);
 		store_rows_close(r);
 	}
-	if (rc >= 0 && n < nseqs) {
-		/* A seq of another lane with the same hash: select by the text. */
-		for (i = 0; i < n; i++)
-			flight_free(out[i]);
-		n = 0;
-		rc = store_query(tx, DUE_LANE_SQL,
-				 (struct store_val[]){sv_int(l->hash), sv_int(now),
-						      sv_int(c->want + l->nflying), sv_text(l->key)},
-				 4, &r);
-		if (rc == STORE_OK) {
-			rc = rows = take_rows(d, tx, l, r, c->want, out, &n, &key);
-			store_rows_close(r);
-		}
+	return rc < 0 ? rc : 0;
+}
+
+/* Selects the lane's due deliveries by the lane text (DUE_LANE_SQL) instead,
+ * after dropping the flights taken so far: for a lane whose hash another
+ * lane shares. p->rows gets the rows seen. Returns them, or a negative
+ * store status. */
+static int pick_by_text(struct pick *p)
+{
+	struct lane *l = p->l;
+	struct store_rows *r;
+	int rc, i;
+
+	for (i = 0; i < p->n; i++)
+		flight_free(p->out[i]);
+	p->n = 0;
+	rc = store_query(p->tx, DUE_LANE_SQL,
+			 (struct store_val[]){sv_int(l->hash), sv_int(p->now),
+					      sv_int(p->want + l->nflying), sv_text(l->key)},
+			 4, &r);
+	if (rc == STORE_OK) {
+		rc = p->rows = take_rows(p->d, p->tx, l, r, p->want, p->out, &p->n, &p->key);
+		store_rows_close(r);
 	}
-	if (rc < 0)
-		goto fail;
-	for (i = 0; i < n; i++) {
-		if (key && flight_sign(out[i], key) == 0)
+	return rc;
+}
+
+/* Signs the picked flights with the lane's key; one that cannot be signed
+ * is marked failed, to be recorded as an attempt without being sent. */
+static void pick_sign(struct pick *p)
+{
+	struct flight *f;
+	int i;
+
+	for (i = 0; i < p->n; i++) {
+		f = p->out[i];
+		if (p->key && flight_sign(f, p->key) == 0)
 			continue;
 		/* Sent nowhere; recorded as a failed attempt. */
-		out[i]->req.error = HTTPC_EOTHER;
-		snprintf(out[i]->req.errmsg, sizeof out[i]->req.errmsg, "signing secret unavailable");
-		out[i]->req.status = -1;
+		f->req.error = HTTPC_EOTHER;
+		snprintf(f->req.errmsg, sizeof f->req.errmsg, "signing secret unavailable");
+		f->req.status = -1;
 	}
-	if (rows < c->want + l->nflying) {
-		/* Every due one is taken or in flight (those were due when
-		 * claimed, so none is later than now): the next is in the future. */
-		rc = store_query_int(tx,
-				     "SELECT next_attempt_at FROM webhook_deliveries WHERE"
-				     " lane_hash = $1 AND next_attempt_at > $2 AND lane = $3"
-				     " ORDER BY next_attempt_at LIMIT 1",
-				     (struct store_val[]){sv_int(l->hash), sv_int(now),
-							  sv_text(l->key)},
-				     3, min_due);
-		if (rc < 0)
-			goto fail;
-		if (rc == 0 || *min_due == 0)
-			*min_due = NO_DUE;
-	}
-	rc = n;
+}
+
+/* Sets *min_due to the lane's earliest due time after now, or NO_DUE when
+ * none. Returns 0 or 1 (found), or a negative store status. */
+static int lane_next_due(struct store_tx *tx, const struct lane *l, int64_t now, int64_t *min_due)
+{
+	int rc;
+
+	rc = store_query_int(tx,
+			     "SELECT next_attempt_at FROM webhook_deliveries WHERE"
+			     " lane_hash = $1 AND next_attempt_at > $2 AND lane = $3"
+			     " ORDER BY next_attempt_at LIMIT 1",
+			     (struct store_val[]){sv_int(l->hash), sv_int(now), sv_text(l->key)}, 3,
+			     min_due);
+	if (rc < 0)
+		return rc;
+	if (rc == 0 || *min_due == 0)
+		*min_due = NO_DUE;
+	return rc;
+}
+
+/* Loads up to c->want due deliveries of c->lane that are not in flight, in
+ * the read transaction tx, and signs them (the claim is written later,
+ * under the write lock). Appends the flights to out (room for want more).
+ * Sets *min_due to the lane's next due time when fewer than want were
+ * due, else 0. Returns how many or a negative store status. */
+static int select_lane(struct engine *d, struct store_tx *tx, const struct claim *c, int64_t now,
+		       struct flight **out, int64_t *min_due)
+{
+	struct pick p = {d, tx, c->lane, c->want, now, out, 0, 0, NULL};
+	int64_t seqs[LANE_CLAIMED];
+	int rc, nseqs, i;
+
+	*min_due = 0;
+	if ((nseqs = pick_seqs(&p, seqs, (int)ARRAY_LEN(seqs))) < 0)
+		return nseqs;
+	rc = pick_by_seq(&p, seqs, nseqs);
+	/* A seq of another lane with the same hash: select by the text. */
+	if (rc >= 0 && p.n < nseqs)
+		rc = pick_by_text(&p);
+	if (rc < 0)
+		goto fail;
+	pick_sign(&p);
+	/* Every due one is taken or in flight (those were due when claimed,
+	 * so none is later than now): the next is in the future. */
+	if (p.rows < c->want + p.l->nflying && (rc = lane_next_due(tx, p.l, now, min_due)) < 0)
+		goto fail;
+	rc = p.n;
 	goto out;
 fail:
-	for (i = 0; i < n; i++)
+	for (i = 0; i < p.n; i++)
 		flight_free(out[i]);
 out:
 	return rc;
@@ -1180,78 +1248,102 @@ static int plan_claims(struct sender *sd, struct turn *t, int64_t now, double mo
 	return (int)wait;
 }
 
-/* One write transaction: record t->fin, then claim for t->claims. Started
- * flights go to the async client; ones that end at once join t->fin for
- * the next turn. Returns 0, or a negative store status (then the finished
- * ones stay in t->fin and nothing was claimed). */
-static int run_turn(struct sender *sd, struct turn *t, int64_t now, double mono)
-{
-	struct engine *d = sd->d;
-	struct store_tx *tx = NULL;
-	struct flight **claimed = NULL;
-	struct claim_row *row = NULL, **done_rows = NULL;
-	int64_t *next = NULL, *min_due = NULL;
-	size_t i, total = 0, nclaimed = 0, recorded = 0, ndone_rows = 0;
-	int rc, got;
+/* One turn's working lists (run_turn's helpers share them), sized at its
+ * start and freed at its end. */
+struct turn_work {
+	struct flight **claimed; /* selected and signed; claimed once committed */
+	size_t nclaimed;
+	int64_t *next;                /* per finished flight: its next due time */
+	struct claim_row **done_rows; /* claim rows whose last flight finished */
+	size_t ndone_rows;
+	int64_t *min_due; /* per claim: the lane's next due time, or 0 */
+};
 
-	for (i = 0; i < t->nclaims; i++)
-		total += (size_t)t->claims[i].want;
-	claimed = calloc(total ? total : 1, sizeof *claimed);
-	next = calloc(t->fin.n ? t->fin.n : 1, sizeof *next);
-	done_rows = calloc(t->fin.n ? t->fin.n : 1, sizeof *done_rows);
-	min_due = calloc(t->nclaims ? t->nclaims : 1, sizeof *min_due);
-	if (!claimed || !next || !done_rows || !min_due) {
-		rc = STORE_ERR;
-		goto out;
-	}
-	/* Selecting and signing happen in a read snapshot, outside the write
-	 * lock, which the senders and fan-out share. */
+/* Selects and signs the deliveries of t->claims into w->claimed, in a read
+ * snapshot outside the write lock, which the senders and fan-out share.
+ * Each claim's want becomes how many it got (0 when its lane failed). */
+static void turn_select(struct engine *d, struct turn *t, struct turn_work *w, int64_t now)
+{
+	struct store_tx *tx = NULL;
+	size_t i;
+	int got;
+
 	if (t->nclaims && store_begin(d->st, 0, &tx) == STORE_OK) {
 		for (i = 0; i < t->nclaims; i++) {
-			got = select_lane(d, tx, &t->claims[i], now, claimed + nclaimed, &min_due[i]);
+			got = select_lane(d, tx, &t->claims[i], now, w->claimed + w->nclaimed,
+					  &w->min_due[i]);
 			t->claims[i].want = got < 0 ? 0 : got;
 			if (got > 0)
-				nclaimed += (size_t)got;
+				w->nclaimed += (size_t)got;
 		}
 		store_rollback(tx);
 	} else {
 		for (i = 0; i < t->nclaims; i++)
 			t->claims[i].want = 0;
 	}
-	tx = NULL;
+}
+
+/* The write transaction of a turn: records t->fin's outcomes (w->next gets
+ * their next due times), deletes the claim rows they complete (listed in
+ * w->done_rows) and writes the claim row of w->claimed. Returns 0, or a
+ * negative store status with every claim row's count as it was. */
+static int turn_write(struct engine *d, struct turn *t, struct turn_work *w, int64_t now)
+{
+	struct store_tx *tx = NULL;
+	struct claim_row *row = NULL;
+	size_t i, recorded = 0;
+	int rc;
+
 	if ((rc = store_begin(d->st, 1, &tx)) != STORE_OK) {
 		tx = NULL;
 		goto out;
 	}
-	if (t->fin.n && (rc = record_outcomes(tx, t->fin.f, t->fin.n, next)) < 0)
+	if (t->fin.n && (rc = record_outcomes(tx, t->fin.f, t->fin.n, w->next)) < 0)
 		goto out;
 	for (recorded = 0; recorded < t->fin.n; recorded++) {
 		struct flight *f = t->fin.f[recorded];
 
 		if (f->claim && --f->claim->left == 0)
-			done_rows[ndone_rows++] = f->claim;
+			w->done_rows[w->ndone_rows++] = f->claim;
 	}
-	if (ndone_rows && (rc = claims_delete(tx, done_rows, ndone_rows)) < 0)
+	if (w->ndone_rows && (rc = claims_delete(tx, w->done_rows, w->ndone_rows)) < 0)
 		goto out;
-	if (nclaimed && !(row = claim_write(tx, claimed, nclaimed, now, &rc)))
+	if (w->nclaimed && !(row = claim_write(tx, w->claimed, w->nclaimed, now, &rc)))
 		goto out;
 	rc = store_commit(tx);
 	tx = NULL;
-	if (rc != STORE_OK)
-		goto out;
+	if (rc == STORE_OK)
+		row = NULL; /* committed: the claimed flights own it */
+out:
+	if (rc < 0) {
+		/* Nothing was recorded: the claims keep their counts. */
+		for (i = 0; i < recorded; i++)
+			if (t->fin.f[i]->claim)
+				t->fin.f[i]->claim->left++;
+	}
+	store_rollback(tx);
+	free(row);
+	return rc;
+}
 
-	/* Committed: lanes learn their next due times and in-flight counts. */
-	row = NULL;
-	for (i = 0; i < ndone_rows; i++)
-		free(done_rows[i]);
-	ndone_rows = 0;
+/* After the commit: lanes learn their next due times and in-flight counts,
+ * the finished flights and completed claim rows are freed, and the capped
+ * lanes' sends are counted. */
+static void turn_committed(struct sender *sd, struct turn *t, struct turn_work *w, double mono)
+{
+	struct engine *d = sd->d;
+	size_t i;
+
+	for (i = 0; i < w->ndone_rows; i++)
+		free(w->done_rows[i]);
+	w->ndone_rows = 0;
 	for (i = 0; i < t->fin.n; i++)
 		lane_landed(t->fin.f[i]->lane, t->fin.f[i]->seq);
-	for (i = 0; i < nclaimed; i++) {
-		struct lane *l = claimed[i]->lane;
+	for (i = 0; i < w->nclaimed; i++) {
+		struct lane *l = w->claimed[i]->lane;
 
 		if (l->nflying < (int)ARRAY_LEN(l->flying))
-			l->flying[l->nflying++] = claimed[i]->seq;
+			l->flying[l->nflying++] = w->claimed[i]->seq;
 	}
 	pthread_mutex_lock(&d->mu);
 	for (i = 0; i < t->fin.n; i++) {
@@ -1259,15 +1351,15 @@ static int run_turn(struct sender *sd, struct turn *t, int64_t now, double mono)
 
 		l->in_flight--;
 		l->finished = 0;
-		if (next[i] < l->due_ms)
-			l->due_ms = next[i];
+		if (w->next[i] < l->due_ms)
+			l->due_ms = w->next[i];
 	}
 	for (i = 0; i < t->nclaims; i++) {
 		struct claim *c = &t->claims[i];
 
 		c->lane->in_flight += c->want;
-		if (min_due[i] && c->lane->gen == c->gen)
-			c->lane->due_ms = min_due[i];
+		if (w->min_due[i] && c->lane->gen == c->gen)
+			c->lane->due_ms = w->min_due[i];
 	}
 	pthread_mutex_unlock(&d->mu);
 	for (i = 0; i < t->nclaims; i++)
@@ -1276,44 +1368,125 @@ static int run_turn(struct sender *sd, struct turn *t, int64_t now, double mono)
 		flight_free(t->fin.f[i]);
 	sd->in_flight -= t->fin.n;
 	t->fin.n = 0;
-	/* Hand the claimed ones to the HTTP thread. */
+}
+
+/* Hands the claimed flights w->claimed to the HTTP thread; w->claimed is
+ * empty afterwards. */
+static void turn_hand_over(struct sender *sd, struct turn_work *w)
+{
+	size_t i;
+
 	pthread_mutex_lock(&sd->qmu);
-	for (i = 0; i < nclaimed; i++) {
-		if (queue_push(&sd->ready, claimed[i]) == 0) {
+	for (i = 0; i < w->nclaimed; i++) {
+		if (queue_push(&sd->ready, w->claimed[i]) == 0) {
 			sd->in_flight++;
 			continue;
 		}
 		/* Cannot happen (room is reserved at start). It is selected
 		 * again; its claim row stays until the next start. */
 		log_msg(LOG_ERROR, "webhook", "no room to queue delivery %s; it waits",
-			claimed[i]->id);
-		lane_landed(claimed[i]->lane, claimed[i]->seq);
-		claimed[i]->lane->in_flight--;
-		flight_abandon(claimed[i]);
+			w->claimed[i]->id);
+		lane_landed(w->claimed[i]->lane, w->claimed[i]->seq);
+		w->claimed[i]->lane->in_flight--;
+		flight_abandon(w->claimed[i]);
 	}
 	pthread_mutex_unlock(&sd->qmu);
-	if (nclaimed)
+	if (w->nclaimed)
 		httpc_async_wakeup(sd->http);
-	nclaimed = 0;
+	w->nclaimed = 0;
+}
+
+/* One write transaction: record t->fin, then claim for t->claims. Started
+ * flights go to the async client; ones that end at once join t->fin for
+ * the next turn. Returns 0, or a negative store status (then the finished
+ * ones stay in t->fin and nothing was claimed). */
+static int run_turn(struct sender *sd, struct turn *t, int64_t now, double mono)
+{
+	struct turn_work w = {0};
+	size_t i, total = 0;
+	int rc;
+
+	for (i = 0; i < t->nclaims; i++)
+		total += (size_t)t->claims[i].want;
+	w.claimed = calloc(total ? total : 1, sizeof *w.claimed);
+	w.next = calloc(t->fin.n ? t->fin.n : 1, sizeof *w.next);
+	w.done_rows = calloc(t->fin.n ? t->fin.n : 1, sizeof *w.done_rows);
+	w.min_due = calloc(t->nclaims ? t->nclaims : 1, sizeof *w.min_due);
+	if (!w.claimed || !w.next || !w.done_rows || !w.min_due) {
+		rc = STORE_ERR;
+		goto out;
+	}
+	turn_select(sd->d, t, &w, now);
+	if ((rc = turn_write(sd->d, t, &w, now)) != STORE_OK)
+		goto out;
+	turn_committed(sd, t, &w, mono);
+	turn_hand_over(sd, &w);
 	rc = 0;
 out:
-	if (rc < 0) {
+	if (rc < 0)
 		for (i = 0; i < t->fin.n; i++)
 			t->fin.f[i]->lane->finished = 0;
-		/* Nothing was recorded: the claims keep their counts. */
-		for (i = 0; i < recorded; i++)
-			if (t->fin.f[i]->claim)
-				t->fin.f[i]->claim->left++;
-	}
-	store_rollback(tx);
-	free(row);
-	for (i = 0; i < nclaimed; i++)
-		flight_free(claimed[i]);
-	free(claimed);
-	free(next);
-	free(done_rows);
-	free(min_due);
+	for (i = 0; i < w.nclaimed; i++)
+		flight_free(w.claimed[i]);
+	free(w.claimed);
+	free(w.next);
+	free(w.done_rows);
+	free(w.min_due);
 	return rc;
+}
+
+/* Waits up to wait ms (none when 0) for finished flights or a wake-up,
+ * then moves the finished flights the HTTP thread handed back to t->fin. */
+static void recorder_collect(struct sender *sd, struct turn *t, int wait)
+{
+	struct timespec ts;
+	size_t i;
+
+	pthread_mutex_lock(&sd->qmu);
+	if (sd->done.n == 0 && !sd->wake && wait > 0 && !sd->d->stop) {
+		clock_gettime(CLOCK_REALTIME, &ts);
+		ts.tv_nsec += (long)wait * 1000000L;
+		ts.tv_sec += ts.tv_nsec / 1000000000L;
+		ts.tv_nsec %= 1000000000L;
+		pthread_cond_timedwait(&sd->qcond, &sd->qmu, &ts);
+	}
+	sd->wake = 0;
+	for (i = 0; i < sd->done.n; i++)
+		if (queue_push(&t->fin, sd->done.f[i]) < 0) {
+			/* Cannot happen (room reserved). It is
+			 * selected again; its claim row stays. */
+			lane_landed(sd->done.f[i]->lane, sd->done.f[i]->seq);
+			sd->done.f[i]->lane->in_flight--;
+			sd->in_flight--;
+			flight_abandon(sd->done.f[i]);
+		}
+	sd->done.n = 0;
+	pthread_mutex_unlock(&sd->qmu);
+}
+
+/* Plans the claims (none when stopping) and runs a turn when there is
+ * anything to record or claim. Returns how long (ms) the recorder may wait
+ * for news before the next. */
+static int recorder_turn(struct sender *sd, struct turn *t, int stopping)
+{
+	int64_t now = clock_now_ms();
+	double mono = (double)clock_mono_us() / 1000.0;
+	size_t i;
+	int wait;
+
+	t->nclaims = 0;
+	for (i = 0; i < t->fin.n; i++)
+		t->fin.f[i]->lane->finished++;
+	wait = stopping ? 20 : plan_claims(sd, t, now, mono, sd->in_flight);
+	if (t->fin.n == 0 && t->nclaims == 0)
+		return wait;
+	if (run_turn(sd, t, now, mono) < 0) {
+		log_msg(LOG_ERROR, "webhook", "delivery bookkeeping failed; retrying");
+		return 200;
+	}
+	/* Plan again at once: claimed lanes may have more due, and recorded
+	 * outcomes set new due times. */
+	return 0;
 }
 
 /* The recorder: waits for finished flights or a reason to plan, then runs
@@ -1324,59 +1497,20 @@ static void *recorder_main(void *arg)
 	struct sender *sd = arg;
 	struct engine *d = sd->d;
 	struct turn t = {0};
+	int64_t drain_until = 0;
+	int wait = 0, stopping;
+	size_t i;
 
 	if (queue_reserve(&t.fin, MAX_IN_FLIGHT) < 0)
 		log_msg(LOG_ERROR, "webhook", "out of memory reserving the recorder's list");
-	struct timespec ts;
-	int64_t drain_until = 0, now;
-	int wait = 0, stopping, rc;
-	size_t i;
-	double mono;
-
 	for (;;) {
 		stopping = d->stop;
 		if (stopping && !drain_until)
 			drain_until = clock_mono_ms() + d->drain_ms;
 		if (stopping && t.fin.n == 0 && (sd->in_flight == 0 || clock_mono_ms() >= drain_until))
 			break;
-		pthread_mutex_lock(&sd->qmu);
-		if (sd->done.n == 0 && !sd->wake && wait > 0 && !d->stop) {
-			clock_gettime(CLOCK_REALTIME, &ts);
-			ts.tv_nsec += (long)wait * 1000000L;
-			ts.tv_sec += ts.tv_nsec / 1000000000L;
-			ts.tv_nsec %= 1000000000L;
-			pthread_cond_timedwait(&sd->qcond, &sd->qmu, &ts);
-		}
-		sd->wake = 0;
-		for (i = 0; i < sd->done.n; i++)
-			if (queue_push(&t.fin, sd->done.f[i]) < 0) {
-				/* Cannot happen (room reserved). It is
-				 * selected again; its claim row stays. */
-				lane_landed(sd->done.f[i]->lane, sd->done.f[i]->seq);
-				sd->done.f[i]->lane->in_flight--;
-				sd->in_flight--;
-				flight_abandon(sd->done.f[i]);
-			}
-		sd->done.n = 0;
-		pthread_mutex_unlock(&sd->qmu);
-
-		now = clock_now_ms();
-		mono = (double)clock_mono_us() / 1000.0;
-		t.nclaims = 0;
-		for (i = 0; i < t.fin.n; i++)
-			t.fin.f[i]->lane->finished++;
-		wait = stopping ? 20 : plan_claims(sd, &t, now, mono, sd->in_flight);
-		if (t.fin.n == 0 && t.nclaims == 0)
-			continue;
-		rc = run_turn(sd, &t, now, mono);
-		if (rc < 0) {
-			log_msg(LOG_ERROR, "webhook", "delivery bookkeeping failed; retrying");
-			wait = 200;
-		} else {
-			/* Plan again at once: claimed lanes may have more due, and
-			 * recorded outcomes set new due times. */
-			wait = 0;
-		}
+		recorder_collect(sd, &t, wait);
+		wait = recorder_turn(sd, &t, stopping);
 	}
 	/* Flights not back keep their claim: sent again at the next start. */
 	for (i = 0; i < t.fin.n; i++)
@@ -1548,11 +1682,79 @@ static void lanes_free(struct engine *d)
 	free(d->lanes);
 }
 
+/* Recovers a previous process's claims, loads the lanes with deliveries
+ * waiting and the fan-out cursor. Returns 0, or -1 on a store failure. */
+static int engine_load(struct engine *d)
+{
+	struct store_tx *tx;
+	int rc;
+
+	if (recover_claims(d->st) < 0 || lanes_rescan(d) < 0)
+		return -1;
+	if ((rc = store_begin(d->st, 0, &tx)) != STORE_OK)
+		return -1;
+	rc = store_query_int(tx, "SELECT last_event_seq FROM webhook_dispatch WHERE id = 1", NULL,
+			     0, &d->cursor);
+	store_rollback(tx);
+	return rc == 1 ? 0 : -1;
+}
+
+/* Sets up each sender's locks, asynchronous client and queues (room for
+ * MAX_IN_FLIGHT each). Returns 0, or -1 when out of memory (engine_stop
+ * frees what was made). */
+static int senders_init(struct engine *d)
+{
+	int i;
+
+	for (i = 0; i < d->nsenders; i++) {
+		struct sender *sd = &d->senders[i];
+
+		sd->d = d;
+		sd->index = i;
+		pthread_mutex_init(&sd->qmu, NULL);
+		pthread_cond_init(&sd->qcond, NULL);
+		sd->http = httpc_async_new();
+		if (!sd->http || queue_reserve(&sd->ready, MAX_IN_FLIGHT) < 0 ||
+		    queue_reserve(&sd->done, MAX_IN_FLIGHT) < 0 ||
+		    queue_reserve(&sd->spare, MAX_IN_FLIGHT) < 0 ||
+		    queue_reserve(&sd->failed, MAX_IN_FLIGHT) < 0)
+			return -1;
+	}
+	return 0;
+}
+
+/* Starts each sender's recorder and HTTP thread, then the fan-out thread.
+ * Returns 0, or -1 when a thread could not start (engine_stop joins those
+ * that did). */
+static int threads_start(struct engine *d)
+{
+	char name[16];
+	int i;
+
+	for (i = 0; i < d->nsenders; i++) {
+		struct sender *sd = &d->senders[i];
+
+		if (pthread_create(&sd->rec_thr, NULL, recorder_main, sd) != 0)
+			return -1;
+		sd->rec_started = 1;
+		snprintf(name, sizeof name, "wh-record-%d", i % 100);
+		pthread_setname_np(sd->rec_thr, name);
+		if (pthread_create(&sd->http_thr, NULL, sender_main, sd) != 0)
+			return -1;
+		sd->http_started = 1;
+		snprintf(name, sizeof name, "wh-send-%d", i % 100);
+		pthread_setname_np(sd->http_thr, name);
+	}
+	if (pthread_create(&d->fanout_thr, NULL, fanout_main, d) != 0)
+		return -1;
+	d->fanout_started = 1;
+	pthread_setname_np(d->fanout_thr, "wh-fanout");
+	return 0;
+}
+
 int engine_start(struct store *st, const struct engine_opts *o, struct engine **out)
 {
 	struct engine *d = calloc(1, sizeof *d);
-	struct store_tx *tx;
-	int rc, i;
 
 	*out = NULL;
 	if (!d)
@@ -1566,49 +1768,8 @@ int engine_start(struct store *st, const struct engine_opts *o, struct engine **
 	d->o.seal_key = d->seal_key;
 	pthread_mutex_init(&d->mu, NULL);
 	pthread_cond_init(&d->cond, NULL);
-	if (recover_claims(st) < 0 || lanes_rescan(d) < 0)
+	if (engine_load(d) < 0 || senders_init(d) < 0 || threads_start(d) < 0)
 		goto fail;
-	if ((rc = store_begin(st, 0, &tx)) != STORE_OK)
-		goto fail;
-	rc = store_query_int(tx, "SELECT last_event_seq FROM webhook_dispatch WHERE id = 1", NULL,
-			     0, &d->cursor);
-	store_rollback(tx);
-	if (rc != 1)
-		goto fail;
-	for (i = 0; i < d->nsenders; i++) {
-		struct sender *sd = &d->senders[i];
-
-		sd->d = d;
-		sd->index = i;
-		pthread_mutex_init(&sd->qmu, NULL);
-		pthread_cond_init(&sd->qcond, NULL);
-		sd->http = httpc_async_new();
-		if (!sd->http || queue_reserve(&sd->ready, MAX_IN_FLIGHT) < 0 ||
-		    queue_reserve(&sd->done, MAX_IN_FLIGHT) < 0 ||
-		    queue_reserve(&sd->spare, MAX_IN_FLIGHT) < 0 ||
-		    queue_reserve(&sd->failed, MAX_IN_FLIGHT) < 0)
-			goto fail;
-	}
-	for (i = 0; i < d->nsenders; i++) {
-		struct sender *sd = &d->senders[i];
-
-		char name[16];
-
-		if (pthread_create(&sd->rec_thr, NULL, recorder_main, sd) != 0)
-			goto fail;
-		sd->rec_started = 1;
-		snprintf(name, sizeof name, "wh-record-%d", i % 100);
-		pthread_setname_np(sd->rec_thr, name);
-		if (pthread_create(&sd->http_thr, NULL, sender_main, sd) != 0)
-			goto fail;
-		sd->http_started = 1;
-		snprintf(name, sizeof name, "wh-send-%d", i % 100);
-		pthread_setname_np(sd->http_thr, name);
-	}
-	if (pthread_create(&d->fanout_thr, NULL, fanout_main, d) != 0)
-		goto fail;
-	d->fanout_started = 1;
-	pthread_setname_np(d->fanout_thr, "wh-fanout");
 	*out = d;
 	return 0;
 fail:
