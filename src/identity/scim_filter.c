@@ -542,6 +542,67 @@ static int hex4(const char *s, unsigned long *v)
 	return 0;
 }
 
+/* Records "invalid escape" at pos, which as a 1-based position names the
+ * byte just before pos. Returns -1. */
+static int bad_escape(struct parser *p)
+{
+	fail(p, "invalid escape in string at position %zu", p->pos);
+	return -1;
+}
+
+/* Decodes a \u escape whose four hex digits start at pos, and the low half
+ * that must follow a high surrogate, into *cp, moving pos past them.
+ * Returns 0, or -1 with the error set (a lone or unpaired surrogate, a bad
+ * hex digit, or \u0000, which would end a C string). */
+static int parse_u_escape(struct parser *p, unsigned long *cp)
+{
+	unsigned long lo;
+
+	if (hex4(p->s + p->pos, cp) < 0)
+		return bad_escape(p);
+	p->pos += 4;
+	if (*cp >= 0xDC00 && *cp <= 0xDFFF)
+		return bad_escape(p);
+	if (*cp >= 0xD800 && *cp <= 0xDBFF) {
+		if (p->s[p->pos] != '\\' || p->s[p->pos + 1] != 'u' ||
+		    hex4(p->s + p->pos + 2, &lo) < 0 || lo < 0xDC00 || lo > 0xDFFF)
+			return bad_escape(p);
+		p->pos += 6;
+		*cp = 0x10000 + ((*cp - 0xD800) << 10) + (lo - 0xDC00);
+	}
+	if (!*cp) {
+		fail(p, "\\u0000 is not allowed in a string at position %zu", p->pos - 5);
+		return -1;
+	}
+	return 0;
+}
+
+/* Decodes the escape whose letter is under pos (just past the backslash),
+ * appending what it stands for to o at *n (as UTF-8 for \u) and moving pos
+ * past it. Returns 0, or -1 with the error set. */
+static int parse_escape(struct parser *p, char *o, size_t *n)
+{
+	static const char letter[] = "\"\\/bfnrt", meaning[] = "\"\\/\b\f\n\r\t";
+	const char *at;
+	unsigned long cp;
+	char c = cur(p);
+
+	p->pos++;
+	if (c == 'u') {
+		if (parse_u_escape(p, &cp) < 0)
+			return -1;
+		put_utf8(o, n, cp);
+		return 0;
+	}
+	at = c ? strchr(letter, c) : NULL;
+	if (!at) {
+		p->pos--;
+		return bad_escape(p);
+	}
+	o[(*n)++] = meaning[at - letter];
+	return 0;
+}
+
 /* Parses the JSON string literal starting at the '"' under pos into a new
  * malloc'd UTF-8 string (\u0000 refused, so it is a C string). Returns it,
  * or NULL with the error set. The output never outgrows the input: every
@@ -549,7 +610,6 @@ static int hex4(const char *s, unsigned long *v)
 static char *parse_string(struct parser *p)
 {
 	size_t start = p->pos, n = 0, rest = strlen(p->s + p->pos);
-	unsigned long cp, lo;
 	char *o = malloc(rest + 1), c;
 
 	if (!o) {
@@ -570,62 +630,13 @@ static char *parse_string(struct parser *p)
 		p->pos++;
 		if (c == '"')
 			break;
-		if (c != '\\') {
+		if (c != '\\')
 			o[n++] = c;
-			continue;
-		}
-		c = cur(p);
-		p->pos++;
-		switch (c) {
-		case '"':
-		case '\\':
-		case '/':
-			o[n++] = c;
-			break;
-		case 'b':
-			o[n++] = '\b';
-			break;
-		case 'f':
-			o[n++] = '\f';
-			break;
-		case 'n':
-			o[n++] = '\n';
-			break;
-		case 'r':
-			o[n++] = '\r';
-			break;
-		case 't':
-			o[n++] = '\t';
-			break;
-		case 'u':
-			if (hex4(p->s + p->pos, &cp) < 0)
-				goto bad_escape;
-			p->pos += 4;
-			if (cp >= 0xDC00 && cp <= 0xDFFF)
-				goto bad_escape;
-			if (cp >= 0xD800 && cp <= 0xDBFF) {
-				if (p->s[p->pos] != '\\' || p->s[p->pos + 1] != 'u' ||
-				    hex4(p->s + p->pos + 2, &lo) < 0 || lo < 0xDC00 || lo > 0xDFFF)
-					goto bad_escape;
-				p->pos += 6;
-				cp = 0x10000 + ((cp - 0xD800) << 10) + (lo - 0xDC00);
-			}
-			if (!cp) {
-				fail(p, "\\u0000 is not allowed in a string at position %zu",
-				     p->pos - 5);
-				goto bad;
-			}
-			put_utf8(o, &n, cp);
-			break;
-		default:
-			p->pos--;
-			goto bad_escape;
-		}
+		else if (parse_escape(p, o, &n) < 0)
+			goto bad;
 	}
 	o[n] = '\0';
 	return o;
-bad_escape:
-	fail(p, "invalid escape in string at position %zu", p->pos);
 bad:
 	free(o);
 	return NULL;
