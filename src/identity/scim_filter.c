@@ -753,6 +753,21 @@ static int parse_op(struct parser *p, int i, const char *what)
 
 static int parse_or(struct parser *p);
 
+/* Skips whitespace and the closing bracket close (')' or ']') that must
+ * follow. Returns 0, or -1 with the error set ("expected" when something
+ * else is there, "missing" at the end of the text). */
+static int expect_close(struct parser *p, char close)
+{
+	skip_ws(p);
+	if (cur(p) != close) {
+		fail(p, cur(p) ? "expected '%c' at position %zu" : "missing '%c' at position %zu",
+		     close, p->pos + 1);
+		return -1;
+	}
+	p->pos++;
+	return 0;
+}
+
 /* attrExp / valuePath: [URN:]attr[.sub] op value, [URN:]attr[.sub] pr, or
  * [URN:]attr[filter] optionally followed by ".sub op value" or ".sub pr". */
 static int parse_attr_exp(struct parser *p)
@@ -789,15 +804,8 @@ static int parse_attr_exp(struct parser *p)
 		return -1;
 	p->pos++;
 	inner = parse_or(p);
-	if (inner < 0)
+	if (inner < 0 || expect_close(p, ']') < 0)
 		return -1;
-	skip_ws(p);
-	if (cur(p) != ']') {
-		fail(p, cur(p) ? "expected ']' at position %zu" : "missing ']' at position %zu",
-		     p->pos + 1);
-		return -1;
-	}
-	p->pos++;
 	p->depth--;
 	p->f->node[i].left = inner;
 	p->f->node[i].path = ap;
@@ -823,16 +831,8 @@ static int parse_unary(struct parser *p)
 			return -1;
 		p->pos++;
 		inner = parse_or(p);
-		if (inner < 0)
+		if (inner < 0 || expect_close(p, ')') < 0)
 			return -1;
-		skip_ws(p);
-		if (cur(p) != ')') {
-			fail(p,
-			     cur(p) ? "expected ')' at position %zu" : "missing ')' at position %zu",
-			     p->pos + 1);
-			return -1;
-		}
-		p->pos++;
 		p->depth--;
 		return inner;
 	}
@@ -992,6 +992,31 @@ void scim_filter_free(struct scim_filter *f)
 	free(f);
 }
 
+/* Reads a path's value filter, "[" filter "]" and an optional "." subAttr,
+ * from the '[' under pos into a new p->f and ap->sub; ap is the attribute
+ * path before the '[', which may not name a sub-attribute. Returns 0, or -1
+ * with the error set; p->f, once allocated, is the caller's to free either
+ * way. */
+static int parse_path_filter(struct parser *p, struct apath *ap)
+{
+	if (ap->sub[0]) {
+		fail(p,
+		     "a value filter '[' must follow the attribute name, not a sub-attribute, at position %zu",
+		     p->pos + 1);
+		return -1;
+	}
+	p->f = filter_new(p);
+	if (!p->f || enter(p) < 0)
+		return -1;
+	p->pos++;
+	p->f->root = parse_or(p);
+	if (p->f->root < 0 || expect_close(p, ']') < 0)
+		return -1;
+	if (cur(p) == '.' && parse_sub_after(p, ap->sub, sizeof ap->sub) < 0)
+		return -1;
+	return 0;
+}
+
 int scim_path_parse(const char *text, struct scim_path *out, char *err, size_t errcap)
 {
 	struct parser p = {.err = err, .errcap = errcap};
@@ -1023,31 +1048,8 @@ int scim_path_parse(const char *text, struct scim_path *out, char *err, size_t e
 		goto out;
 	p.pos += n;
 	skip_ws(&p);
-	if (cur(&p) == '[') {
-		if (ap.sub[0]) {
-			fail(&p,
-			     "a value filter '[' must follow the attribute name, not a sub-attribute, at position %zu",
-			     p.pos + 1);
-			goto out;
-		}
-		p.f = filter_new(&p);
-		if (!p.f || enter(&p) < 0)
-			goto out;
-		p.pos++;
-		p.f->root = parse_or(&p);
-		if (p.f->root < 0)
-			goto out;
-		skip_ws(&p);
-		if (cur(&p) != ']') {
-			fail(&p,
-			     cur(&p) ? "expected ']' at position %zu" : "missing ']' at position %zu",
-			     p.pos + 1);
-			goto out;
-		}
-		p.pos++;
-		if (cur(&p) == '.' && parse_sub_after(&p, ap.sub, sizeof ap.sub) < 0)
-			goto out;
-	}
+	if (cur(&p) == '[' && parse_path_filter(&p, &ap) < 0)
+		goto out;
 	if (expect_end(&p) < 0)
 		goto out;
 	memcpy(out->urn, ap.urn, sizeof out->urn);
