@@ -297,6 +297,37 @@ static int cmp_cstr(const void *a, const void *b)
 	return strcmp(*(const char *const *)a, *(const char *const *)b);
 }
 
+static void key_json(struct key *k, const json_t *v, int depth);
+
+/* Appends the canonical form of the object v at nesting depth (see
+ * key_json): its member count, then each member's name and value, sorted
+ * by name so that member order does not count. Out of memory marks k
+ * bad. */
+static void key_object(struct key *k, const json_t *v, int depth)
+{
+	const char **keys, *name;
+	json_t *m;
+	size_t i = 0, n = json_object_size(v);
+
+	key_head(k, 'o', n);
+	if (!n)
+		return;
+	keys = malloc(n * sizeof *keys);
+	if (!keys) {
+		k->bad = KEY_OOM;
+		return;
+	}
+	json_object_foreach((json_t *)v, name, m)
+		keys[i++] = name;
+	qsort(keys, n, sizeof *keys, cmp_cstr);
+	for (i = 0; i < n; i++) {
+		key_head(k, 'k', strlen(keys[i]));
+		key_put(k, keys[i], strlen(keys[i]));
+		key_json(k, json_object_get(v, keys[i]), depth + 1);
+	}
+	free(keys);
+}
+
 /* Appends the canonical form of v: equal for two values exactly when
  * json_equal() holds. Every value is tagged with its type (an integer 1 and
  * a real 1.0 differ, as for json_equal), strings and keys carry their
@@ -304,9 +335,7 @@ static int cmp_cstr(const void *a, const void *b)
  * (equal for json_equal) are written alike. */
 static void key_json(struct key *k, const json_t *v, int depth)
 {
-	const char **keys, *name;
-	json_t *m;
-	size_t i, n;
+	size_t i;
 	char num[40];
 	double d;
 
@@ -342,25 +371,7 @@ static void key_json(struct key *k, const json_t *v, int depth)
 			key_json(k, json_array_get(v, i), depth + 1);
 		break;
 	case JSON_OBJECT:
-		n = json_object_size(v);
-		key_head(k, 'o', n);
-		if (!n)
-			break;
-		keys = malloc(n * sizeof *keys);
-		if (!keys) {
-			k->bad = KEY_OOM;
-			break;
-		}
-		i = 0;
-		json_object_foreach((json_t *)v, name, m)
-			keys[i++] = name;
-		qsort(keys, n, sizeof *keys, cmp_cstr);
-		for (i = 0; i < n; i++) {
-			key_head(k, 'k', strlen(keys[i]));
-			key_put(k, keys[i], strlen(keys[i]));
-			key_json(k, json_object_get(v, keys[i]), depth + 1);
-		}
-		free(keys);
+		key_object(k, v, depth);
 		break;
 	}
 }
