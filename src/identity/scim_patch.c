@@ -813,62 +813,90 @@ bad:
 	return NULL;
 }
 
-/* attr[filter] and attr[filter].sub. */
-static int apply_filtered(struct patch *pt, json_t *base, const struct scim_path *sp,
-			  const json_t *value)
+/* remove on attr[filter] and attr[filter].sub: drops each element of cur
+ * (the attribute's array, or NULL) that matches the filter, or only its
+ * sub-attribute, and then drops the attribute from base if it is left an
+ * empty array. */
+static void remove_filtered(json_t *base, const struct scim_path *sp, json_t *cur)
 {
-	json_t *cur = scim_object_get(base, sp->attr, NULL), *e, *fresh;
-	size_t i, matched = 0;
+	json_t *e;
+	size_t i;
+
+	for (i = json_array_size(cur); i-- > 0;) {
+		e = json_array_get(cur, i);
+		if (!json_is_object(e) || !scim_filter_match(sp->filter, e))
+			continue;
+		if (sp->sub[0])
+			del_attr(e, sp->sub);
+		else
+			json_array_remove(cur, i);
+	}
+	if (cur && json_is_array(cur) && !json_array_size(cur))
+		del_attr(base, sp->attr);
+}
+
+/* replace on attr[filter] for the matching element cur[i]: it becomes the
+ * element the filter describes (template_of, or an empty object) with value
+ * merged in. Returns SCIM_PATCH_OK or an error code, cur[i] unchanged. */
+static int replace_element(struct patch *pt, json_t *cur, size_t i, const struct scim_filter *f,
+			   const json_t *value)
+{
+	json_t *fresh = template_of(f);
 	int rc;
 
-	if (cur && !json_is_null(cur) && !json_is_array(cur))
-		return fail(pt, SCIM_PATCH_INVALID_PATH,
-			    "a value filter needs a multi-valued attribute; \"%s\" is not one",
-			    sp->attr);
-	if (pt->op == P_REMOVE) {
-		for (i = json_array_size(cur); i-- > 0;) {
-			e = json_array_get(cur, i);
-			if (!json_is_object(e) || !scim_filter_match(sp->filter, e))
-				continue;
-			if (sp->sub[0])
-				del_attr(e, sp->sub);
-			else
-				json_array_remove(cur, i);
-		}
-		if (cur && json_is_array(cur) && !json_array_size(cur))
-			del_attr(base, sp->attr);
-		return SCIM_PATCH_OK;
-	}
-	if (!sp->sub[0] && !json_is_object(value))
-		return fail(pt, SCIM_PATCH_INVALID_VALUE,
-			    "the value for \"%s[...]\" must be an object", sp->attr);
+	if (!fresh)
+		fresh = json_object();
+	if (!fresh)
+		return oom(pt);
+	rc = merge(pt, fresh, value, P_REPLACE);
+	if (!rc && json_array_set_new(cur, i, fresh))
+		return oom(pt);
+	if (rc)
+		json_decref(fresh);
+	return rc;
+}
+
+/* add / replace on each element of cur (the attribute's array, or NULL)
+ * that matches the filter: value goes to the element's sub-attribute
+ * (attr[filter].sub), merges into it (add), or replaces it (replace).
+ * Sets *matched to the number of matching elements. Returns SCIM_PATCH_OK
+ * or the first error code, elements before it already changed. */
+static int update_matches(struct patch *pt, json_t *cur, const struct scim_path *sp,
+			  const json_t *value, size_t *matched)
+{
+	json_t *e;
+	size_t i;
+	int rc;
+
+	*matched = 0;
 	for (i = 0; i < json_array_size(cur); i++) {
 		e = json_array_get(cur, i);
 		if (!json_is_object(e) || !scim_filter_match(sp->filter, e))
 			continue;
-		matched++;
-		if (sp->sub[0]) {
+		(*matched)++;
+		if (sp->sub[0])
 			rc = apply_attr(pt, e, sp->sub, value, pt->op);
-		} else if (pt->op == P_ADD) {
+		else if (pt->op == P_ADD)
 			rc = merge(pt, e, value, P_ADD);
-		} else {
-			fresh = template_of(sp->filter);
-			if (!fresh)
-				fresh = json_object();
-			if (!fresh)
-				return oom(pt);
-			rc = merge(pt, fresh, value, P_REPLACE);
-			if (!rc && json_array_set_new(cur, i, fresh))
-				return oom(pt);
-			if (rc)
-				json_decref(fresh);
-		}
+		else
+			rc = replace_element(pt, cur, i, sp->filter, value);
 		if (rc)
 			return rc;
 	}
-	if (matched || (sp->sub[0] && json_is_null(value)))
-		return SCIM_PATCH_OK;
-	fresh = template_of(sp->filter);
+	return SCIM_PATCH_OK;
+}
+
+/* add / replace on attr[filter] when no element matches: appends the
+ * element the filter describes (template_of) with value set at the
+ * sub-attribute or merged in, creating the attribute's array in base when
+ * cur is absent or null. Returns SCIM_PATCH_OK, NO_TARGET when the filter
+ * describes no element, or another error code. */
+static int create_filtered(struct patch *pt, json_t *base, const struct scim_path *sp, json_t *cur,
+			   const json_t *value)
+{
+	json_t *fresh = template_of(sp->filter);
+	int rc;
+
 	if (!fresh)
 		return fail(pt, SCIM_PATCH_NO_TARGET,
 			    "no element of \"%s\" matches the filter, and the filter does not describe one to create",
@@ -887,6 +915,37 @@ static int apply_filtered(struct patch *pt, json_t *base, const struct scim_path
 		}
 	}
 	return json_array_append_new(cur, fresh) ? oom(pt) : SCIM_PATCH_OK;
+}
+
+/* attr[filter] and attr[filter].sub: the attribute must be absent, null or
+ * an array. remove drops what matches (remove_filtered); add and replace
+ * change the matching elements (update_matches) or, when none matches and
+ * the value is not a null for a sub-attribute, create one
+ * (create_filtered). Returns SCIM_PATCH_OK or an error code. */
+static int apply_filtered(struct patch *pt, json_t *base, const struct scim_path *sp,
+			  const json_t *value)
+{
+	json_t *cur = scim_object_get(base, sp->attr, NULL);
+	size_t matched;
+	int rc;
+
+	if (cur && !json_is_null(cur) && !json_is_array(cur))
+		return fail(pt, SCIM_PATCH_INVALID_PATH,
+			    "a value filter needs a multi-valued attribute; \"%s\" is not one",
+			    sp->attr);
+	if (pt->op == P_REMOVE) {
+		remove_filtered(base, sp, cur);
+		return SCIM_PATCH_OK;
+	}
+	if (!sp->sub[0] && !json_is_object(value))
+		return fail(pt, SCIM_PATCH_INVALID_VALUE,
+			    "the value for \"%s[...]\" must be an object", sp->attr);
+	rc = update_matches(pt, cur, sp, value, &matched);
+	if (rc)
+		return rc;
+	if (matched || (sp->sub[0] && json_is_null(value)))
+		return SCIM_PATCH_OK;
+	return create_filtered(pt, base, sp, cur, value);
 }
 
 /* Adds urn to the resource's "schemas" array when that exists and lacks it. */
