@@ -1163,10 +1163,49 @@ static int apply_one(struct patch *pt, const json_t *opj)
 	return rc;
 }
 
+/* Checks the PatchOp message around the operations: "schemas", when
+ * present, must list the PatchOp URN, and "Operations" must be an array of
+ * one to SCIM_PATCH_MAX_OPS operations, which *ops is set to. Returns
+ * SCIM_PATCH_OK, or with err set INVALID_SYNTAX, or INVALID_VALUE for too
+ * many operations. */
+static int check_message(const json_t *body, const json_t **ops, char *err, size_t errcap)
+{
+	const json_t *schemas = scim_object_get(body, "schemas", NULL);
+	size_t i;
+
+	if (schemas) {
+		for (i = 0; i < json_array_size(schemas); i++)
+			if (json_is_string(json_array_get(schemas, i)) &&
+			    ci_eq(json_string_value(json_array_get(schemas, i)), SCIM_PATCH_URN))
+				break;
+		if (i == json_array_size(schemas)) {
+			snprintf(err, errcap, "schemas must contain \"%s\"", SCIM_PATCH_URN);
+			return SCIM_PATCH_INVALID_SYNTAX;
+		}
+	}
+	*ops = scim_object_get(body, "Operations", NULL);
+	if (!json_is_array(*ops)) {
+		snprintf(err, errcap, "\"Operations\" must be an array");
+		return SCIM_PATCH_INVALID_SYNTAX;
+	}
+	/* RFC 7644 §3.5.2: "an array of one or more PATCH operations"; an
+	 * empty one does not conform to the PatchOp message, as a missing one
+	 * does not: both are invalidSyntax. */
+	if (!json_array_size(*ops)) {
+		snprintf(err, errcap, "\"Operations\" must hold one or more operations");
+		return SCIM_PATCH_INVALID_SYNTAX;
+	}
+	if (json_array_size(*ops) > SCIM_PATCH_MAX_OPS) {
+		snprintf(err, errcap, "too many operations (at most %d)", SCIM_PATCH_MAX_OPS);
+		return SCIM_PATCH_INVALID_VALUE;
+	}
+	return SCIM_PATCH_OK;
+}
+
 int scim_patch_apply(json_t *resource, const json_t *body, char *err, size_t errcap)
 {
 	struct patch pt = {.err = err, .errcap = errcap};
-	const json_t *ops, *schemas;
+	const json_t *ops;
 	size_t i;
 	int rc = SCIM_PATCH_INVALID_SYNTAX;
 
@@ -1176,34 +1215,9 @@ int scim_patch_apply(json_t *resource, const json_t *body, char *err, size_t err
 		snprintf(err, errcap, "the PATCH body must be a JSON object");
 		goto out;
 	}
-	schemas = scim_object_get(body, "schemas", NULL);
-	if (schemas) {
-		for (i = 0; i < json_array_size(schemas); i++)
-			if (json_is_string(json_array_get(schemas, i)) &&
-			    ci_eq(json_string_value(json_array_get(schemas, i)), SCIM_PATCH_URN))
-				break;
-		if (i == json_array_size(schemas)) {
-			snprintf(err, errcap, "schemas must contain \"%s\"", SCIM_PATCH_URN);
-			goto out;
-		}
-	}
-	ops = scim_object_get(body, "Operations", NULL);
-	if (!json_is_array(ops)) {
-		snprintf(err, errcap, "\"Operations\" must be an array");
+	rc = check_message(body, &ops, err, errcap);
+	if (rc)
 		goto out;
-	}
-	/* RFC 7644 §3.5.2: "an array of one or more PATCH operations"; an
-	 * empty one does not conform to the PatchOp message, as a missing one
-	 * does not: both are invalidSyntax. */
-	if (!json_array_size(ops)) {
-		snprintf(err, errcap, "\"Operations\" must hold one or more operations");
-		goto out;
-	}
-	if (json_array_size(ops) > SCIM_PATCH_MAX_OPS) {
-		snprintf(err, errcap, "too many operations (at most %d)", SCIM_PATCH_MAX_OPS);
-		rc = SCIM_PATCH_INVALID_VALUE;
-		goto out;
-	}
 	pt.res = json_deep_copy(resource);
 	if (!pt.res) {
 		snprintf(err, errcap, "out of memory");
