@@ -542,6 +542,67 @@ static int hex4(const char *s, unsigned long *v)
 	return 0;
 }
 
+/* Records "invalid escape" at pos, which as a 1-based position names the
+ * byte just before pos. Returns -1. */
+static int bad_escape(struct parser *p)
+{
+	fail(p, "invalid escape in string at position %zu", p->pos);
+	return -1;
+}
+
+/* Decodes a \u escape whose four hex digits start at pos, and the low half
+ * that must follow a high surrogate, into *cp, moving pos past them.
+ * Returns 0, or -1 with the error set (a lone or unpaired surrogate, a bad
+ * hex digit, or \u0000, which would end a C string). */
+static int parse_u_escape(struct parser *p, unsigned long *cp)
+{
+	unsigned long lo;
+
+	if (hex4(p->s + p->pos, cp) < 0)
+		return bad_escape(p);
+	p->pos += 4;
+	if (*cp >= 0xDC00 && *cp <= 0xDFFF)
+		return bad_escape(p);
+	if (*cp >= 0xD800 && *cp <= 0xDBFF) {
+		if (p->s[p->pos] != '\\' || p->s[p->pos + 1] != 'u' ||
+		    hex4(p->s + p->pos + 2, &lo) < 0 || lo < 0xDC00 || lo > 0xDFFF)
+			return bad_escape(p);
+		p->pos += 6;
+		*cp = 0x10000 + ((*cp - 0xD800) << 10) + (lo - 0xDC00);
+	}
+	if (!*cp) {
+		fail(p, "\\u0000 is not allowed in a string at position %zu", p->pos - 5);
+		return -1;
+	}
+	return 0;
+}
+
+/* Decodes the escape whose letter is under pos (just past the backslash),
+ * appending what it stands for to o at *n (as UTF-8 for \u) and moving pos
+ * past it. Returns 0, or -1 with the error set. */
+static int parse_escape(struct parser *p, char *o, size_t *n)
+{
+	static const char letter[] = "\"\\/bfnrt", meaning[] = "\"\\/\b\f\n\r\t";
+	const char *at;
+	unsigned long cp;
+	char c = cur(p);
+
+	p->pos++;
+	if (c == 'u') {
+		if (parse_u_escape(p, &cp) < 0)
+			return -1;
+		put_utf8(o, n, cp);
+		return 0;
+	}
+	at = c ? strchr(letter, c) : NULL;
+	if (!at) {
+		p->pos--;
+		return bad_escape(p);
+	}
+	o[(*n)++] = meaning[at - letter];
+	return 0;
+}
+
 /* Parses the JSON string literal starting at the '"' under pos into a new
  * malloc'd UTF-8 string (\u0000 refused, so it is a C string). Returns it,
  * or NULL with the error set. The output never outgrows the input: every
@@ -549,7 +610,6 @@ static int hex4(const char *s, unsigned long *v)
 static char *parse_string(struct parser *p)
 {
 	size_t start = p->pos, n = 0, rest = strlen(p->s + p->pos);
-	unsigned long cp, lo;
 	char *o = malloc(rest + 1), c;
 
 	if (!o) {
@@ -570,62 +630,13 @@ static char *parse_string(struct parser *p)
 		p->pos++;
 		if (c == '"')
 			break;
-		if (c != '\\') {
+		if (c != '\\')
 			o[n++] = c;
-			continue;
-		}
-		c = cur(p);
-		p->pos++;
-		switch (c) {
-		case '"':
-		case '\\':
-		case '/':
-			o[n++] = c;
-			break;
-		case 'b':
-			o[n++] = '\b';
-			break;
-		case 'f':
-			o[n++] = '\f';
-			break;
-		case 'n':
-			o[n++] = '\n';
-			break;
-		case 'r':
-			o[n++] = '\r';
-			break;
-		case 't':
-			o[n++] = '\t';
-			break;
-		case 'u':
-			if (hex4(p->s + p->pos, &cp) < 0)
-				goto bad_escape;
-			p->pos += 4;
-			if (cp >= 0xDC00 && cp <= 0xDFFF)
-				goto bad_escape;
-			if (cp >= 0xD800 && cp <= 0xDBFF) {
-				if (p->s[p->pos] != '\\' || p->s[p->pos + 1] != 'u' ||
-				    hex4(p->s + p->pos + 2, &lo) < 0 || lo < 0xDC00 || lo > 0xDFFF)
-					goto bad_escape;
-				p->pos += 6;
-				cp = 0x10000 + ((cp - 0xD800) << 10) + (lo - 0xDC00);
-			}
-			if (!cp) {
-				fail(p, "\\u0000 is not allowed in a string at position %zu",
-				     p->pos - 5);
-				goto bad;
-			}
-			put_utf8(o, &n, cp);
-			break;
-		default:
-			p->pos--;
-			goto bad_escape;
-		}
+		else if (parse_escape(p, o, &n) < 0)
+			goto bad;
 	}
 	o[n] = '\0';
 	return o;
-bad_escape:
-	fail(p, "invalid escape in string at position %zu", p->pos);
 bad:
 	free(o);
 	return NULL;
@@ -742,6 +753,21 @@ static int parse_op(struct parser *p, int i, const char *what)
 
 static int parse_or(struct parser *p);
 
+/* Skips whitespace and the closing bracket close (')' or ']') that must
+ * follow. Returns 0, or -1 with the error set ("expected" when something
+ * else is there, "missing" at the end of the text). */
+static int expect_close(struct parser *p, char close)
+{
+	skip_ws(p);
+	if (cur(p) != close) {
+		fail(p, cur(p) ? "expected '%c' at position %zu" : "missing '%c' at position %zu",
+		     close, p->pos + 1);
+		return -1;
+	}
+	p->pos++;
+	return 0;
+}
+
 /* attrExp / valuePath: [URN:]attr[.sub] op value, [URN:]attr[.sub] pr, or
  * [URN:]attr[filter] optionally followed by ".sub op value" or ".sub pr". */
 static int parse_attr_exp(struct parser *p)
@@ -778,15 +804,8 @@ static int parse_attr_exp(struct parser *p)
 		return -1;
 	p->pos++;
 	inner = parse_or(p);
-	if (inner < 0)
+	if (inner < 0 || expect_close(p, ']') < 0)
 		return -1;
-	skip_ws(p);
-	if (cur(p) != ']') {
-		fail(p, cur(p) ? "expected ']' at position %zu" : "missing ']' at position %zu",
-		     p->pos + 1);
-		return -1;
-	}
-	p->pos++;
 	p->depth--;
 	p->f->node[i].left = inner;
 	p->f->node[i].path = ap;
@@ -812,16 +831,8 @@ static int parse_unary(struct parser *p)
 			return -1;
 		p->pos++;
 		inner = parse_or(p);
-		if (inner < 0)
+		if (inner < 0 || expect_close(p, ')') < 0)
 			return -1;
-		skip_ws(p);
-		if (cur(p) != ')') {
-			fail(p,
-			     cur(p) ? "expected ')' at position %zu" : "missing ')' at position %zu",
-			     p->pos + 1);
-			return -1;
-		}
-		p->pos++;
 		p->depth--;
 		return inner;
 	}
@@ -981,6 +992,31 @@ void scim_filter_free(struct scim_filter *f)
 	free(f);
 }
 
+/* Reads a path's value filter, "[" filter "]" and an optional "." subAttr,
+ * from the '[' under pos into a new p->f and ap->sub; ap is the attribute
+ * path before the '[', which may not name a sub-attribute. Returns 0, or -1
+ * with the error set; p->f, once allocated, is the caller's to free either
+ * way. */
+static int parse_path_filter(struct parser *p, struct apath *ap)
+{
+	if (ap->sub[0]) {
+		fail(p,
+		     "a value filter '[' must follow the attribute name, not a sub-attribute, at position %zu",
+		     p->pos + 1);
+		return -1;
+	}
+	p->f = filter_new(p);
+	if (!p->f || enter(p) < 0)
+		return -1;
+	p->pos++;
+	p->f->root = parse_or(p);
+	if (p->f->root < 0 || expect_close(p, ']') < 0)
+		return -1;
+	if (cur(p) == '.' && parse_sub_after(p, ap->sub, sizeof ap->sub) < 0)
+		return -1;
+	return 0;
+}
+
 int scim_path_parse(const char *text, struct scim_path *out, char *err, size_t errcap)
 {
 	struct parser p = {.err = err, .errcap = errcap};
@@ -1012,31 +1048,8 @@ int scim_path_parse(const char *text, struct scim_path *out, char *err, size_t e
 		goto out;
 	p.pos += n;
 	skip_ws(&p);
-	if (cur(&p) == '[') {
-		if (ap.sub[0]) {
-			fail(&p,
-			     "a value filter '[' must follow the attribute name, not a sub-attribute, at position %zu",
-			     p.pos + 1);
-			goto out;
-		}
-		p.f = filter_new(&p);
-		if (!p.f || enter(&p) < 0)
-			goto out;
-		p.pos++;
-		p.f->root = parse_or(&p);
-		if (p.f->root < 0)
-			goto out;
-		skip_ws(&p);
-		if (cur(&p) != ']') {
-			fail(&p,
-			     cur(&p) ? "expected ']' at position %zu" : "missing ']' at position %zu",
-			     p.pos + 1);
-			goto out;
-		}
-		p.pos++;
-		if (cur(&p) == '.' && parse_sub_after(&p, ap.sub, sizeof ap.sub) < 0)
-			goto out;
-	}
+	if (cur(&p) == '[' && parse_path_filter(&p, &ap) < 0)
+		goto out;
 	if (expect_end(&p) < 0)
 		goto out;
 	memcpy(out->urn, ap.urn, sizeof out->urn);

@@ -297,6 +297,37 @@ static int cmp_cstr(const void *a, const void *b)
 	return strcmp(*(const char *const *)a, *(const char *const *)b);
 }
 
+static void key_json(struct key *k, const json_t *v, int depth);
+
+/* Appends the canonical form of the object v at nesting depth (see
+ * key_json): its member count, then each member's name and value, sorted
+ * by name so that member order does not count. Out of memory marks k
+ * bad. */
+static void key_object(struct key *k, const json_t *v, int depth)
+{
+	const char **keys, *name;
+	json_t *m;
+	size_t i = 0, n = json_object_size(v);
+
+	key_head(k, 'o', n);
+	if (!n)
+		return;
+	keys = malloc(n * sizeof *keys);
+	if (!keys) {
+		k->bad = KEY_OOM;
+		return;
+	}
+	json_object_foreach((json_t *)v, name, m)
+		keys[i++] = name;
+	qsort(keys, n, sizeof *keys, cmp_cstr);
+	for (i = 0; i < n; i++) {
+		key_head(k, 'k', strlen(keys[i]));
+		key_put(k, keys[i], strlen(keys[i]));
+		key_json(k, json_object_get(v, keys[i]), depth + 1);
+	}
+	free(keys);
+}
+
 /* Appends the canonical form of v: equal for two values exactly when
  * json_equal() holds. Every value is tagged with its type (an integer 1 and
  * a real 1.0 differ, as for json_equal), strings and keys carry their
@@ -304,9 +335,7 @@ static int cmp_cstr(const void *a, const void *b)
  * (equal for json_equal) are written alike. */
 static void key_json(struct key *k, const json_t *v, int depth)
 {
-	const char **keys, *name;
-	json_t *m;
-	size_t i, n;
+	size_t i;
 	char num[40];
 	double d;
 
@@ -342,25 +371,7 @@ static void key_json(struct key *k, const json_t *v, int depth)
 			key_json(k, json_array_get(v, i), depth + 1);
 		break;
 	case JSON_OBJECT:
-		n = json_object_size(v);
-		key_head(k, 'o', n);
-		if (!n)
-			break;
-		keys = malloc(n * sizeof *keys);
-		if (!keys) {
-			k->bad = KEY_OOM;
-			break;
-		}
-		i = 0;
-		json_object_foreach((json_t *)v, name, m)
-			keys[i++] = name;
-		qsort(keys, n, sizeof *keys, cmp_cstr);
-		for (i = 0; i < n; i++) {
-			key_head(k, 'k', strlen(keys[i]));
-			key_put(k, keys[i], strlen(keys[i]));
-			key_json(k, json_object_get(v, keys[i]), depth + 1);
-		}
-		free(keys);
+		key_object(k, v, depth);
 		break;
 	}
 }
@@ -802,62 +813,90 @@ bad:
 	return NULL;
 }
 
-/* attr[filter] and attr[filter].sub. */
-static int apply_filtered(struct patch *pt, json_t *base, const struct scim_path *sp,
-			  const json_t *value)
+/* remove on attr[filter] and attr[filter].sub: drops each element of cur
+ * (the attribute's array, or NULL) that matches the filter, or only its
+ * sub-attribute, and then drops the attribute from base if it is left an
+ * empty array. */
+static void remove_filtered(json_t *base, const struct scim_path *sp, json_t *cur)
 {
-	json_t *cur = scim_object_get(base, sp->attr, NULL), *e, *fresh;
-	size_t i, matched = 0;
+	json_t *e;
+	size_t i;
+
+	for (i = json_array_size(cur); i-- > 0;) {
+		e = json_array_get(cur, i);
+		if (!json_is_object(e) || !scim_filter_match(sp->filter, e))
+			continue;
+		if (sp->sub[0])
+			del_attr(e, sp->sub);
+		else
+			json_array_remove(cur, i);
+	}
+	if (cur && json_is_array(cur) && !json_array_size(cur))
+		del_attr(base, sp->attr);
+}
+
+/* replace on attr[filter] for the matching element cur[i]: it becomes the
+ * element the filter describes (template_of, or an empty object) with value
+ * merged in. Returns SCIM_PATCH_OK or an error code, cur[i] unchanged. */
+static int replace_element(struct patch *pt, json_t *cur, size_t i, const struct scim_filter *f,
+			   const json_t *value)
+{
+	json_t *fresh = template_of(f);
 	int rc;
 
-	if (cur && !json_is_null(cur) && !json_is_array(cur))
-		return fail(pt, SCIM_PATCH_INVALID_PATH,
-			    "a value filter needs a multi-valued attribute; \"%s\" is not one",
-			    sp->attr);
-	if (pt->op == P_REMOVE) {
-		for (i = json_array_size(cur); i-- > 0;) {
-			e = json_array_get(cur, i);
-			if (!json_is_object(e) || !scim_filter_match(sp->filter, e))
-				continue;
-			if (sp->sub[0])
-				del_attr(e, sp->sub);
-			else
-				json_array_remove(cur, i);
-		}
-		if (cur && json_is_array(cur) && !json_array_size(cur))
-			del_attr(base, sp->attr);
-		return SCIM_PATCH_OK;
-	}
-	if (!sp->sub[0] && !json_is_object(value))
-		return fail(pt, SCIM_PATCH_INVALID_VALUE,
-			    "the value for \"%s[...]\" must be an object", sp->attr);
+	if (!fresh)
+		fresh = json_object();
+	if (!fresh)
+		return oom(pt);
+	rc = merge(pt, fresh, value, P_REPLACE);
+	if (!rc && json_array_set_new(cur, i, fresh))
+		return oom(pt);
+	if (rc)
+		json_decref(fresh);
+	return rc;
+}
+
+/* add / replace on each element of cur (the attribute's array, or NULL)
+ * that matches the filter: value goes to the element's sub-attribute
+ * (attr[filter].sub), merges into it (add), or replaces it (replace).
+ * Sets *matched to the number of matching elements. Returns SCIM_PATCH_OK
+ * or the first error code, elements before it already changed. */
+static int update_matches(struct patch *pt, json_t *cur, const struct scim_path *sp,
+			  const json_t *value, size_t *matched)
+{
+	json_t *e;
+	size_t i;
+	int rc;
+
+	*matched = 0;
 	for (i = 0; i < json_array_size(cur); i++) {
 		e = json_array_get(cur, i);
 		if (!json_is_object(e) || !scim_filter_match(sp->filter, e))
 			continue;
-		matched++;
-		if (sp->sub[0]) {
+		(*matched)++;
+		if (sp->sub[0])
 			rc = apply_attr(pt, e, sp->sub, value, pt->op);
-		} else if (pt->op == P_ADD) {
+		else if (pt->op == P_ADD)
 			rc = merge(pt, e, value, P_ADD);
-		} else {
-			fresh = template_of(sp->filter);
-			if (!fresh)
-				fresh = json_object();
-			if (!fresh)
-				return oom(pt);
-			rc = merge(pt, fresh, value, P_REPLACE);
-			if (!rc && json_array_set_new(cur, i, fresh))
-				return oom(pt);
-			if (rc)
-				json_decref(fresh);
-		}
+		else
+			rc = replace_element(pt, cur, i, sp->filter, value);
 		if (rc)
 			return rc;
 	}
-	if (matched || (sp->sub[0] && json_is_null(value)))
-		return SCIM_PATCH_OK;
-	fresh = template_of(sp->filter);
+	return SCIM_PATCH_OK;
+}
+
+/* add / replace on attr[filter] when no element matches: appends the
+ * element the filter describes (template_of) with value set at the
+ * sub-attribute or merged in, creating the attribute's array in base when
+ * cur is absent or null. Returns SCIM_PATCH_OK, NO_TARGET when the filter
+ * describes no element, or another error code. */
+static int create_filtered(struct patch *pt, json_t *base, const struct scim_path *sp, json_t *cur,
+			   const json_t *value)
+{
+	json_t *fresh = template_of(sp->filter);
+	int rc;
+
 	if (!fresh)
 		return fail(pt, SCIM_PATCH_NO_TARGET,
 			    "no element of \"%s\" matches the filter, and the filter does not describe one to create",
@@ -876,6 +915,37 @@ static int apply_filtered(struct patch *pt, json_t *base, const struct scim_path
 		}
 	}
 	return json_array_append_new(cur, fresh) ? oom(pt) : SCIM_PATCH_OK;
+}
+
+/* attr[filter] and attr[filter].sub: the attribute must be absent, null or
+ * an array. remove drops what matches (remove_filtered); add and replace
+ * change the matching elements (update_matches) or, when none matches and
+ * the value is not a null for a sub-attribute, create one
+ * (create_filtered). Returns SCIM_PATCH_OK or an error code. */
+static int apply_filtered(struct patch *pt, json_t *base, const struct scim_path *sp,
+			  const json_t *value)
+{
+	json_t *cur = scim_object_get(base, sp->attr, NULL);
+	size_t matched;
+	int rc;
+
+	if (cur && !json_is_null(cur) && !json_is_array(cur))
+		return fail(pt, SCIM_PATCH_INVALID_PATH,
+			    "a value filter needs a multi-valued attribute; \"%s\" is not one",
+			    sp->attr);
+	if (pt->op == P_REMOVE) {
+		remove_filtered(base, sp, cur);
+		return SCIM_PATCH_OK;
+	}
+	if (!sp->sub[0] && !json_is_object(value))
+		return fail(pt, SCIM_PATCH_INVALID_VALUE,
+			    "the value for \"%s[...]\" must be an object", sp->attr);
+	rc = update_matches(pt, cur, sp, value, &matched);
+	if (rc)
+		return rc;
+	if (matched || (sp->sub[0] && json_is_null(value)))
+		return SCIM_PATCH_OK;
+	return create_filtered(pt, base, sp, cur, value);
 }
 
 /* Adds urn to the resource's "schemas" array when that exists and lacks it. */
@@ -1093,10 +1163,49 @@ static int apply_one(struct patch *pt, const json_t *opj)
 	return rc;
 }
 
+/* Checks the PatchOp message around the operations: "schemas", when
+ * present, must list the PatchOp URN, and "Operations" must be an array of
+ * one to SCIM_PATCH_MAX_OPS operations, which *ops is set to. Returns
+ * SCIM_PATCH_OK, or with err set INVALID_SYNTAX, or INVALID_VALUE for too
+ * many operations. */
+static int check_message(const json_t *body, const json_t **ops, char *err, size_t errcap)
+{
+	const json_t *schemas = scim_object_get(body, "schemas", NULL);
+	size_t i;
+
+	if (schemas) {
+		for (i = 0; i < json_array_size(schemas); i++)
+			if (json_is_string(json_array_get(schemas, i)) &&
+			    ci_eq(json_string_value(json_array_get(schemas, i)), SCIM_PATCH_URN))
+				break;
+		if (i == json_array_size(schemas)) {
+			snprintf(err, errcap, "schemas must contain \"%s\"", SCIM_PATCH_URN);
+			return SCIM_PATCH_INVALID_SYNTAX;
+		}
+	}
+	*ops = scim_object_get(body, "Operations", NULL);
+	if (!json_is_array(*ops)) {
+		snprintf(err, errcap, "\"Operations\" must be an array");
+		return SCIM_PATCH_INVALID_SYNTAX;
+	}
+	/* RFC 7644 §3.5.2: "an array of one or more PATCH operations"; an
+	 * empty one does not conform to the PatchOp message, as a missing one
+	 * does not: both are invalidSyntax. */
+	if (!json_array_size(*ops)) {
+		snprintf(err, errcap, "\"Operations\" must hold one or more operations");
+		return SCIM_PATCH_INVALID_SYNTAX;
+	}
+	if (json_array_size(*ops) > SCIM_PATCH_MAX_OPS) {
+		snprintf(err, errcap, "too many operations (at most %d)", SCIM_PATCH_MAX_OPS);
+		return SCIM_PATCH_INVALID_VALUE;
+	}
+	return SCIM_PATCH_OK;
+}
+
 int scim_patch_apply(json_t *resource, const json_t *body, char *err, size_t errcap)
 {
 	struct patch pt = {.err = err, .errcap = errcap};
-	const json_t *ops, *schemas;
+	const json_t *ops;
 	size_t i;
 	int rc = SCIM_PATCH_INVALID_SYNTAX;
 
@@ -1106,34 +1215,9 @@ int scim_patch_apply(json_t *resource, const json_t *body, char *err, size_t err
 		snprintf(err, errcap, "the PATCH body must be a JSON object");
 		goto out;
 	}
-	schemas = scim_object_get(body, "schemas", NULL);
-	if (schemas) {
-		for (i = 0; i < json_array_size(schemas); i++)
-			if (json_is_string(json_array_get(schemas, i)) &&
-			    ci_eq(json_string_value(json_array_get(schemas, i)), SCIM_PATCH_URN))
-				break;
-		if (i == json_array_size(schemas)) {
-			snprintf(err, errcap, "schemas must contain \"%s\"", SCIM_PATCH_URN);
-			goto out;
-		}
-	}
-	ops = scim_object_get(body, "Operations", NULL);
-	if (!json_is_array(ops)) {
-		snprintf(err, errcap, "\"Operations\" must be an array");
+	rc = check_message(body, &ops, err, errcap);
+	if (rc)
 		goto out;
-	}
-	/* RFC 7644 §3.5.2: "an array of one or more PATCH operations"; an
-	 * empty one does not conform to the PatchOp message, as a missing one
-	 * does not: both are invalidSyntax. */
-	if (!json_array_size(ops)) {
-		snprintf(err, errcap, "\"Operations\" must hold one or more operations");
-		goto out;
-	}
-	if (json_array_size(ops) > SCIM_PATCH_MAX_OPS) {
-		snprintf(err, errcap, "too many operations (at most %d)", SCIM_PATCH_MAX_OPS);
-		rc = SCIM_PATCH_INVALID_VALUE;
-		goto out;
-	}
 	pt.res = json_deep_copy(resource);
 	if (!pt.res) {
 		snprintf(err, errcap, "out of memory");
