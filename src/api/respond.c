@@ -160,7 +160,7 @@ void respond_rows_page_text(struct ctx *c, struct store_tx *tx, int rc, struct s
 			more = 1;
 			break;
 		}
-		snprintf(last, sizeof last, "%s", key);
+		str_copy(last, sizeof last, key);
 		n++;
 	}
 	if (rc < 0 || buf_putc(&items, ']') < 0)

@@ -78,7 +78,7 @@ static int property_row(struct buf *b, struct store_tx *tx, struct store_rows *r
 	(void)tx;
 	if (!auth_property_allowed(&c->p, store_text(r, 0)))
 		return 0;
-	snprintf(key, keycap, "%s", store_text(r, 0));
+	str_copy(key, keycap, store_text(r, 0));
 	return portfolio_property_write(b, r) < 0 ? -1 : 1;
 }
 
