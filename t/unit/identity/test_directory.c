@@ -17,22 +17,14 @@
 
 #include <jansson.h>
 
+#include "json_fixture.h"
+
 #include "identity/directory.h"
 #include "identity/scim_filter.h"
 #include "identity/scim_schema.h"
 #include "store/store.h"
 
 #define PF "pf_test"
-
-static json_t *load(const char *text)
-{
-	json_error_t e;
-	json_t *j = json_loads(text, 0, &e);
-
-	if (!j)
-		fail_msg("bad JSON in test: %s: %s", e.text, text);
-	return j;
-}
 
 static void test_roles(void **state)
 {

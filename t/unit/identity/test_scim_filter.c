@@ -13,21 +13,13 @@
 
 #include <jansson.h>
 
+#include "json_fixture.h"
+
 #include "identity/scim_filter.h"
 
 #define ENT SCIM_URN_ENTERPRISE
 
 static json_t *user1, *user2;
-
-static json_t *load(const char *text)
-{
-	json_error_t e;
-	json_t *j = json_loads(text, 0, &e);
-
-	if (!j)
-		fail_msg("bad JSON in test: %s: %s", e.text, text);
-	return j;
-}
 
 static int setup(void **state)
 {

@@ -14,22 +14,14 @@
 
 #include <jansson.h>
 
+#include "json_fixture.h"
+
 #include "identity/scim_filter.h"
 #include "identity/scim_patch.h"
 
 #define ENT SCIM_URN_ENTERPRISE
 
 static char err[512];
-
-static json_t *load(const char *text)
-{
-	json_error_t e;
-	json_t *j = json_loads(text, 0, &e);
-
-	if (!j)
-		fail_msg("bad JSON in test: %s: %s", e.text, text);
-	return j;
-}
 
 /* Applies the operations (a JSON array text) to res; returns the code. */
 static int patch(json_t *res, const char *ops)

@@ -16,6 +16,8 @@
 
 #include <jansson.h>
 
+#include "json_fixture.h"
+
 #include "identity/scim_filter.h"
 #include "identity/scim_schema.h"
 
@@ -24,16 +26,6 @@
 #define ENT SCIM_URN_ENTERPRISE
 
 static char err[512];
-
-static json_t *load(const char *text)
-{
-	json_error_t e;
-	json_t *j = json_loads(text, 0, &e);
-
-	if (!j)
-		fail_msg("bad JSON in test: %s: %s", e.text, text);
-	return j;
-}
 
 /* Checks the document text as a resource of type against the built-in
  * schemas, with before (text or NULL); returns the result, err filled. */
