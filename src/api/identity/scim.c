@@ -64,6 +64,19 @@ void scim_error_shape(struct ctx *c, enum err e, const char *msg)
 		   "%s", msg);
 }
 
+/* Commits *tx (which is gone afterwards); on failure answers. Returns 0
+ * or -1. */
+static int commit(struct ctx *c, struct store_tx **tx)
+{
+	int rc = store_commit(*tx);
+
+	*tx = NULL;
+	if (rc == STORE_OK)
+		return 0;
+	respond_store_error(c, rc);
+	return -1;
+}
+
 static void location(struct ctx *c, const char *kind, const char *id, char *out, size_t cap)
 {
 	snprintf(out, cap, "%s/scim/v2/%s/%s", c->svc->cfg->public_url, kind, id);
@@ -620,12 +633,8 @@ void scim_h_users_create(struct ctx *c)
 		respond_store_error(c, rc);
 		goto out;
 	}
-	rc = store_commit(tx);
-	tx = NULL;
-	if (rc != STORE_OK) {
-		respond_store_error(c, rc);
+	if (commit(c, &tx) < 0)
 		goto out;
-	}
 	send_resource(c, 201, user_repr(c, &row, &none));
 out:
 	store_rollback(tx);
@@ -872,11 +881,7 @@ static int store_user_change(struct ctx *c, int patch, struct directory_row *row
 		rc = -1;
 		goto out;
 	}
-	rc = store_commit(tx);
-	tx = NULL;
-	if (rc != STORE_OK)
-		respond_store_error(c, rc);
-	rc = rc == STORE_OK ? 0 : -1;
+	rc = commit(c, &tx);
 out:
 	store_rollback(tx);
 	directory_user_release(&u);
@@ -941,12 +946,8 @@ void scim_h_user_delete(struct ctx *c)
 		respond_store_error(c, rc);
 		goto out;
 	}
-	rc = store_commit(tx);
-	tx = NULL;
-	if (rc != STORE_OK) {
-		respond_store_error(c, rc);
+	if (commit(c, &tx) < 0)
 		goto out;
-	}
 	auth_revocation_bump(); /* entries cached while the change committed */
 	c->res->status = 204;
 	buf_reset(&c->res->body);
