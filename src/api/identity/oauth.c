@@ -21,13 +21,22 @@
 
 #define SECRET_MAX 256
 
-/* An RFC 6749 §5.2 error. invalid_client is 401 with a challenge. */
+/* An RFC 6749 §5.2 error: 400, except invalid_client for a request that
+ * carried an Authorization header, which §5.2 requires to be 401 with a
+ * challenge for the scheme the client used (Basic, the only one the token
+ * endpoint takes). A client that authenticated in the body, or not at
+ * all, gets 400 invalid_client without a challenge: a 401 must carry one
+ * (RFC 9110 §15.5.2), and a Basic challenge would tell a client_secret_post
+ * client to switch schemes instead of reporting its bad secret. */
 static void oauth_error(struct ctx *c, const char *error, const char *desc)
 {
-	int status = strcmp(error, "invalid_client") ? 400 : 401;
+	int status = 400;
 
-	if (status == 401 && response_header(c->res, "WWW-Authenticate", "Basic realm=\"revops\"") < 0)
-		status = 500;
+	if (!strcmp(error, "invalid_client") && http_header(c->req, "Authorization")) {
+		status = 401;
+		if (response_header(c->res, "WWW-Authenticate", "Basic realm=\"revops\"") < 0)
+			status = 500;
+	}
 	c->error_code = error;
 	respond_raw_json(c, status,
 			 json_pack("{s:s, s:s}", "error", error, "error_description", desc));
