@@ -21,13 +21,22 @@
 
 #define SECRET_MAX 256
 
-/* An RFC 6749 §5.2 error. invalid_client is 401 with a challenge. */
+/* An RFC 6749 §5.2 error: 400, except invalid_client for a request that
+ * carried an Authorization header, which §5.2 requires to be 401 with a
+ * challenge for the scheme the client used (Basic, the only one the token
+ * endpoint takes). A client that authenticated in the body, or not at
+ * all, gets 400 invalid_client without a challenge: a 401 must carry one
+ * (RFC 9110 §15.5.2), and a Basic challenge would tell a client_secret_post
+ * client to switch schemes instead of reporting its bad secret. */
 static void oauth_error(struct ctx *c, const char *error, const char *desc)
 {
-	int status = strcmp(error, "invalid_client") ? 400 : 401;
+	int status = 400;
 
-	if (status == 401 && response_header(c->res, "WWW-Authenticate", "Basic realm=\"revops\"") < 0)
-		status = 500;
+	if (!strcmp(error, "invalid_client") && http_header(c->req, "Authorization")) {
+		status = 401;
+		if (response_header(c->res, "WWW-Authenticate", "Basic realm=\"revops\"") < 0)
+			status = 500;
+	}
 	c->error_code = error;
 	respond_raw_json(c, status,
 			 json_pack("{s:s, s:s}", "error", error, "error_description", desc));
@@ -576,7 +585,66 @@ int oauth_purge(struct store *st, int64_t now_ms)
 	return store_commit(tx) == STORE_OK ? a + b : -1;
 }
 
+/* The grant types and client authentication methods the token endpoint
+ * takes, as oauth_h_token implements them (check_grant_type,
+ * read_client_creds). */
+static const char *const grant_types[] = {"client_credentials", SAML_GRANT};
+static const char *const auth_methods[] = {"client_secret_basic", "client_secret_post"};
+
+static json_t *string_array(const char *const *v, size_t n)
+{
+	json_t *a = json_array();
+
+	for (size_t i = 0; a && i < n; i++)
+		if (json_array_append_new(a, json_string(v[i])) < 0) {
+			json_decref(a);
+			return NULL;
+		}
+	return a;
+}
+
+/* The permission scopes (API-CONTRACT §2) in canonical order, one name
+ * each; the property:<code> items are per portfolio and not listed. */
+static json_t *scope_array(void)
+{
+	char name[64];
+	json_t *a = json_array();
+
+	for (unsigned bit = 1; a && bit & AUTH_SCOPE_ALL; bit <<= 1) {
+		auth_scope_string(bit, name, sizeof name);
+		if (json_array_append_new(a, json_string(name)) < 0) {
+			json_decref(a);
+			return NULL;
+		}
+	}
+	return a;
+}
+
+void oauth_h_metadata(struct ctx *c)
+{
+	char issuer[sizeof c->svc->cfg->public_url], token_url[sizeof issuer + 16];
+	size_t n;
+	json_t *doc;
+
+	snprintf(issuer, sizeof issuer, "%s", c->svc->cfg->public_url);
+	n = strlen(issuer);
+	while (n > 0 && issuer[n - 1] == '/')
+		issuer[--n] = '\0';
+	snprintf(token_url, sizeof token_url, "%s/oauth/token", issuer);
+	doc = json_pack("{s:s, s:s, s:o, s:o, s:o}", "issuer", issuer, "token_endpoint", token_url,
+			"token_endpoint_auth_methods_supported",
+			string_array(auth_methods, ARRAY_LEN(auth_methods)),
+			"grant_types_supported", string_array(grant_types, ARRAY_LEN(grant_types)),
+			"scopes_supported", scope_array());
+	if (!doc) {
+		respond_error(c, ERR_INTERNAL, NULL, "internal error");
+		return;
+	}
+	respond_raw_json(c, 200, doc);
+}
+
 static const struct route routes[] = {
 	{"POST", "/oauth/token", oauth_h_token, ROUTE_PUBLIC, 0, 0, BODY_FORM, NULL, 0},
+	ROUTE_PUB("GET", "/.well-known/oauth-authorization-server", oauth_h_metadata),
 };
 const struct route_table oauth_routes = ROUTE_TABLE(routes);

@@ -1,5 +1,6 @@
-/* oauth: POST /oauth/token (RFC 6749 client credentials; API-CONTRACT §2)
- * and the issuing of opaque access tokens stored only as hashes. */
+/* oauth: POST /oauth/token (RFC 6749 client credentials; API-CONTRACT §2),
+ * its RFC 8414 metadata, and the issuing of opaque access tokens stored
+ * only as hashes. */
 #ifndef REVOPS_OAUTH_H
 #define REVOPS_OAUTH_H
 
@@ -14,6 +15,9 @@ struct ctx;
 struct store;
 
 void oauth_h_token(struct ctx *c);
+/* GET /.well-known/oauth-authorization-server: the RFC 8414 metadata of
+ * the token endpoint (issuer = --public-url), a bare JSON object. */
+void oauth_h_metadata(struct ctx *c);
 
 /* The parsers of the token endpoint's outside input, pure functions used by
  * oauth_h_token (and fuzzed alone, fuzz/token). */

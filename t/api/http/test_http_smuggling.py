@@ -141,7 +141,10 @@ class SmugglingTest(harness.ServerCase):
                                 b"Transfer-Encoding: " + v + b"\r\n\r\n"
                                 b"1d\r\ngrant_type=client_credentials\r\n0\r\n\r\n")
             self.assertEqual(len(got), 1, got)
-            self.assertEqual(got[0][0], 401, got)  # framed and parsed: no client credentials
+            # framed and parsed: the token endpoint's answer to no client
+            # credentials (400 invalid_client, RFC 6749 §5.2), not a framing 400
+            self.assertEqual(got[0][0], 400, got)
+            self.assertIn(b'"invalid_client"', got[0][2], got)
 
     # defect 3 -------------------------------------------------------------------------
 
@@ -201,7 +204,9 @@ class SmugglingTest(harness.ServerCase):
                             b"Transfer-Encoding: chunked\r\n\r\n"
                             b"000000000000001d;ext=1\r\ngrant_type=client_credentials\r\n"
                             b"0\r\nX-Trailer: t\r\n\r\n")
-        self.assertEqual([a[0] for a in got], [401])  # framed and parsed: no credentials
+        # framed and parsed: the token endpoint's 400 invalid_client (no credentials)
+        self.assertEqual([a[0] for a in got], [400], got)
+        self.assertIn(b'"invalid_client"', got[0][2], got)
 
     # defect 7 -------------------------------------------------------------------------
 

@@ -111,30 +111,58 @@ class OAuthTokenTest(harness.ServerCase):
 
     # failures ---------------------------------------------------------------------------
 
-    def assert_invalid_client(self, r):
-        assert_oauth_error(self, r, 401, "invalid_client")
-        self.assertTrue(r.headers.get("WWW-Authenticate"), "401 without WWW-Authenticate: %r"
-                        % (r,))
+    def assert_invalid_client(self, r, basic):
+        """RFC 6749 §5.2: a client that tried the Authorization header gets
+        401 with a Basic challenge; one that authenticated in the body (or
+        not at all) gets 400 invalid_client with no challenge, so a
+        client_secret_post library reports invalid_client, not a challenge."""
+        if basic:
+            assert_oauth_error(self, r, 401, "invalid_client")
+            www = r.headers.get("WWW-Authenticate", "")
+            self.assertTrue(www.startswith("Basic "), "401 without a Basic challenge: %r" % (r,))
+            self.assertIn('realm="revops"', www)
+        else:
+            assert_oauth_error(self, r, 400, "invalid_client")
+            self.assertIsNone(r.headers.get("WWW-Authenticate"),
+                              "challenge for a client that authenticated in the body: %r" % (r,))
         self.assertNotIn("access_token", r.body)
 
     def test_wrong_secret(self):
         for basic in (True, False):
-            r = self.srv.token(self.a.client_id, self.a.client_secret + "x", basic=basic)
-            self.assert_invalid_client(r)
-            r = self.srv.token(self.a.client_id, self.b.client_secret, basic=basic)
-            self.assert_invalid_client(r)
+            with self.subTest(basic=basic):
+                r = self.srv.token(self.a.client_id, self.a.client_secret + "x", basic=basic)
+                self.assert_invalid_client(r, basic)
+                r = self.srv.token(self.a.client_id, self.b.client_secret, basic=basic)
+                self.assert_invalid_client(r, basic)
 
     def test_unknown_client(self):
         for basic in (True, False):
-            r = self.srv.token(other_id(self.a.client_id), self.a.client_secret, basic=basic)
-            self.assert_invalid_client(r)
-            r = self.srv.token("nobody", "nothing", basic=basic)
-            self.assert_invalid_client(r)
+            with self.subTest(basic=basic):
+                r = self.srv.token(other_id(self.a.client_id), self.a.client_secret, basic=basic)
+                self.assert_invalid_client(r, basic)
+                r = self.srv.token("nobody", "nothing", basic=basic)
+                self.assert_invalid_client(r, basic)
+
+    def test_body_auth_missing_or_oversized_secret(self):
+        # a client_id without client_secret, and a secret over the cap: both
+        # body authentication, so 400 without a challenge
+        body = urllib.parse.urlencode({"grant_type": "client_credentials",
+                                       "client_id": self.a.client_id})
+        self.assert_invalid_client(self.post_form(body), basic=False)
+        r = self.srv.token(self.a.client_id, "s" * 300, basic=False)
+        self.assert_invalid_client(r, basic=False)
+
+    def test_authorization_header_not_basic(self):
+        # tried the Authorization header with another scheme: 401, and the
+        # challenge names the scheme the token endpoint takes
+        for value in ("Bearer abc", "Basic !!!!", "Basic " + "QUFB"):
+            with self.subTest(value=value):
+                r = self.post_form("grant_type=client_credentials", {"Authorization": value})
+                self.assert_invalid_client(r, basic=True)
 
     def test_no_client_authentication(self):
         r = self.post_form("grant_type=client_credentials")
-        self.assertIn(r.status, (400, 401), r)
-        self.assertIn(r.body.get("error"), ("invalid_client", "invalid_request"), r)
+        self.assert_invalid_client(r, basic=False)
 
     def test_basic_and_body_auth_together(self):
         body = urllib.parse.urlencode({"grant_type": "client_credentials",

@@ -520,6 +520,12 @@ class SamlGrantTest(unittest.TestCase):
         r = saml_grant(self.srv, self.idp_a.assertion(name),
                        client=(self.a.client_id, self.a.client_secret + "x"))
         assert_oauth_error(self, r, 401, "invalid_client")
+        self.assertTrue(r.headers.get("WWW-Authenticate", "").startswith("Basic "), r)
+        # the same bad secret in the body: 400, no challenge (RFC 6749 §5.2)
+        r = saml_grant(self.srv, self.idp_a.assertion(name),
+                       client=(self.a.client_id, self.a.client_secret + "x"), basic=False)
+        assert_oauth_error(self, r, 400, "invalid_client")
+        self.assertIsNone(r.headers.get("WWW-Authenticate"), r)
 
     def test_issuer_lookup_without_client(self):
         # B's IdP alone, no client: the portfolio is B's
