@@ -225,7 +225,7 @@ unknown:
 
 /* Checks and completes the loaded values: clamps threads and the idle
  * timeout to at least 1, derives the database URL and the public URL when
- * not given. Returns 0 or -1 with a message on stderr. */
+ * not given, and drops the public URL's trailing slashes. Returns 0 or -1 with a message on stderr. */
 static int finish(struct config *cfg)
 {
 	if (cfg->threads < 1)
@@ -238,6 +238,9 @@ static int finish(struct config *cfg)
 		cfg->idle_timeout = 1;
 	if (!cfg->database[0])
 		snprintf(cfg->database, sizeof cfg->database, "sqlite:%s/revops.db", cfg->data_dir);
+	/* A base URL: without trailing slashes, so "<public-url>/path" has one. */
+	for (size_t n = strlen(cfg->public_url); n > 0 && cfg->public_url[n - 1] == '/'; n--)
+		cfg->public_url[n - 1] = '\0';
 	cfg->public_url_default = !cfg->public_url[0];
 	if (!cfg->public_url[0])
 		snprintf(cfg->public_url, sizeof cfg->public_url, "http://%s:%d", cfg->listen_host,

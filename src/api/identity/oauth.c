@@ -622,14 +622,10 @@ static json_t *scope_array(void)
 
 void oauth_h_metadata(struct ctx *c)
 {
-	char issuer[sizeof c->svc->cfg->public_url], token_url[sizeof issuer + 16];
-	size_t n;
+	const char *issuer = c->svc->cfg->public_url; /* no trailing slash (config.c) */
+	char token_url[sizeof c->svc->cfg->public_url + 16];
 	json_t *doc;
 
-	snprintf(issuer, sizeof issuer, "%s", c->svc->cfg->public_url);
-	n = strlen(issuer);
-	while (n > 0 && issuer[n - 1] == '/')
-		issuer[--n] = '\0';
 	snprintf(token_url, sizeof token_url, "%s/oauth/token", issuer);
 	doc = json_pack("{s:s, s:s, s:o, s:o, s:o}", "issuer", issuer, "token_endpoint", token_url,
 			"token_endpoint_auth_methods_supported",

@@ -958,7 +958,8 @@ class ThroughputTest(DeliveryCase):
                             path, rate, cap))
         # evenly spaced: no cap+1 consecutive arrivals inside (much) less than 1 s
         worst = min(ts[i + cap] - ts[i] for i in range(len(ts) - cap))
-        self.assertGreaterEqual(worst, 0.85, "%s: %d deliveries within %.3fs (cap %d/s)" % (
+        # (0.8, not 1.0: arrival times carry the receiver's own jitter)
+        self.assertGreaterEqual(worst, 0.8, "%s: %d deliveries within %.3fs (cap %d/s)" % (
             path, cap + 1, worst, cap))
         return rate
 
