@@ -577,6 +577,6 @@ int oauth_purge(struct store *st, int64_t now_ms)
 }
 
 static const struct route routes[] = {
-	{"POST", "/oauth/token", oauth_h_token, ROUTE_PUBLIC, 0, 0, BODY_FORM, NULL, 0},
+	{"POST", "/oauth/token", oauth_h_token, ROUTE_PUBLIC, 0, 0, BODY_FORM, NULL, 0, 0},
 };
 const struct route_table oauth_routes = ROUTE_TABLE(routes);
