@@ -4,7 +4,7 @@
 set -euo pipefail
 pkgs=(build-essential cmake pkg-config python3
       libjansson-dev libsqlite3-dev libssl-dev libcmocka-dev
-      libcurl4-openssl-dev libpq-dev libxml2-dev libxmlsec1-dev
+      libcurl4-openssl-dev libpq-dev libxml2-dev libxmlsec1-dev zlib1g-dev
       xmlsec1 libxml2-utils openssl sqlite3 curl jq iproute2 nodejs npm
       clang-format)
 if [ "${1:-}" = "--bench" ]; then pkgs+=(wrk nginx-light); fi

@@ -6,7 +6,9 @@
 #include <jansson.h>
 #include "api/errors.h"
 #include "core/config.h"
+#include "core/trace.h"
 #include "http/http.h"
+#include "http/http_fields.h"
 #include "http/router.h"
 #include "identity/auth.h"
 
@@ -27,6 +29,7 @@ struct service {
 	struct deprecation *deprecations;
 	struct pms *pms;       /* the PMS connector (--pms-url) */
 	struct engine *engine; /* the webhook delivery engine (webhooks/engine.c) */
+	struct buf openapi_gz; /* the OpenAPI document, gzip-coded once at start */
 	unsigned char cursor_key[32];
 	unsigned char seal_key[32]; /* seals stored secrets (<data-dir>/revops.key) */
 	volatile int shutting_down;
@@ -44,7 +47,10 @@ struct ctx {
 	struct request *req;
 	struct response *res;
 	struct route_match match;
-	char request_id[ID_MAX];
+	char request_id[HTTP_REQUEST_ID_MAX + 1]; /* the client's (checked) or req_… */
+	int traced;                               /* trace holds a valid incoming traceparent */
+	struct trace_ctx trace;
+	int encoded; /* the handler set Content-Encoding itself (a precompressed body) */
 	int authenticated;
 	struct principal p;
 	const char *property_header; /* X-Service-Property, checked */
@@ -71,10 +77,13 @@ struct route_table {
 /* Entries: public; bearer with X-Service-Portfolio (v2); the same taking a
  * JSON body checked against spec; SCIM (its own token, case-insensitive
  * static segments). */
-#define ROUTE_PUB(m, p, f) {m, p, f, ROUTE_PUBLIC, 0, 0, BODY_NONE, NULL, 0}
-#define ROUTE_V2(m, p, f, s) {m, p, f, ROUTE_BEARER, s, 1, BODY_NONE, NULL, 0}
-#define ROUTE_V2_JSON(m, p, f, s, spec) {m, p, f, ROUTE_BEARER, s, 1, BODY_JSON, spec, 0}
-#define ROUTE_SCIM_ENTRY(m, p, f, b) {m, p, f, ROUTE_SCIM, 0, 0, b, NULL, 1}
+#define ROUTE_PUB(m, p, f) {m, p, f, ROUTE_PUBLIC, 0, 0, BODY_NONE, NULL, 0, 0}
+#define ROUTE_V2(m, p, f, s) {m, p, f, ROUTE_BEARER, s, 1, BODY_NONE, NULL, 0, 0}
+#define ROUTE_V2_JSON(m, p, f, s, spec) {m, p, f, ROUTE_BEARER, s, 1, BODY_JSON, spec, 0, 0}
+#define ROUTE_SCIM_ENTRY(m, p, f, b) {m, p, f, ROUTE_SCIM, 0, 0, b, NULL, 1, 0}
+/* A v2 single-resource read: its 200 gets an ETag and honours
+ * If-None-Match with 304 (api/negotiate.c). */
+#define ROUTE_V2_ETAG(m, p, f, s) {m, p, f, ROUTE_BEARER, s, 1, BODY_NONE, NULL, 0, 1}
 /* clang-format on */
 
 /* The path parameter i of the matched route. */

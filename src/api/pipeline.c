@@ -14,6 +14,7 @@
 #include "api/deprecation.h"
 #include "api/idempotency.h"
 #include "api/metrics.h"
+#include "api/negotiate.h"
 #include "portfolio/portfolio.h"
 #include "api/ratelimit.h"
 #include "api/respond.h"
@@ -22,7 +23,9 @@
 #include "core/embedded.h"
 #include "core/keyfile.h"
 #include "core/log.h"
+#include "core/trace.h"
 #include "core/validate.h"
+#include "http/http_gzip.h"
 #include "store/store.h"
 
 static void h_healthz(struct ctx *c)
@@ -53,13 +56,21 @@ static void h_metrics(struct ctx *c)
 	c->res->content_type = "text/plain; version=0.0.4; charset=utf-8";
 }
 
+/* The document as it is, or gzip-coded from the copy made at start-up
+ * when the client accepts it (697 KB to about a tenth). */
 static void h_openapi(struct ctx *c)
 {
+	const struct buf *gz = &c->svc->openapi_gz;
+	int zip = gz->len && negotiate_wants_gzip(c);
+
 	buf_reset(&c->res->body);
-	if (buf_append(&c->res->body, embedded_openapi, embedded_openapi_len) < 0) {
+	if (buf_append(&c->res->body, zip ? gz->data : embedded_openapi,
+		       zip ? gz->len : embedded_openapi_len) < 0) {
 		respond_error(c, ERR_INTERNAL, NULL, "internal error");
 		return;
 	}
+	if (zip)
+		negotiate_mark_encoded(c);
 	c->res->status = 200;
 	c->res->content_type = "application/json";
 }
@@ -115,6 +126,9 @@ int pipeline_init(struct service *a, const struct config *cfg, struct store *st,
 	a->rl_anon = ratelimit_new(65536);
 	a->metrics = metrics_new();
 	a->deprecations = deprecation_new();
+	buf_init(&a->openapi_gz, 0);
+	if (http_gzip(embedded_openapi, embedded_openapi_len, 9, &a->openapi_gz) < 0)
+		log_msg(LOG_WARN, "openapi", "could not compress the document; served as it is");
 	if (!a->rl_portfolio || !a->rl_anon || !a->metrics || !a->deprecations ||
 	    load_cursor_key(a) < 0 || deprecation_reload(a->deprecations, st) < 0 ||
 	    keyfile_load(cfg->data_dir, a->seal_key) < 0) {
@@ -131,6 +145,7 @@ void pipeline_free(struct service *a)
 	ratelimit_free(a->rl_anon);
 	metrics_free(a->metrics);
 	deprecation_free(a->deprecations);
+	buf_free(&a->openapi_gz);
 	crypto_wipe(a->cursor_key, sizeof a->cursor_key);
 	crypto_wipe(a->seal_key, sizeof a->seal_key);
 	memset(a, 0, sizeof *a);
@@ -142,11 +157,28 @@ static int is_write(const char *method)
 	       !strcmp(method, "DELETE");
 }
 
+/* Writes v (>= 0 expected; a negative value is written as 0) in decimal
+ * at p; returns the end. Cheaper than snprintf on the per-request path. */
+static char *put_uint(char *p, int64_t v)
+{
+	char tmp[24];
+	int n = 0;
+
+	do {
+		tmp[n++] = (char)('0' + (v > 0 ? v % 10 : 0));
+		v /= 10;
+	} while (v > 0);
+	while (n)
+		*p++ = tmp[--n];
+	*p = '\0';
+	return p;
+}
+
 static void set_int_header(struct response *res, const char *name, int64_t v)
 {
 	char s[24];
 
-	snprintf(s, sizeof s, "%lld", (long long)v);
+	put_uint(s, v);
 	(void)response_header(res, name, s);
 }
 
@@ -501,7 +533,37 @@ static int check_route(struct ctx *c, const struct route *rt, int tok)
 	return 0;
 }
 
-/* The answer's common headers, the metrics and the access log line. */
+/* The contract's X-Service-Ratelimit-* and, beside them, the IETF draft's
+ * RateLimit-Policy and RateLimit (draft-ietf-httpapi-ratelimit-headers-11:
+ * a quota q per window w seconds; r remaining, t seconds to reset), the
+ * policy named for the bucket the request was counted in. */
+static void add_ratelimit_headers(struct ctx *c, const struct route *rt, const struct rl_result *rl)
+{
+	const char *policy = !c->authenticated              ? "client"
+			     : rt && rt->auth == ROUTE_SCIM ? "scim"
+							    : "portfolio";
+	char v[96];
+
+	set_int_header(c->res, "X-Service-Ratelimit-Remaining", rl->remaining);
+	set_int_header(c->res, "X-Service-Ratelimit-Reset", rl->reset_s);
+	size_t pl = strlen(policy);
+	char *p;
+
+	v[0] = '"';
+	memcpy(v + 1, policy, pl);
+	memcpy(v + 1 + pl, "\";q=", 4);
+	p = put_uint(v + pl + 5, rl->limit);
+	memcpy(p, ";w=60", 6);
+	(void)response_header(c->res, "RateLimit-Policy", v);
+	memcpy(v + 1 + pl, "\";r=", 4);
+	p = put_uint(v + pl + 5, rl->remaining);
+	memcpy(p, ";t=", 3);
+	put_uint(p + 3, rl->reset_s);
+	(void)response_header(c->res, "RateLimit", v);
+}
+
+/* The answer's representation and common headers, the metrics and the
+ * access log line. */
 static void finish(struct ctx *c, const struct route *rt, int m, const struct rl_result *rl)
 {
 	struct request *req = c->req;
@@ -509,10 +571,10 @@ static void finish(struct ctx *c, const struct route *rt, int m, const struct rl
 	double secs = (double)(clock_mono_us() - req->start_us) / 1e6;
 	struct log_access la;
 
+	negotiate_answer(c);
 	add_deprecation(c);
 	(void)response_header(res, "X-Request-Id", c->request_id);
-	set_int_header(res, "X-Service-Ratelimit-Remaining", rl->remaining);
-	set_int_header(res, "X-Service-Ratelimit-Reset", rl->reset_s);
+	add_ratelimit_headers(c, rt, rl);
 	metrics_observe(c->svc->metrics, rt ? rt->pattern : (m == 405 ? "(method)" : "(unmatched)"),
 			req->method, res->status, secs);
 	memset(&la, 0, sizeof la);
@@ -527,7 +589,32 @@ static void finish(struct ctx *c, const struct route *rt, int m, const struct rl
 	la.principal = c->authenticated ? (c->p.user_id[0] ? c->p.user_id : c->p.client_id) : NULL;
 	la.error_code = c->error_code;
 	la.bytes = res->body.len;
+	if (c->traced) {
+		la.trace_id = c->trace.trace_id;
+		la.span_id = c->trace.span_id;
+		la.parent_span_id = c->trace.parent_id;
+	}
 	log_access(&la);
+}
+
+/* The request id (the client's X-Request-Id when http_request_id_ok says
+ * so, else a new req_…) and the trace context: a valid traceparent gets a
+ * span of this request and becomes the thread's current context until
+ * pipeline_handle ends; an invalid or absent one starts no trace. */
+static void start_ids(struct ctx *c)
+{
+	const char *rid = http_header(c->req, "X-Request-Id");
+	const char *tp;
+
+	if (http_request_id_ok(rid))
+		snprintf(c->request_id, sizeof c->request_id, "%s", rid);
+	else if (id_new("req_", c->request_id, sizeof c->request_id) < 0)
+		snprintf(c->request_id, sizeof c->request_id, "req_unavailable");
+	tp = http_header(c->req, "traceparent");
+	if (tp && trace_parse(tp, &c->trace) == 0 && trace_new_span(c->trace.span_id) == 0) {
+		c->traced = 1;
+		trace_set(&c->trace);
+	}
 }
 
 void pipeline_handle(void *arg, struct request *req, struct response *res)
@@ -547,8 +634,7 @@ void pipeline_handle(void *arg, struct request *req, struct response *res)
 	c->svc = a;
 	c->req = req;
 	c->res = res;
-	if (id_new("req_", c->request_id, sizeof c->request_id) < 0)
-		snprintf(c->request_id, sizeof c->request_id, "req_unavailable");
+	start_ids(c);
 	m = router_match(a->routes, a->nroutes, req->method, req->path, &c->match, &allow);
 	rt = m == 200 ? c->match.route : NULL;
 	/* SCIM routes answer every refusal in SCIM's error shape, and so do
@@ -562,6 +648,7 @@ void pipeline_handle(void *arg, struct request *req, struct response *res)
 	    check_route(c, rt, tok) == 0)
 		run_handler(c);
 	finish(c, rt, m, &rl);
+	trace_set(NULL);
 	json_decref(c->body);
 	buf_free(&allow);
 	free(c);

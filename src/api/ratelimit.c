@@ -69,6 +69,21 @@ static int64_t ceil_seconds(int64_t ms)
 	return ms <= 0 ? 0 : (ms + 999) / 1000;
 }
 
+/* The seconds reported in X-Service-Ratelimit-Reset and Retry-After: ms
+ * rounded up, but never above RL_REPORT_MAX_S. A bucket leaves the window
+ * up to 60.1 s after its requests (the window errs on the side of
+ * refusing), which rounded up would read 61; the contract bounds Reset at
+ * 60, the rolling minute, so the last 100 ms of slack is not reported: a
+ * client that waits the 60 s reported may find the newest bucket's
+ * requests still counted for at most 100 ms more. */
+#define RL_REPORT_MAX_S 60
+static int64_t report_seconds(int64_t ms)
+{
+	int64_t s = ceil_seconds(ms);
+
+	return s > RL_REPORT_MAX_S ? RL_REPORT_MAX_S : s;
+}
+
 /* The time the window would use for a call at now_ms (never before the
  * latest time it has seen). */
 static int64_t effective_now(const struct rl_window *w, int64_t now_ms)
@@ -137,7 +152,7 @@ static void fill_result(const struct rl_window *w, int64_t b, int64_t now_ms, in
 	out->reset_s = 0;
 	out->retry_after_s = 0;
 	if (live > 0)
-		out->reset_s = ceil_seconds((w->newest + RL_SLOTS - b) * RL_BUCKET_MS - off);
+		out->reset_s = report_seconds((w->newest + RL_SLOTS - b) * RL_BUCKET_MS - off);
 	if (out->allowed)
 		return;
 	need = live - limit + 1;
@@ -150,7 +165,7 @@ static void fill_result(const struct rl_window *w, int64_t b, int64_t now_ms, in
 			break;
 		}
 	}
-	out->retry_after_s = ceil_seconds(ms);
+	out->retry_after_s = report_seconds(ms);
 	if (out->retry_after_s < 1)
 		out->retry_after_s = 1;
 }
@@ -460,7 +475,7 @@ static void fill_open(int64_t per_minute, int64_t now_ms, struct rl_result *out)
 	out->allowed = 1;
 	out->limit = clamp_limit(per_minute);
 	out->remaining = out->limit - 1;
-	out->reset_s = ceil_seconds((int64_t)RL_SLOTS * RL_BUCKET_MS - offset_in_bucket(now_ms));
+	out->reset_s = report_seconds((int64_t)RL_SLOTS * RL_BUCKET_MS - offset_in_bucket(now_ms));
 	out->retry_after_s = 0;
 }
 

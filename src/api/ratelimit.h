@@ -17,8 +17,13 @@ struct rl_result {
 	int allowed;       /* 1 = counted and allowed, 0 = refused (not counted) */
 	int64_t limit;     /* the per-minute figure used */
 	int64_t remaining; /* requests allowed right now after this one (>= 0) */
-	int64_t reset_s; /* whole seconds (rounded up) until the full allowance is back; 0 if already full */
-	int64_t retry_after_s; /* when refused: whole seconds (rounded up, >= 1) until at least one request is allowed; 0 when allowed */
+	/* whole seconds (rounded up, at most 60) until the full allowance is
+	 * back; 0 if already full. The window's 100 ms buckets may hold the
+	 * newest requests up to 100 ms past a reported 60 (ratelimit.c). */
+	int64_t reset_s;
+	/* when refused: whole seconds (rounded up, 1 to 60) until at least one
+	 * request is allowed, with the same slack; 0 when allowed */
+	int64_t retry_after_s;
 };
 
 /* One key's window; opaque outside ratelimit.c except for tests via the

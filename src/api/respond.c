@@ -58,6 +58,77 @@ void respond_data(struct ctx *c, int status, json_t *data)
 	put_json(c, status, body);
 }
 
+/* Appends s percent-encoded (all but RFC 3986 unreserved characters). */
+static int put_encoded(struct buf *b, const char *s)
+{
+	static const char hex[] = "0123456789ABCDEF";
+	int r = 0;
+
+	for (; *s && !r; s++) {
+		unsigned char ch = (unsigned char)*s;
+
+		if ((ch >= 'A' && ch <= 'Z') || (ch >= 'a' && ch <= 'z') ||
+		    (ch >= '0' && ch <= '9') || ch == '-' || ch == '.' || ch == '_' || ch == '~')
+			r = buf_putc(b, (char)ch);
+		else
+			r = buf_printf(b, "%%%c%c", hex[ch >> 4], hex[ch & 15]);
+	}
+	return r;
+}
+
+/* Appends a decoded path percent-encoded segment by segment. */
+static int put_path(struct buf *b, const char *path)
+{
+	char seg[ROUTER_PARAM_MAX * 2];
+	const char *e;
+	size_t n;
+
+	while (*path) {
+		e = strchr(path + 1, '/');
+		n = e ? (size_t)(e - path - 1) : strlen(path + 1);
+		if (*path != '/' || n >= sizeof seg || buf_putc(b, '/') < 0)
+			return -1;
+		memcpy(seg, path + 1, n);
+		seg[n] = '\0';
+		if (put_encoded(b, seg) < 0)
+			return -1;
+		path += n + 1;
+	}
+	return 0;
+}
+
+static int put_query_pair(void *arg, const char *name, const char *value)
+{
+	struct buf *b = arg;
+
+	if (!strcmp(name, "cursor"))
+		return 0;
+	return put_encoded(b, name) || buf_putc(b, '=') || put_encoded(b, value) || buf_putc(b, '&')
+		       ? -1
+		       : 0;
+}
+
+/* Link: <public-url path?query&cursor=next>; rel="next" (RFC 8288) beside
+ * meta.next_cursor: the same query with the cursor of the next page. */
+static void add_link_next(struct ctx *c, const char *next_cursor)
+{
+	const char *base = c->svc->cfg ? c->svc->cfg->public_url : "";
+	size_t bl = strlen(base);
+	struct buf b;
+
+	if (!next_cursor)
+		return;
+	while (bl && base[bl - 1] == '/')
+		bl--;
+	buf_init(&b, 8192);
+	if (buf_putc(&b, '<') == 0 && buf_append(&b, base, bl) == 0 &&
+	    put_path(&b, c->req->path) == 0 && buf_putc(&b, '?') == 0 &&
+	    http_query_each(c->req, put_query_pair, &b) == 0 && buf_puts(&b, "cursor=") == 0 &&
+	    put_encoded(&b, next_cursor) == 0 && buf_puts(&b, ">; rel=\"next\"") == 0)
+		(void)response_header(c->res, "Link", b.data);
+	buf_free(&b);
+}
+
 void respond_list(struct ctx *c, json_t *items, const char *next_cursor)
 {
 	json_t *body = json_object(), *m = meta(c);
@@ -66,6 +137,8 @@ void respond_list(struct ctx *c, json_t *items, const char *next_cursor)
 	json_object_set_new(body, "data", items);
 	json_object_set_new(body, "meta", m);
 	put_json(c, 200, body);
+	if (c->res->status == 200)
+		add_link_next(c, next_cursor);
 }
 
 void respond_list_text(struct ctx *c, const struct buf *items, const char *next_cursor)
@@ -90,6 +163,7 @@ void respond_list_text(struct ctx *c, const struct buf *items, const char *next_
 	}
 	c->res->status = 200;
 	c->res->content_type = "application/json";
+	add_link_next(c, next_cursor);
 }
 
 void respond_error(struct ctx *c, enum err e, json_t *details, const char *fmt, ...)

@@ -59,9 +59,10 @@ void log_access(const struct log_access *a)
 
 	clock_format_ms(clock_now_ms(), ts);
 	if (!log_json) {
-		fprintf(stderr, "%s access %s %s %d %.2fms %s %s\n", ts, a->method, a->path,
+		fprintf(stderr, "%s access %s %s %d %.2fms %s %s%s%s\n", ts, a->method, a->path,
 			a->status, a->duration_ms, a->client ? a->client : "-",
-			a->request_id ? a->request_id : "-");
+			a->request_id ? a->request_id : "-", a->trace_id ? " trace=" : "",
+			a->trace_id ? a->trace_id : "");
 		return;
 	}
 	/* Formatted by hand (no jansson tree) and written with one fwrite:
@@ -81,7 +82,13 @@ void log_access(const struct log_access *a)
 	     jsonw_str(&line, a->portfolio) == 0 && jsonw_key(&line, "principal", 0) == 0 &&
 	     jsonw_str(&line, a->principal) == 0 && jsonw_key(&line, "error_code", 0) == 0 &&
 	     jsonw_str(&line, a->error_code) == 0 && jsonw_key(&line, "bytes", 0) == 0 &&
-	     jsonw_int(&line, (int64_t)a->bytes) == 0 && buf_puts(&line, "}\n") == 0;
+	     jsonw_int(&line, (int64_t)a->bytes) == 0;
+	if (ok && a->trace_id)
+		ok = jsonw_key(&line, "trace_id", 0) == 0 && jsonw_str(&line, a->trace_id) == 0 &&
+		     jsonw_key(&line, "span_id", 0) == 0 && jsonw_str(&line, a->span_id) == 0 &&
+		     jsonw_key(&line, "parent_span_id", 0) == 0 &&
+		     jsonw_str(&line, a->parent_span_id) == 0;
+	ok = ok && buf_puts(&line, "}\n") == 0;
 	if (ok)
 		fwrite(line.data, 1, line.len, stderr);
 	buf_free(&line);

@@ -19,6 +19,8 @@ struct log_access {
 	const char *principal;  /* client or user id, or NULL */
 	const char *error_code; /* SVC-* code for errors, or NULL */
 	uint64_t bytes;         /* response body bytes */
+	/* W3C trace context, or all NULL when the request carried none */
+	const char *trace_id, *span_id, *parent_span_id;
 };
 
 /* json = 1 for JSON lines, 0 for human text. */

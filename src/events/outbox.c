@@ -6,6 +6,7 @@
 
 #include "core/clock.h"
 #include "core/id.h"
+#include "core/trace.h"
 #include "store/store.h"
 
 static const char *const v1_events[] = {
@@ -22,7 +23,8 @@ static const char *const v2_events[] = {
 };
 
 /* The columns every read selects, in struct outbox_event's order. */
-#define EVENT_COLS "seq, id, surface, type, portfolio_id, property_ids, data, created_at"
+#define EVENT_COLS \
+	"seq, id, surface, type, portfolio_id, property_ids, data, created_at, traceparent"
 
 int outbox_event_known(const char *surface, const char *type)
 {
@@ -39,7 +41,8 @@ int outbox_append(struct store_tx *tx, const char *surface, const char *type,
 		  const char *portfolio_id, const json_t *property_ids, const json_t *data,
 		  char *id_out, size_t id_cap)
 {
-	char id[ID_MAX], *props = NULL, *body = NULL;
+	const struct trace_ctx *t = trace_current();
+	char id[ID_MAX], *props = NULL, *body = NULL, tp[TRACE_PARENT_LEN];
 	int rc = STORE_ERR;
 
 	if ((strcmp(surface, "v1") && strcmp(surface, "v2")) || !json_is_array(property_ids) ||
@@ -51,13 +54,15 @@ int outbox_append(struct store_tx *tx, const char *surface, const char *type,
 	body = json_dumps(data, JSON_COMPACT | JSON_PRESERVE_ORDER);
 	if (!props || !body)
 		goto out;
+	if (t)
+		trace_format(t, t->span_id, tp);
 	rc = store_exec(tx,
 			"INSERT INTO events (id, surface, type, portfolio_id, property_ids, data,"
-			" created_at) VALUES ($1, $2, $3, $4, $5, $6, $7)",
+			" created_at, traceparent) VALUES ($1, $2, $3, $4, $5, $6, $7, $8)",
 			(struct store_val[]){sv_text(id), sv_text(surface), sv_text(type),
 					     sv_text(portfolio_id), sv_text(props), sv_text(body),
-					     sv_int(clock_now_ms())},
-			7);
+					     sv_int(clock_now_ms()), sv_text(t ? tp : NULL)},
+			8);
 	if (rc < 0)
 		goto out;
 	rc = 0;
@@ -83,9 +88,15 @@ static int each_row(struct store_rows *r, outbox_event_fn fn, void *arg)
 	int rc, n = 0;
 
 	while ((rc = store_next(r)) == 1) {
-		struct outbox_event ev = {store_int(r, 0),  store_text(r, 1), store_text(r, 2),
-					  store_text(r, 3), store_text(r, 4), store_text(r, 5),
-					  store_text(r, 6), store_int(r, 7)};
+		struct outbox_event ev = {store_int(r, 0),
+					  store_text(r, 1),
+					  store_text(r, 2),
+					  store_text(r, 3),
+					  store_text(r, 4),
+					  store_text(r, 5),
+					  store_text(r, 6),
+					  store_int(r, 7),
+					  store_is_null(r, 8) ? NULL : store_text(r, 8)};
 
 		n++;
 		rc = fn(&ev, arg);

@@ -20,6 +20,7 @@ struct outbox_event {
 	const char *property_ids; /* JSON array text */
 	const char *data;         /* JSON object text */
 	int64_t created_at;
+	const char *traceparent; /* of the request that caused it, or NULL */
 };
 
 /* Called once per event read, in seq order. Returns 0 to go on, 1 to stop
@@ -32,7 +33,9 @@ typedef int (*outbox_event_fn)(const struct outbox_event *ev, void *arg);
 int outbox_event_known(const char *surface, const char *type);
 
 /* Appends one event inside tx. surface is "v1" or "v2"; property_ids is a
- * JSON array of prop_ ids and data a JSON object (both borrowed). The new
+ * JSON array of prop_ ids and data a JSON object (both borrowed). The
+ * calling thread's trace context (core/trace.h), if any, is stored with
+ * it as the traceparent its deliveries descend from. The new
  * event id ("evt_…") is written to id_out when it is not NULL. Returns 0 or
  * a negative store status. */
 int outbox_append(struct store_tx *tx, const char *surface, const char *type,

@@ -37,6 +37,17 @@ static int match_pattern(const char *pat, const char *path, size_t path_len, int
 	return !*pat && path == end;
 }
 
+/* Adds method (and HEAD after GET) to the comma-separated allow list
+ * unless listed. Returns 0 or -1 when the buffer is full. */
+static int allow_add(struct buf *allow, const char *method)
+{
+	if (allow->len && strstr(allow->data, method))
+		return 0;
+	if ((allow->len && buf_puts(allow, ", ") < 0) || buf_puts(allow, method) < 0)
+		return -1;
+	return strcmp(method, "GET") ? 0 : allow_add(allow, "HEAD");
+}
+
 int router_match(const struct route *table, size_t n, const char *method, const char *path,
 		 struct route_match *m, struct buf *allow)
 {
@@ -49,15 +60,14 @@ int router_match(const struct route *table, size_t n, const char *method, const 
 	for (i = 0; i < n; i++) {
 		if (!match_pattern(table[i].pattern, path, len, table[i].ci, &tmp))
 			continue;
-		if (!strcmp(table[i].method, method)) {
+		if (!strcmp(table[i].method, method) ||
+		    (!strcmp(method, "HEAD") && !strcmp(table[i].method, "GET"))) {
 			*m = tmp;
 			m->route = &table[i];
 			return 200;
 		}
-		if (allow && (allow->len == 0 || !strstr(allow->data, table[i].method)))
-			if ((allow->len && buf_puts(allow, ", ") < 0) ||
-			    buf_puts(allow, table[i].method) < 0)
-				return 405;
+		if (allow && allow_add(allow, table[i].method) < 0)
+			return 405;
 		path_found = 1;
 	}
 	return path_found ? 405 : 404;

@@ -35,6 +35,7 @@ struct route {
 	enum route_body body;
 	const struct vfield *spec; /* BODY_JSON: fields allowed */
 	int ci;                    /* static segments match case-insensitively (SCIM) */
+	int etag;                  /* a single-resource read: ETag and 304 (GET, HEAD) */
 };
 
 struct route_match {
@@ -44,9 +45,11 @@ struct route_match {
 };
 
 /* Finds the route for method and path in table[0..n); one trailing slash
- * on the path is ignored ("/v2/portfolios/" is "/v2/portfolios"). Returns 200 with *m
- * filled, 404 when no pattern matches the path, or 405 when patterns match
- * but none for this method (allow then lists the methods, comma-separated). */
+ * on the path is ignored ("/v2/portfolios/" is "/v2/portfolios"). HEAD
+ * takes the GET route of the path (RFC 9110 §9.3.2: the server answers it
+ * as GET, without the body). Returns 200 with *m filled, 404 when no
+ * pattern matches the path, or 405 when patterns match but none for this
+ * method (allow then lists the methods, comma-separated, HEAD after GET). */
 int router_match(const struct route *table, size_t n, const char *method, const char *path,
 		 struct route_match *m, struct buf *allow);
 

@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "core/log.h"
+#include "core/trace.h"
 #include "net/httpc.h"
 #include "pms/pms_sim_core.h"
 
@@ -118,8 +119,28 @@ static int write_sim(struct pms *p, struct pms_write *w, size_t n)
 	return 0;
 }
 
+/* The "traceparent: …" header of the calling request's trace context
+ * (core/trace.h) in tp (TRACE_PARENT_LEN + 13 bytes), or NULL when the
+ * request carried none. */
+static const char *trace_header(char *tp)
+{
+	const struct trace_ctx *t = trace_current();
+
+	if (!t)
+		return NULL;
+	memcpy(tp, "traceparent: ", 13);
+	trace_format(t, t->span_id, tp + 13);
+	return tp;
+}
+
+/* Sends each write of w[0..n) to the PMS at once (httpc_perform); with
+ * the calling request's trace context (core/trace.h), each carries a
+ * traceparent naming the request's span as its parent. Fills each w[i]'s
+ * outcome. Returns 0, or -1 when the batch could not be sent at all. */
 static int write_http(struct pms *p, struct pms_write *w, size_t n)
 {
+	char tp[TRACE_PARENT_LEN + 16];
+	const char *hdrs[2] = {trace_header(tp), NULL};
 	struct httpc_request *reqs = calloc(n, sizeof *reqs);
 	char **urls = calloc(n, sizeof *urls), **bodies = calloc(n, sizeof *bodies);
 	json_t *body, *resp;
@@ -143,6 +164,7 @@ static int write_http(struct pms *p, struct pms_write *w, size_t n)
 		reqs[i].body_len = strlen(bodies[i]);
 		reqs[i].timeout_ms = PMS_TIMEOUT_MS;
 		reqs[i].max_response = 64 * 1024;
+		reqs[i].headers = hdrs;
 	}
 	if (httpc_perform(reqs, n) < 0)
 		goto out;

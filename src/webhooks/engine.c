@@ -13,6 +13,7 @@
 #include "core/id.h"
 #include "core/jsonw.h"
 #include "core/log.h"
+#include "core/trace.h"
 #include "net/egress.h"
 #include "net/httpc.h"
 #include "store/store.h"
@@ -404,15 +405,16 @@ static int add_delivery(const struct fan *f, const struct subscription *s, const
 		f->tx,
 		"INSERT INTO webhook_deliveries (id, portfolio_id, subscription_id, surface, target,"
 		" primary_id, event_id, event_type, event_created_at, url, lane, lane_hash,"
-		" rate_per_s, body, state, next_attempt_at, created_at) VALUES ($1, $2, $3, $4,"
-		" $5, $6, $7, $8, $9, $10, $11, $15, $12, $13, 'pending', $14, $14)",
+		" rate_per_s, body, state, next_attempt_at, created_at, traceparent) VALUES ($1,"
+		" $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $15, $12, $13, 'pending', $14, $14,"
+		" $16)",
 		(struct store_val[]){sv_text(id), sv_text(s->portfolio_id), sv_text(s->id),
 				     sv_text(s->surface), sv_text(target), sv_text(primary_id),
 				     sv_text(ev->id), sv_text(ev->type), sv_int(ev->created_at),
 				     sv_text(url), sv_text(lane), sv_int(rate),
 				     sv_blob(f->body->data, f->body->len), sv_int(f->now),
-				     sv_int(engine_lane_hash(lane))},
-		15);
+				     sv_int(engine_lane_hash(lane)), sv_text(ev->traceparent)},
+		16);
 
 	if (rc < 0)
 		return rc;
@@ -738,7 +740,22 @@ static int record_outcomes(struct store_tx *tx, struct flight **f, size_t n, int
 	return 0;
 }
 
-/* Builds a flight from a claimed row (columns of CLAIM_SQL). NULL: no memory. */
+/* The traceparent header of an attempt whose event's request carried one
+ * (stored): the same trace and flags, a new span id for each attempt, so
+ * the receiver's span descends from this delivery. Nothing when tp is
+ * NULL or no longer parses. */
+static void flight_trace(struct flight *f, const char *tp)
+{
+	struct trace_ctx t;
+	char span[17], v[TRACE_PARENT_LEN];
+
+	if (!tp || trace_parse(tp, &t) < 0 || trace_new_span(span) < 0)
+		return;
+	trace_format(&t, span, v);
+	snprintf(f->hdr[8], sizeof f->hdr[8], "traceparent: %s", v);
+}
+
+/* Builds a flight from a claimed row (columns of DUE_COLS). NULL: no memory. */
 static struct flight *flight_new(struct lane *lane, struct store_rows *r)
 {
 	struct flight *f = calloc(1, sizeof *f);
@@ -767,6 +784,7 @@ static struct flight *flight_new(struct lane *lane, struct store_rows *r)
 	snprintf(f->hdr[3], sizeof f->hdr[3], "webhook-id: %s", f->id);
 	if (strcmp(f->surface, "v1"))
 		snprintf(f->hdr[4], sizeof f->hdr[4], "X-Service-Portfolio: %s", store_text(r, 5));
+	flight_trace(f, store_is_null(r, 12) ? NULL : store_text(r, 12));
 	return f;
 }
 
@@ -800,7 +818,8 @@ static int flight_sign(struct flight *f, struct signing_key *key)
 	" LIMIT $3"
 #define DUE_COLS                                                                  \
 	"SELECT seq, id, surface, event_id, event_type, portfolio_id, url, body," \
-	" attempt_count, schedule_origin, manual, subscription_id FROM webhook_deliveries"
+	" attempt_count, schedule_origin, manual, subscription_id, traceparent"   \
+	" FROM webhook_deliveries"
 /* One of them, if it is the lane's ($2; a hash collision is not). */
 #define DUE_ROW_SQL DUE_COLS " WHERE seq = $1 AND lane = $2 AND next_attempt_at IS NOT NULL"
 /* The lane's ($4) due deliveries by the text: used when the hash is shared

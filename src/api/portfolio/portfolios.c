@@ -107,7 +107,7 @@ void portfolio_h_properties(struct ctx *c)
 
 static const struct route routes[] = {
 	ROUTE_V2("GET", "/v2/portfolios", portfolio_h_list, AUTH_SCOPE_PORTFOLIOS_READ),
-	ROUTE_V2("GET", "/v2/portfolios/{id}", portfolio_h_get, AUTH_SCOPE_PORTFOLIOS_READ),
+	ROUTE_V2_ETAG("GET", "/v2/portfolios/{id}", portfolio_h_get, AUTH_SCOPE_PORTFOLIOS_READ),
 	ROUTE_V2("GET", "/v2/portfolios/{id}/properties", portfolio_h_properties,
 		 AUTH_SCOPE_PORTFOLIOS_READ),
 };

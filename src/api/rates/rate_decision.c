@@ -427,9 +427,9 @@ static const struct route routes[] = {
 	ROUTE_V2_JSON("POST", "/v2/rate-decisions", rate_decision_h_create, AUTH_SCOPE_RATES_WRITE,
 		      rate_decision_spec),
 	ROUTE_V2("GET", "/v2/rate-decisions", rate_decision_h_list, AUTH_SCOPE_RATES_READ),
-	ROUTE_V2("GET", "/v2/rate-decisions/{id}", rate_decision_h_get, AUTH_SCOPE_RATES_READ),
-	ROUTE_V2("GET", "/v2/rate-decisions/{id}/audit-trail", rate_decision_h_audit,
-		 AUTH_SCOPE_RATES_READ),
+	ROUTE_V2_ETAG("GET", "/v2/rate-decisions/{id}", rate_decision_h_get, AUTH_SCOPE_RATES_READ),
+	ROUTE_V2_ETAG("GET", "/v2/rate-decisions/{id}/audit-trail", rate_decision_h_audit,
+		      AUTH_SCOPE_RATES_READ),
 	ROUTE_V2_JSON("POST", "/v2/rate-decisions/{id}/revert", rate_decision_h_revert,
 		      AUTH_SCOPE_RATES_WRITE, rate_revert_spec),
 };

@@ -213,15 +213,16 @@ void delivery_h_sla(struct ctx *c)
 
 static const struct route routes[] = {
 	{"POST", "/v1/webhooks/{id}/ping", delivery_h_ping_v1, ROUTE_BEARER,
-	 AUTH_SCOPE_WEBHOOKS_MANAGE, 0, BODY_NONE, NULL, 0},
+	 AUTH_SCOPE_WEBHOOKS_MANAGE, 0, BODY_NONE, NULL, 0, 0},
 	{"POST", "/v1/webhooks/deliveries/{id}/retry", delivery_h_retry, ROUTE_BEARER,
-	 AUTH_SCOPE_WEBHOOKS_MANAGE, 0, BODY_NONE, NULL, 0},
+	 AUTH_SCOPE_WEBHOOKS_MANAGE, 0, BODY_NONE, NULL, 0, 0},
 	/* Literal segments before /v2/webhooks/{id} (webhook_routes, listed
 	 * after these): the first match wins. */
 	ROUTE_V2("GET", "/v2/webhooks/dead-letters", delivery_h_dead_letters,
 		 AUTH_SCOPE_WEBHOOKS_MANAGE),
 	ROUTE_V2("GET", "/v2/webhooks/sla", delivery_h_sla, AUTH_SCOPE_WEBHOOKS_MANAGE),
-	ROUTE_V2("GET", "/v2/webhooks/deliveries/{id}", delivery_h_get, AUTH_SCOPE_WEBHOOKS_MANAGE),
+	ROUTE_V2_ETAG("GET", "/v2/webhooks/deliveries/{id}", delivery_h_get,
+		      AUTH_SCOPE_WEBHOOKS_MANAGE),
 	ROUTE_V2("POST", "/v2/webhooks/deliveries/{id}/replay", delivery_h_replay,
 		 AUTH_SCOPE_WEBHOOKS_MANAGE),
 	ROUTE_V2("GET", "/v2/webhooks/{id}/deliveries", delivery_h_list, AUTH_SCOPE_WEBHOOKS_MANAGE),

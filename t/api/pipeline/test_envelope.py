@@ -85,10 +85,13 @@ class EnvelopeTest(harness.ServerCase):
                 self.assertNotIn(rid, seen)
                 seen.add(rid)
 
-    def test_client_supplied_request_id_does_not_break_format(self):
-        r = self.srv.request("GET", "/healthz", headers={"X-Request-Id": "not-a-valid-id"})
-        self.assertEqual(r.status, 200, r)
-        self.assertRegex(r.headers["X-Request-Id"], REQUEST_ID_RE)
+    def test_malformed_client_request_id_is_replaced(self):
+        # A well-formed client id is honoured (t/api/http/test_http_conventions.py);
+        # one that is not (spaces, a quote, over 128 characters) gets a req_ id.
+        for bad in ("not a valid id", 'quote"d', "x" * 129):
+            r = self.srv.request("GET", "/healthz", headers={"X-Request-Id": bad})
+            self.assertEqual(r.status, 200, r)
+            self.assertRegex(r.headers["X-Request-Id"], REQUEST_ID_RE)
 
     def test_401_error_envelope(self):
         r = self.srv.request("GET", "/v2/portfolios")

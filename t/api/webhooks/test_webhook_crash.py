@@ -278,6 +278,8 @@ class WebhookCrashTest(unittest.TestCase):
             CREATE INDEX webhook_deliveries_due ON webhook_deliveries (lane, next_attempt_at)
               WHERE next_attempt_at IS NOT NULL;
             DROP TABLE webhook_claims;
+            ALTER TABLE webhook_deliveries DROP COLUMN traceparent;
+            ALTER TABLE events DROP COLUMN traceparent;
             DELETE FROM schema_migrations WHERE version >= 6;
         """)
         db.execute("UPDATE webhook_deliveries SET state = 'pending', attempt_count = 0,"

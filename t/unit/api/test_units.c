@@ -844,18 +844,22 @@ static void test_router_method_not_allowed(void **state)
 	(void)state;
 	buf_init(&allow, 256);
 	assert_int_equal(route("DELETE", "/v2/portfolios", &m, &allow), 405);
-	assert_string_equal(allow.data, "GET");
+	assert_string_equal(allow.data, "GET, HEAD");
 	assert_int_equal(route("GET", "/oauth/token", &m, &allow), 405);
 	assert_string_equal(allow.data, "POST");
 	assert_int_equal(route("get", "/v2/portfolios", &m, &allow),
 			 405); /* methods are case-sensitive */
 	buf_reset(&allow);
 	assert_int_equal(router_match(two, ARRAY_LEN(two), "PUT", "/v2/webhooks", &m, &allow), 405);
-	assert_string_equal(allow.data, "GET, POST");
+	assert_string_equal(allow.data, "GET, HEAD, POST");
 	buf_reset(&allow);
 	assert_int_equal(router_match(two, ARRAY_LEN(two), "PATCH", "/v2/webhooks/wh_1", &m, &allow),
 			 405);
-	assert_string_equal(allow.data, "GET, DELETE");
+	assert_string_equal(allow.data, "GET, HEAD, DELETE");
+	/* HEAD takes the GET route (RFC 9110 §9.3.2) */
+	assert_int_equal(router_match(two, ARRAY_LEN(two), "HEAD", "/v2/webhooks/wh_1", &m, &allow),
+			 200);
+	assert_ptr_equal(m.route, &two[2]);
 	buf_reset(&allow);
 	assert_int_equal(router_match(two, ARRAY_LEN(two), "DELETE", "/v2/webhooks/wh_1", &m, &allow),
 			 200);

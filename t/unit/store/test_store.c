@@ -714,8 +714,12 @@ static void test_webhook_deliveries_rebuild(void **state)
 	assert_int_equal(store_begin(f->st, 1, &tx), STORE_OK);
 	assert_int_equal(store_exec(tx, "DELETE FROM webhook_deliveries WHERE id = 'dlv_3'", NULL, 0),
 			 1);
+	/* Back to the schema 006 left: without 008's columns too. */
+	assert_true(store_exec(tx, "ALTER TABLE webhook_deliveries DROP COLUMN traceparent", NULL,
+			       0) >= 0);
+	assert_true(store_exec(tx, "ALTER TABLE events DROP COLUMN traceparent", NULL, 0) >= 0);
 	assert_int_equal(store_exec(tx, "DELETE FROM schema_migrations WHERE version >= 7", NULL, 0),
-			 1);
+			 2);
 	assert_int_equal(store_commit(tx), STORE_OK);
 	assert_int_equal(store_begin(f->st, 0, &tx), STORE_OK);
 	assert_int_equal(store_query(tx, indexes, NULL, 0, &r), STORE_OK);
@@ -781,8 +785,10 @@ static void test_webhook_deliveries_rebuild_same_shape(void **state)
 
 	snprintf(path, sizeof path, "%s/at006.db", f->dir);
 	assert_int_equal(sqlite3_open(path, &db), SQLITE_OK);
-	for (m = embedded_migrations_sqlite; m->name && m->version <= 6; m++)
-		assert_int_equal(sqlite3_exec(db, m->sql, NULL, NULL, NULL), SQLITE_OK);
+	/* Every migration but 007, the rebuild whose result must match. */
+	for (m = embedded_migrations_sqlite; m->name; m++)
+		if (m->version != 7)
+			assert_int_equal(sqlite3_exec(db, m->sql, NULL, NULL, NULL), SQLITE_OK);
 	sqlite_rows(db, cols, want_cols, sizeof want_cols);
 	sqlite_rows(db, idx, want_idx, sizeof want_idx);
 	sqlite3_close(db);
