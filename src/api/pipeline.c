@@ -19,7 +19,6 @@
 #include "api/respond.h"
 #include "core/clock.h"
 #include "core/crypto.h"
-#include "core/embedded.h"
 #include "core/keyfile.h"
 #include "core/log.h"
 #include "core/validate.h"
@@ -53,22 +52,10 @@ static void h_metrics(struct ctx *c)
 	c->res->content_type = "text/plain; version=0.0.4; charset=utf-8";
 }
 
-static void h_openapi(struct ctx *c)
-{
-	buf_reset(&c->res->body);
-	if (buf_append(&c->res->body, embedded_openapi, embedded_openapi_len) < 0) {
-		respond_error(c, ERR_INTERNAL, NULL, "internal error");
-		return;
-	}
-	c->res->status = 200;
-	c->res->content_type = "application/json";
-}
-
 static const struct route platform[] = {
 	ROUTE_PUB("GET", "/healthz", h_healthz),
 	ROUTE_PUB("GET", "/readyz", h_readyz),
 	ROUTE_PUB("GET", "/metrics", h_metrics),
-	ROUTE_PUB("GET", "/v2/openapi.json", h_openapi),
 };
 const struct route_table pipeline_platform_routes = ROUTE_TABLE(platform);
 
