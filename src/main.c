@@ -18,6 +18,7 @@
 #include "api/idempotency.h"
 #include "api/identity/oauth.h"
 #include "api/identity/scim.h"
+#include "api/openapi.h"
 #include "api/rates/rate_decision.h"
 #include "rates/decision.h"
 #include "api/routes.h"
@@ -123,6 +124,18 @@ static int start_serving(struct config *cfg, struct store *st, struct service *s
 	return 0;
 }
 
+/* Writes the OpenAPI document for the public URL, now that it is known.
+ * Returns 0, or -1 with the failure logged. */
+static int serve_openapi(const struct config *cfg)
+{
+	char err[256];
+
+	if (openapi_prepare(cfg->public_url, err, sizeof err) == 0)
+		return 0;
+	log_msg(LOG_ERROR, "openapi", "%s", err);
+	return -1;
+}
+
 /* --demo: seeds the demo data on an empty database and logs where the
  * credentials are. Returns 0, or -1 with the failure logged. */
 static int seed_demo(struct store *st, const struct config *cfg)
@@ -196,7 +209,7 @@ int main(int argc, char **argv)
 	/* SCIM clients read RFC 7644 error bodies for every answer under /scim/. */
 	svc.error_shape_prefix = "/scim/";
 	svc.error_shape = scim_error_shape;
-	if (start_serving(&cfg, st, &svc, &srv) < 0)
+	if (start_serving(&cfg, st, &svc, &srv) < 0 || serve_openapi(&cfg) < 0)
 		goto out;
 	if (cfg.demo && seed_demo(st, &cfg) < 0)
 		goto out;
@@ -206,6 +219,7 @@ int main(int argc, char **argv)
 	exit_code = 0;
 out:
 	http_server_stop(srv);
+	openapi_release();
 	if (app_ok) {
 		engine_stop(svc.engine, ENGINE_DRAIN_MS);
 		pms_close(svc.pms);

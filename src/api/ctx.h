@@ -29,7 +29,6 @@ struct service {
 	struct deprecation *deprecations;
 	struct pms *pms;       /* the PMS connector (--pms-url) */
 	struct engine *engine; /* the webhook delivery engine (webhooks/engine.c) */
-	struct buf openapi_gz; /* the OpenAPI document, gzip-coded once at start */
 	unsigned char cursor_key[32];
 	unsigned char seal_key[32]; /* seals stored secrets (<data-dir>/revops.key) */
 	volatile int shutting_down;

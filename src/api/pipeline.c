@@ -20,12 +20,10 @@
 #include "api/respond.h"
 #include "core/clock.h"
 #include "core/crypto.h"
-#include "core/embedded.h"
 #include "core/keyfile.h"
 #include "core/log.h"
 #include "core/trace.h"
 #include "core/validate.h"
-#include "http/http_gzip.h"
 #include "store/store.h"
 
 static void h_healthz(struct ctx *c)
@@ -56,30 +54,10 @@ static void h_metrics(struct ctx *c)
 	c->res->content_type = "text/plain; version=0.0.4; charset=utf-8";
 }
 
-/* The document as it is, or gzip-coded from the copy made at start-up
- * when the client accepts it (697 KB to about a tenth). */
-static void h_openapi(struct ctx *c)
-{
-	const struct buf *gz = &c->svc->openapi_gz;
-	int zip = gz->len && negotiate_wants_gzip(c);
-
-	buf_reset(&c->res->body);
-	if (buf_append(&c->res->body, zip ? gz->data : embedded_openapi,
-		       zip ? gz->len : embedded_openapi_len) < 0) {
-		respond_error(c, ERR_INTERNAL, NULL, "internal error");
-		return;
-	}
-	if (zip)
-		negotiate_mark_encoded(c);
-	c->res->status = 200;
-	c->res->content_type = "application/json";
-}
-
 static const struct route platform[] = {
 	ROUTE_PUB("GET", "/healthz", h_healthz),
 	ROUTE_PUB("GET", "/readyz", h_readyz),
 	ROUTE_PUB("GET", "/metrics", h_metrics),
-	ROUTE_PUB("GET", "/v2/openapi.json", h_openapi),
 };
 const struct route_table pipeline_platform_routes = ROUTE_TABLE(platform);
 
@@ -126,9 +104,6 @@ int pipeline_init(struct service *a, const struct config *cfg, struct store *st,
 	a->rl_anon = ratelimit_new(65536);
 	a->metrics = metrics_new();
 	a->deprecations = deprecation_new();
-	buf_init(&a->openapi_gz, 0);
-	if (http_gzip(embedded_openapi, embedded_openapi_len, 9, &a->openapi_gz) < 0)
-		log_msg(LOG_WARN, "openapi", "could not compress the document; served as it is");
 	if (!a->rl_portfolio || !a->rl_anon || !a->metrics || !a->deprecations ||
 	    load_cursor_key(a) < 0 || deprecation_reload(a->deprecations, st) < 0 ||
 	    keyfile_load(cfg->data_dir, a->seal_key) < 0) {
@@ -145,7 +120,6 @@ void pipeline_free(struct service *a)
 	ratelimit_free(a->rl_anon);
 	metrics_free(a->metrics);
 	deprecation_free(a->deprecations);
-	buf_free(&a->openapi_gz);
 	crypto_wipe(a->cursor_key, sizeof a->cursor_key);
 	crypto_wipe(a->seal_key, sizeof a->seal_key);
 	memset(a, 0, sizeof *a);

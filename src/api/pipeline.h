@@ -5,7 +5,7 @@
 #define REVOPS_PIPELINE_H
 #include "api/ctx.h"
 
-/* The pipeline's own routes: /healthz, /readyz, /metrics, /v2/openapi.json. */
+/* The pipeline's own routes: /healthz, /readyz, /metrics. */
 extern const struct route_table pipeline_platform_routes;
 
 /* Prepares shared state after the store is open; routes (nroutes of them,

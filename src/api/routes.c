@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "api/pipeline.h"
+#include "api/openapi.h"
 #include "api/identity/oauth.h"
 #include "api/identity/scim.h"
 #include "api/portfolio/portfolios.h"
@@ -16,8 +17,8 @@
 #include "api/webhooks/webhook.h"
 
 static const struct route_table *const areas[] = {
-	&pipeline_platform_routes, &oauth_routes,   &portfolio_routes, &rate_decision_routes,
-	&delivery_routes,          &webhook_routes, &scim_routes,
+	&pipeline_platform_routes, &openapi_routes,  &oauth_routes,   &portfolio_routes,
+	&rate_decision_routes,     &delivery_routes, &webhook_routes, &scim_routes,
 };
 
 struct route *api_routes_build(size_t *n)

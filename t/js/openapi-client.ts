@@ -1,0 +1,301 @@
+// A typed client for revops, as an API user would write it: types generated
+// by openapi-typescript from the document a running revopsd serves (into
+// ./revops-api.d.ts beside this file, by t/api/pipeline/test_openapi_tools.py),
+// requests made with openapi-fetch, checked by `tsc --strict --noEmit`. It is
+// compiled, never run.
+//
+// `calls` must name EVERY operation of the document (its type is built from
+// `paths`, so a missing or unknown operation does not compile), each with
+// the arguments a real caller passes. The `@ts-expect-error` lines are what
+// a schema regression would break: a request the server refuses must not
+// type-check, and one it accepts must.
+import createClient from "openapi-fetch";
+import type { components, paths } from "./revops-api";
+
+type Schemas = components["schemas"];
+type Method = "get" | "put" | "post" | "delete" | "patch";
+type Operations = {
+  [P in keyof paths]: {
+    [M in Method as [NonNullable<paths[P][M]>] extends [never] ? never : M]: () => Promise<unknown>;
+  };
+};
+
+const client = createClient<paths>({ baseUrl: "https://revops.example-hotels.test" });
+const pf = "pf_01JD3X5Q7E9ZK4M2N6P8R0T2V4";
+const v2 = { "X-Service-Portfolio": pf };
+const scim = { Authorization: "Bearer rvo_scim_example" };
+const form = (body: unknown) => new URLSearchParams(body as Record<string, string>).toString();
+
+// ---- requests the server accepts type-check -----------------------------
+
+// SCIM: no read-only id in a request; userName required; Entra's "False".
+const newUser: Schemas["ScimUserRequest"] = {
+  schemas: ["urn:ietf:params:scim:schemas:core:2.0:User"],
+  userName: "anna.kowalska@example-hotels.com",
+  active: "False",
+  emails: [{ value: "anna.kowalska@example-hotels.com", type: "work", primary: "True" }],
+  roles: ["revenue-approver", { value: "ops-manager" }],
+};
+const activeBool: Schemas["ScimUserRequest"] = { userName: "b@example-hotels.com", active: true };
+const newGroup: Schemas["ScimGroupRequest"] = {
+  displayName: "revenue-approver",
+  members: ["usr_01JD40A1B2C3D4E5F6G7H8J9KM", { value: "usr_01JD40A1B2C3D4E5F6G7H8J9KN" }],
+};
+
+// ---- requests the server refuses do not -----------------------------------
+
+// @ts-expect-error userName is required in a SCIM user request
+const noUserName: Schemas["ScimUserRequest"] = { active: true };
+// @ts-expect-error displayName is required in a SCIM group request
+const noDisplayName: Schemas["ScimGroupRequest"] = { members: [] };
+// @ts-expect-error active is a boolean or a "true"/"false" string, never a number
+const numericActive: Schemas["ScimUserRequest"] = { userName: "c@example-hotels.com", active: 1 };
+// @ts-expect-error approver_saml_subject is required to revert
+const noApprover: Schemas["RateDecisionRevertRequest"] = { reason: "wrong season" };
+
+// ---- responses carry what the server always sends -------------------------
+
+function userId(u: Schemas["ScimUser"]): string {
+  return u.id; // required in responses
+}
+function decisionStatus(d: Schemas["RateDecision"]): Schemas["RateDecisionStatus"] {
+  return d.status;
+}
+function tokenOf(t: Schemas["TokenResponse"]): string {
+  return t.access_token + t.token_type + t.expires_in.toFixed(0) + t.property_codes.join(" ");
+}
+
+// ---- every operation ------------------------------------------------------
+
+const rd = "rd_01JD42A1B2C3D4E5F6G7H8J9KM";
+const wh = "wh_01JD43B2C3D4E5F6G7H8J9K0MN";
+const dlv = "dlv_01JD41D4E5F6G7H8J9K0M1N2PQ";
+const usr = "usr_01JD40A1B2C3D4E5F6G7H8J9KM";
+const grp = "grp_01JD40B2C3D4E5F6G7H8J9K0MN";
+
+export const calls: Operations = {
+  "/oauth/token": {
+    post: async () => {
+      const basic = await client.POST("/oauth/token", {
+        headers: { Authorization: "Basic " + btoa("cli_01JD3X4P6Q8R0S2T4V6W8X0Y2Z:secret") },
+        body: { grant_type: "client_credentials", scope: "rates:read property:WAW01" },
+        bodySerializer: form,
+      });
+      const post = await client.POST("/oauth/token", {
+        body: {
+          grant_type: "client_credentials",
+          client_id: "cli_01JD3X4P6Q8R0S2T4V6W8X0Y2Z",
+          client_secret: "secret",
+        },
+        bodySerializer: form,
+      });
+      const saml = await client.POST("/oauth/token", {
+        body: {
+          grant_type: "urn:ietf:params:oauth:grant-type:saml2-bearer",
+          assertion: "PHNhbWw6QXNzZXJ0aW9u",
+        },
+        bodySerializer: form,
+      });
+      if (basic.data) tokenOf(basic.data);
+      if (post.error) return post.error.error;
+      return saml.data?.portfolio_id;
+    },
+  },
+  "/healthz": { get: () => client.GET("/healthz") },
+  "/readyz": { get: () => client.GET("/readyz") },
+  "/metrics": { get: () => client.GET("/metrics", { parseAs: "text" }) },
+  "/v2/openapi.json": { get: () => client.GET("/v2/openapi.json") },
+  "/v2/portfolios": {
+    get: () => client.GET("/v2/portfolios", { params: { header: v2, query: { limit: 10 } } }),
+  },
+  "/v2/portfolios/{id}": {
+    get: () => client.GET("/v2/portfolios/{id}", { params: { header: v2, path: { id: pf } } }),
+  },
+  "/v2/portfolios/{id}/properties": {
+    get: () =>
+      client.GET("/v2/portfolios/{id}/properties", {
+        params: { header: v2, path: { id: pf }, query: { limit: 50 } },
+      }),
+  },
+  "/v2/rate-decisions": {
+    get: () =>
+      client.GET("/v2/rate-decisions", { params: { header: v2, query: { status: "published" } } }),
+    post: async () => {
+      const r = await client.POST("/v2/rate-decisions", {
+        params: { header: { ...v2, "Idempotency-Key": "rd-2026-11-22-dbl" } },
+        body: {
+          properties: ["prop_01JD3X6R8F0A5N3P7Q9S1U3W5Y"],
+          room_type_code: "DBL",
+          date_range: { from: "2026-12-01", to: "2026-12-03" },
+          proposed_rate: { currency: "PLN", minor_units: 45900 },
+          governance: {
+            brand_ceiling_id: "bc_01JD3X7S9G1B6P4Q8R0T2V4X6Z",
+            approver_saml_subject: "approver@example-hotels.com",
+            justification: "City event weekend",
+          },
+        },
+      });
+      return r.data?.data;
+    },
+  },
+  "/v2/rate-decisions/{id}": {
+    get: async () => {
+      const r = await client.GET("/v2/rate-decisions/{id}", {
+        params: { header: v2, path: { id: rd } },
+      });
+      return r.data && decisionStatus(r.data.data);
+    },
+  },
+  "/v2/rate-decisions/{id}/audit-trail": {
+    get: () =>
+      client.GET("/v2/rate-decisions/{id}/audit-trail", { params: { header: v2, path: { id: rd } } }),
+  },
+  "/v2/rate-decisions/{id}/revert": {
+    post: () =>
+      client.POST("/v2/rate-decisions/{id}/revert", {
+        params: { header: v2, path: { id: rd } },
+        body: { reason: "Wrong season", approver_saml_subject: "approver@example-hotels.com" },
+      }),
+  },
+  "/v1/webhooks": {
+    post: () =>
+      client.POST("/v1/webhooks", {
+        body: { url: "https://hooks.example-hotels.com/revops", events: ["rate.suggested"] },
+      }),
+  },
+  "/v1/webhooks/{id}/ping": {
+    post: () => client.POST("/v1/webhooks/{id}/ping", { params: { path: { id: wh } } }),
+  },
+  "/v1/webhooks/deliveries/{id}/retry": {
+    post: () => client.POST("/v1/webhooks/deliveries/{id}/retry", { params: { path: { id: dlv } } }),
+  },
+  "/v2/webhooks": {
+    get: () => client.GET("/v2/webhooks", { params: { header: v2 } }),
+    post: async () => {
+      const r = await client.POST("/v2/webhooks", {
+        params: { header: v2 },
+        body: {
+          url: "https://hooks.example-hotels.com/revops",
+          mirror_url: null,
+          events: ["rate.decision.published"],
+          description: null,
+        },
+      });
+      return r.data?.data.signing_secret;
+    },
+  },
+  "/v2/webhooks/{id}": {
+    get: () => client.GET("/v2/webhooks/{id}", { params: { header: v2, path: { id: wh } } }),
+    delete: () => client.DELETE("/v2/webhooks/{id}", { params: { header: v2, path: { id: wh } } }),
+  },
+  "/v2/webhooks/{id}/ping": {
+    post: () => client.POST("/v2/webhooks/{id}/ping", { params: { header: v2, path: { id: wh } } }),
+  },
+  "/v2/webhooks/{id}/deliveries": {
+    get: () =>
+      client.GET("/v2/webhooks/{id}/deliveries", { params: { header: v2, path: { id: wh } } }),
+  },
+  "/v2/webhooks/deliveries/{id}": {
+    get: () =>
+      client.GET("/v2/webhooks/deliveries/{id}", { params: { header: v2, path: { id: dlv } } }),
+  },
+  "/v2/webhooks/deliveries/{id}/replay": {
+    post: () =>
+      client.POST("/v2/webhooks/deliveries/{id}/replay", {
+        params: { header: v2, path: { id: dlv } },
+      }),
+  },
+  "/v2/webhooks/dead-letters": {
+    get: () =>
+      client.GET("/v2/webhooks/dead-letters", {
+        params: { header: v2, query: { subscription_id: wh } },
+      }),
+  },
+  "/v2/webhooks/sla": {
+    get: () =>
+      client.GET("/v2/webhooks/sla", { params: { header: v2, query: { month: "2026-11" } } }),
+  },
+  "/v2/webhooks/signing-secret/rotate": {
+    post: () => client.POST("/v2/webhooks/signing-secret/rotate", { params: { header: v2 } }),
+  },
+  "/scim/v2/ServiceProviderConfig": {
+    get: () => client.GET("/scim/v2/ServiceProviderConfig", { headers: scim }),
+  },
+  "/scim/v2/ResourceTypes": { get: () => client.GET("/scim/v2/ResourceTypes", { headers: scim }) },
+  "/scim/v2/ResourceTypes/{id}": {
+    get: () =>
+      client.GET("/scim/v2/ResourceTypes/{id}", { headers: scim, params: { path: { id: "User" } } }),
+  },
+  "/scim/v2/Schemas": { get: () => client.GET("/scim/v2/Schemas", { headers: scim }) },
+  "/scim/v2/Schemas/{id}": {
+    get: () =>
+      client.GET("/scim/v2/Schemas/{id}", {
+        headers: scim,
+        params: { path: { id: "urn:ietf:params:scim:schemas:core:2.0:User" } },
+      }),
+  },
+  "/scim/v2/Users": {
+    get: () =>
+      client.GET("/scim/v2/Users", {
+        headers: scim,
+        params: { query: { filter: 'userName eq "anna"', startIndex: 1, count: 10 } },
+      }),
+    post: async () => {
+      const r = await client.POST("/scim/v2/Users", { headers: scim, body: newUser });
+      await client.POST("/scim/v2/Users", { headers: scim, body: activeBool });
+      return r.data && userId(r.data);
+    },
+  },
+  "/scim/v2/Users/{id}": {
+    get: async () => {
+      const r = await client.GET("/scim/v2/Users/{id}", {
+        headers: scim,
+        params: { path: { id: usr } },
+      });
+      return r.data?.groups?.map((g) => g.value);
+    },
+    put: () =>
+      client.PUT("/scim/v2/Users/{id}", {
+        headers: scim,
+        params: { path: { id: usr }, header: { "If-Match": 'W/"3"' } },
+        body: { ...newUser, active: true },
+      }),
+    patch: () =>
+      client.PATCH("/scim/v2/Users/{id}", {
+        headers: scim,
+        params: { path: { id: usr } },
+        body: {
+          schemas: ["urn:ietf:params:scim:api:messages:2.0:PatchOp"],
+          Operations: [{ op: "Replace", value: { active: "False" } }],
+        },
+      }),
+    delete: () =>
+      client.DELETE("/scim/v2/Users/{id}", { headers: scim, params: { path: { id: usr } } }),
+  },
+  "/scim/v2/Groups": {
+    get: () => client.GET("/scim/v2/Groups", { headers: scim }),
+    post: () => client.POST("/scim/v2/Groups", { headers: scim, body: newGroup }),
+  },
+  "/scim/v2/Groups/{id}": {
+    get: () =>
+      client.GET("/scim/v2/Groups/{id}", { headers: scim, params: { path: { id: grp } } }),
+    put: () =>
+      client.PUT("/scim/v2/Groups/{id}", {
+        headers: scim,
+        params: { path: { id: grp } },
+        body: { displayName: "ops-manager", members: [] },
+      }),
+    patch: () =>
+      client.PATCH("/scim/v2/Groups/{id}", {
+        headers: scim,
+        params: { path: { id: grp } },
+        body: {
+          Operations: [{ op: "add", path: "members", value: [{ value: usr }] }],
+        },
+      }),
+    delete: () =>
+      client.DELETE("/scim/v2/Groups/{id}", { headers: scim, params: { path: { id: grp } } }),
+  },
+};
+
+export const refused = [noUserName, noDisplayName, numericActive, noApprover];
