@@ -101,6 +101,12 @@ export const calls: Operations = {
       return saml.data?.portfolio_id;
     },
   },
+  "/.well-known/oauth-authorization-server": {
+    get: async () => {
+      const m = await client.GET("/.well-known/oauth-authorization-server");
+      return m.data ? m.data.token_endpoint + m.data.grant_types_supported.join(" ") : undefined;
+    },
+  },
   "/healthz": { get: () => client.GET("/healthz") },
   "/readyz": { get: () => client.GET("/readyz") },
   "/metrics": { get: () => client.GET("/metrics", { parseAs: "text" }) },

@@ -263,7 +263,7 @@ class ReadmeWalkthroughTest(unittest.TestCase):
             (r"limit=2\" \| jq \.meta$", page_meta),
             (r"cursor=\$NEXT\" \| jq -c '\[\.data\[\]\.pms_property_code\]'$",
              json_eq(codes[2:4])),
-            (r"/metrics \| head -n 4$", metrics),
+            (r"/metrics \| sed -n '1,4p'$", metrics),
             (r"/v2/openapi\.json \| jq \.info\.title$", json_eq("revops API")),
             (r"^RD=\$\(decide 45900 ", decision),
             (r"^decide 999900 \| jq \.error\.code", json_eq("SVC-RATE-CEILING-EXCEEDED")),
