@@ -11,6 +11,7 @@ struct embedded_migration {
 
 /* Terminated by an entry whose name is NULL; sorted by version. */
 extern const struct embedded_migration embedded_migrations_sqlite[];
+extern const struct embedded_migration embedded_migrations_postgres[];
 extern const char *const embedded_openapi;
 extern const size_t embedded_openapi_len;
 /* src/identity/scim_meta.json: ServiceProviderConfig, ResourceTypes and Schemas. */

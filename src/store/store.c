@@ -1,5 +1,6 @@
-/* store: what every backend shares, written once over the store.h
- * interface (a second backend must not copy it). */
+/* store: the store.h calls, each one indirect call into the backend the
+ * store was opened with (store/backend.h), and what every backend shares,
+ * written once over the store.h interface (a backend must not copy it). */
 #include "store/store.h"
 
 #include <string.h>
@@ -8,6 +9,85 @@
 #include "core/embedded.h"
 #include "core/log.h"
 #include "store/backend.h"
+
+int store_begin(struct store *st, int write, struct store_tx **out)
+{
+	return st->be->begin(st, write, out);
+}
+
+int store_commit(struct store_tx *tx)
+{
+	return tx->be->commit(tx);
+}
+
+void store_rollback(struct store_tx *tx)
+{
+	if (tx)
+		tx->be->rollback(tx);
+}
+
+int store_exec(struct store_tx *tx, const char *sql, const struct store_val *params, int nparams)
+{
+	return tx->be->exec(tx, sql, params, nparams);
+}
+
+int store_query(struct store_tx *tx, const char *sql, const struct store_val *params, int nparams,
+		struct store_rows **out)
+{
+	return tx->be->query(tx, sql, params, nparams, out);
+}
+
+int store_next(struct store_rows *r)
+{
+	return r->be->next(r);
+}
+
+const char *store_text(struct store_rows *r, int col)
+{
+	return r->be->text(r, col);
+}
+
+int64_t store_int(struct store_rows *r, int col)
+{
+	return r->be->integer(r, col);
+}
+
+int store_is_null(struct store_rows *r, int col)
+{
+	return r->be->is_null(r, col);
+}
+
+size_t store_len(struct store_rows *r, int col)
+{
+	return r->be->len(r, col);
+}
+
+void store_rows_close(struct store_rows *r)
+{
+	if (r)
+		r->be->rows_close(r);
+}
+
+void store_close(struct store *st)
+{
+	if (st)
+		st->be->close(st);
+}
+
+int store_checkpoint(struct store *st)
+{
+	return st->be->checkpoint(st);
+}
+
+void store_background_checkpoints(struct store *st)
+{
+	st->be->background_checkpoints(st);
+}
+
+int store_exec_script(struct store_tx *tx, const char *sql, const char *name)
+{
+	return tx->be->exec_script(tx, sql, name);
+}
 
 int store_finish(struct store_tx *tx, int rc)
 {
@@ -39,7 +119,7 @@ static int recorded_version(struct store_tx *tx, int64_t *have)
 {
 	int rc = store_exec_script(tx,
 				   "CREATE TABLE IF NOT EXISTS schema_migrations (version INTEGER"
-				   " PRIMARY KEY, name TEXT NOT NULL, applied_at INTEGER NOT NULL)",
+				   " PRIMARY KEY, name TEXT NOT NULL, applied_at BIGINT NOT NULL)",
 				   "schema_migrations");
 
 	if (rc == STORE_OK)
@@ -77,7 +157,7 @@ static int apply_one(struct store_tx *tx, const struct embedded_migration *m, in
 
 /* Applies every migration of list newer than the database's version, each
  * in its own write transaction, recording it in schema_migrations. */
-static int migrate(struct store *st, const struct embedded_migration *list)
+static int migrate_list(struct store *st, const struct embedded_migration *list)
 {
 	const struct embedded_migration *m;
 	struct store_tx *tx;
@@ -100,17 +180,42 @@ static int migrate(struct store *st, const struct embedded_migration *list)
 	return STORE_OK;
 }
 
+/* Applies the backend's pending migrations while holding every other
+ * process that migrates the same database off (PostgreSQL: two nodes
+ * starting at once; the second waits, then finds nothing to apply). */
+static int migrate(struct store *st)
+{
+	const struct store_backend *be = st->be;
+	int rc;
+
+	if (be->lock_migrations && be->lock_migrations(st) < 0)
+		return STORE_ERR;
+	rc = migrate_list(st, be->migrations);
+	if (be->unlock_migrations)
+		be->unlock_migrations(st);
+	return rc;
+}
+
+/* Opens the backend url names: "sqlite:PATH", or a libpq URI starting
+ * "postgres://" or "postgresql://". Returns 0 or -1 (logged). */
+static int open_backend(const char *url, int pool_size, struct store **out)
+{
+	if (strncmp(url, "sqlite:", 7) == 0)
+		return store_sqlite_open(url + 7, pool_size, out);
+	if (strncmp(url, "postgres://", 11) == 0 || strncmp(url, "postgresql://", 13) == 0)
+		return store_pgsql_open(url, pool_size, out);
+	log_msg(LOG_ERROR, "store_open", "unsupported database URL (sqlite:PATH or postgres://...)");
+	return -1;
+}
+
 int store_open(const char *url, int pool_size, struct store **out)
 {
 	*out = NULL;
-	if (strncmp(url, "sqlite:", 7) != 0) {
-		log_msg(LOG_ERROR, "store_open",
-			"unsupported database URL (this build has the sqlite: backend only)");
+	if (open_backend(url, pool_size, out) < 0) {
+		*out = NULL;
 		return -1;
 	}
-	if (store_sqlite_open(url + 7, pool_size, out) < 0)
-		return -1;
-	if (migrate(*out, embedded_migrations_sqlite) != STORE_OK) {
+	if (migrate(*out) != STORE_OK) {
 		store_close(*out);
 		*out = NULL;
 		return -1;

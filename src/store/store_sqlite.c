@@ -11,6 +11,7 @@
 #include <string.h>
 #include <sys/stat.h>
 
+#include "core/embedded.h"
 #include "core/log.h"
 
 #define STMT_CACHE 128
@@ -46,7 +47,8 @@ static int tx_step(struct conn *c, int which)
 	return rc == SQLITE_DONE ? SQLITE_OK : rc;
 }
 
-struct store {
+struct sq_store {
+	struct store base; /* first */
 	pthread_mutex_t lock;
 	pthread_cond_t freed;
 	/* Writers of this process queue here before BEGIN IMMEDIATE: SQLite's
@@ -67,17 +69,23 @@ struct store {
 	int nconns;
 };
 
-struct store_tx {
-	struct store *st;
+struct sq_tx {
+	struct store_tx base; /* first: store.c dispatches through it */
+	struct sq_store *st;
 	struct conn *c;
 	int write;
 };
 
-struct store_rows {
-	struct store_tx *tx;
+struct sq_rows {
+	struct store_rows base; /* first */
+	struct sq_tx *tx;
 	struct cached_stmt *cs;
 	sqlite3_stmt *own; /* a one-off statement when the cached one is busy */
 };
+
+static const struct store_backend sqlite_backend;
+static void sq_close(struct store *gst);
+static int sq_checkpoint(struct store *gst);
 
 static int map_rc(sqlite3 *db, int rc, const char *sql)
 {
@@ -206,7 +214,7 @@ static uint64_t sql_hash(const char *sql)
  * cache re-prepared hundreds of statements a second once two hot ones
  * collided). A miss takes the first empty probed slot, else the first one
  * not in use. */
-static int get_stmt(struct store_tx *tx, const char *sql, struct cached_stmt **cs_out,
+static int get_stmt(struct sq_tx *tx, const char *sql, struct cached_stmt **cs_out,
 		    sqlite3_stmt **own, int *nparams, int **map)
 {
 	static __thread int tmpmap[32];
@@ -253,7 +261,7 @@ static int get_stmt(struct store_tx *tx, const char *sql, struct cached_stmt **c
 	return prepare(tx->c, sql, 0, own, nparams, tmpmap);
 }
 
-static int bind_all(struct store_tx *tx, sqlite3_stmt *stmt, int nslots, const int *map,
+static int bind_all(struct sq_tx *tx, sqlite3_stmt *stmt, int nslots, const int *map,
 		    const struct store_val *params, int nparams, const char *sql)
 {
 	int i, rc = SQLITE_OK;
@@ -286,10 +294,11 @@ static int bind_all(struct store_tx *tx, sqlite3_stmt *stmt, int nslots, const i
 	return STORE_OK;
 }
 
-int store_query(struct store_tx *tx, const char *sql, const struct store_val *params, int nparams,
-		struct store_rows **out)
+static int sq_query(struct store_tx *gtx, const char *sql, const struct store_val *params,
+		    int nparams, struct store_rows **out)
 {
-	struct store_rows *r;
+	struct sq_tx *tx = (struct sq_tx *)gtx;
+	struct sq_rows *r;
 	sqlite3_stmt *own;
 	struct cached_stmt *cs;
 	int rc, nslots, *map;
@@ -311,20 +320,22 @@ int store_query(struct store_tx *tx, const char *sql, const struct store_val *pa
 			sqlite3_finalize(own);
 		return rc != STORE_OK ? rc : STORE_ERR;
 	}
+	r->base.be = &sqlite_backend;
 	r->tx = tx;
 	r->cs = cs;
 	r->own = own;
-	*out = r;
+	*out = &r->base;
 	return STORE_OK;
 }
 
-static sqlite3_stmt *rows_stmt(struct store_rows *r)
+static sqlite3_stmt *rows_stmt(struct sq_rows *r)
 {
 	return r->cs ? r->cs->stmt : r->own;
 }
 
-int store_next(struct store_rows *r)
+static int sq_next(struct store_rows *gr)
 {
+	struct sq_rows *r = (struct sq_rows *)gr;
 	sqlite3_stmt *s = rows_stmt(r);
 	int rc = sqlite3_step(s);
 
@@ -335,28 +346,33 @@ int store_next(struct store_rows *r)
 	return map_rc(r->tx->c->db, rc, sqlite3_sql(s));
 }
 
-const char *store_text(struct store_rows *r, int col)
+static const char *sq_text(struct store_rows *gr, int col)
 {
+	struct sq_rows *r = (struct sq_rows *)gr;
 	return (const char *)sqlite3_column_text(rows_stmt(r), col);
 }
 
-int64_t store_int(struct store_rows *r, int col)
+static int64_t sq_int(struct store_rows *gr, int col)
 {
+	struct sq_rows *r = (struct sq_rows *)gr;
 	return sqlite3_column_int64(rows_stmt(r), col);
 }
 
-int store_is_null(struct store_rows *r, int col)
+static int sq_is_null(struct store_rows *gr, int col)
 {
+	struct sq_rows *r = (struct sq_rows *)gr;
 	return sqlite3_column_type(rows_stmt(r), col) == SQLITE_NULL;
 }
 
-size_t store_len(struct store_rows *r, int col)
+static size_t sq_len(struct store_rows *gr, int col)
 {
+	struct sq_rows *r = (struct sq_rows *)gr;
 	return (size_t)sqlite3_column_bytes(rows_stmt(r), col);
 }
 
-void store_rows_close(struct store_rows *r)
+static void sq_rows_close(struct store_rows *gr)
 {
+	struct sq_rows *r = (struct sq_rows *)gr;
 	if (!r)
 		return;
 	if (r->cs) {
@@ -369,26 +385,27 @@ void store_rows_close(struct store_rows *r)
 	free(r);
 }
 
-int store_exec(struct store_tx *tx, const char *sql, const struct store_val *params, int nparams)
+static int sq_exec(struct store_tx *gtx, const char *sql, const struct store_val *params, int nparams)
 {
+	struct sq_tx *tx = (struct sq_tx *)gtx;
 	struct store_rows *r;
 	int rc;
 	int64_t before = sqlite3_total_changes64(tx->c->db);
 
-	rc = store_query(tx, sql, params, nparams, &r);
+	rc = sq_query(gtx, sql, params, nparams, &r);
 	if (rc != STORE_OK)
 		return rc;
 	do
-		rc = store_next(r);
+		rc = sq_next(r);
 	while (rc == 1);
-	store_rows_close(r);
+	sq_rows_close(r);
 	if (rc < 0)
 		return rc;
 	/* total_changes counts only this statement's rows (DDL adds none). */
 	return (int)(sqlite3_total_changes64(tx->c->db) - before);
 }
 
-static struct conn *pool_get(struct store *st)
+static struct conn *pool_get(struct sq_store *st)
 {
 	struct conn *c = NULL;
 	int i;
@@ -409,7 +426,7 @@ static struct conn *pool_get(struct store *st)
 	return c;
 }
 
-static void pool_put(struct store *st, struct conn *c)
+static void pool_put(struct sq_store *st, struct conn *c)
 {
 	pthread_mutex_lock(&st->lock);
 	c->busy = 0;
@@ -417,15 +434,17 @@ static void pool_put(struct store *st, struct conn *c)
 	pthread_mutex_unlock(&st->lock);
 }
 
-int store_begin(struct store *st, int write, struct store_tx **out)
+static int sq_begin(struct store *gst, int write, struct store_tx **out)
 {
-	struct store_tx *tx = calloc(1, sizeof *tx);
+	struct sq_store *st = (struct sq_store *)gst;
+	struct sq_tx *tx = calloc(1, sizeof *tx);
 	int which = write ? TX_BEGIN_IMMEDIATE : TX_BEGIN;
 	int rc;
 
 	*out = NULL;
 	if (!tx)
 		return STORE_ERR;
+	tx->base.be = &sqlite_backend;
 	tx->st = st;
 	tx->write = write;
 	tx->c = pool_get(st);
@@ -440,12 +459,13 @@ int store_begin(struct store *st, int write, struct store_tx **out)
 		free(tx);
 		return rc;
 	}
-	*out = tx;
+	*out = &tx->base;
 	return STORE_OK;
 }
 
-int store_commit(struct store_tx *tx)
+static int sq_commit(struct store_tx *gtx)
 {
+	struct sq_tx *tx = (struct sq_tx *)gtx;
 	int rc = tx_step(tx->c, TX_COMMIT);
 
 	if (rc != SQLITE_OK) {
@@ -459,8 +479,9 @@ int store_commit(struct store_tx *tx)
 	return rc == SQLITE_OK ? STORE_OK : rc;
 }
 
-void store_rollback(struct store_tx *tx)
+static void sq_rollback(struct store_tx *gtx)
 {
+	struct sq_tx *tx = (struct sq_tx *)gtx;
 	if (!tx)
 		return;
 	if (!sqlite3_get_autocommit(tx->c->db))
@@ -490,7 +511,7 @@ static void make_parent_dir(const char *path)
 
 int store_sqlite_open(const char *path, int pool_size, struct store **out)
 {
-	struct store *st;
+	struct sq_store *st;
 	static pthread_once_t once = PTHREAD_ONCE_INIT;
 	int i;
 
@@ -500,6 +521,7 @@ int store_sqlite_open(const char *path, int pool_size, struct store **out)
 	st = calloc(1, sizeof *st);
 	if (!st)
 		return -1;
+	st->base.be = &sqlite_backend;
 	pthread_mutex_init(&st->lock, NULL);
 	pthread_cond_init(&st->freed, NULL);
 	pthread_mutex_init(&st->write_lock, NULL);
@@ -512,15 +534,16 @@ int store_sqlite_open(const char *path, int pool_size, struct store **out)
 	for (i = 0; i < st->nconns; i++)
 		if (conn_open(path, &st->conns[i]) < 0)
 			goto fail;
-	*out = st;
+	*out = &st->base;
 	return 0;
 fail:
-	store_close(st);
+	sq_close(&st->base);
 	return -1;
 }
 
-void store_close(struct store *st)
+static void sq_close(struct store *gst)
 {
+	struct sq_store *st = (struct sq_store *)gst;
 	int i;
 
 	if (!st)
@@ -555,7 +578,7 @@ void store_close(struct store *st)
 
 static int on_wal_commit(void *arg, sqlite3 *db, const char *name, int pages)
 {
-	struct store *st = arg;
+	struct sq_store *st = arg;
 
 	(void)db;
 	(void)name;
@@ -572,7 +595,7 @@ static int on_wal_commit(void *arg, sqlite3 *db, const char *name, int pages)
 
 static void *checkpointer_main(void *arg)
 {
-	struct store *st = arg;
+	struct sq_store *st = arg;
 	struct timespec ts;
 
 	pthread_mutex_lock(&st->ckpt_mu);
@@ -586,7 +609,7 @@ static void *checkpointer_main(void *arg)
 			break;
 		st->ckpt_due = 0;
 		pthread_mutex_unlock(&st->ckpt_mu);
-		if (store_checkpoint(st) < 0)
+		if (sq_checkpoint(&st->base) < 0)
 			log_msg(LOG_WARN, "store", "checkpoint failed; will retry");
 		pthread_mutex_lock(&st->ckpt_mu);
 	}
@@ -594,8 +617,9 @@ static void *checkpointer_main(void *arg)
 	return NULL;
 }
 
-void store_background_checkpoints(struct store *st)
+static void sq_background_checkpoints(struct store *gst)
 {
+	struct sq_store *st = (struct sq_store *)gst;
 	int i;
 
 	for (i = 0; i < st->nconns; i++) {
@@ -618,8 +642,9 @@ void store_background_checkpoints(struct store *st)
  * and readers searched an ever larger WAL index. */
 #define CHECKPOINT_WAIT_MS 50
 
-int store_checkpoint(struct store *st)
+static int sq_checkpoint(struct store *gst)
 {
+	struct sq_store *st = (struct sq_store *)gst;
 	struct conn *c = pool_get(st);
 	int rc, nlog = 0, nckpt = 0;
 
@@ -639,8 +664,9 @@ int store_checkpoint(struct store *st)
 	return 0;
 }
 
-int store_exec_script(struct store_tx *tx, const char *sql, const char *name)
+static int sq_exec_script(struct store_tx *gtx, const char *sql, const char *name)
 {
+	struct sq_tx *tx = (struct sq_tx *)gtx;
 	char *err = NULL;
 
 	if (sqlite3_exec(tx->c->db, sql, NULL, NULL, &err) == SQLITE_OK)
@@ -649,3 +675,25 @@ int store_exec_script(struct store_tx *tx, const char *sql, const char *name)
 	sqlite3_free(err);
 	return STORE_ERR;
 }
+
+static const struct store_backend sqlite_backend = {
+	.name = "sqlite",
+	.migrations = embedded_migrations_sqlite,
+	.begin = sq_begin,
+	.commit = sq_commit,
+	.rollback = sq_rollback,
+	.exec = sq_exec,
+	.query = sq_query,
+	.next = sq_next,
+	.text = sq_text,
+	.integer = sq_int,
+	.is_null = sq_is_null,
+	.len = sq_len,
+	.rows_close = sq_rows_close,
+	.close = sq_close,
+	.checkpoint = sq_checkpoint,
+	.background_checkpoints = sq_background_checkpoints,
+	.exec_script = sq_exec_script,
+	.lock_migrations = NULL, /* each migration's write transaction is enough */
+	.unlock_migrations = NULL,
+};

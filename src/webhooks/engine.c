@@ -2193,7 +2193,7 @@ int engine_sla(struct store *st, const char *portfolio_id, int64_t start, int64_
 		return rc;
 	/* Primary v2 deliveries of real events (pings are synthetic). */
 	rc = store_query(tx,
-			 "SELECT COUNT(*), COALESCE(SUM(state = 'delivered'), 0) FROM"
+			 "SELECT COUNT(*), COALESCE(SUM(CASE WHEN state = 'delivered' THEN 1 ELSE 0 END), 0) FROM"
 			 " webhook_deliveries WHERE portfolio_id = $1 AND target = 'primary'"
 			 " AND surface = 'v2' AND event_created_at >= $2 AND event_created_at < $3"
 			 " AND event_type <> 'webhook.ping'",

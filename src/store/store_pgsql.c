@@ -1,0 +1,696 @@
+/* The PostgreSQL backend of store.h (libpq; the only file that includes
+ * libpq-fe.h): a fixed pool of connections, each statement prepared once
+ * per connection and run with PQexecPrepared after, parameters sent as
+ * text (integers in decimal, blobs as binary bytea), results read whole
+ * and walked row by row.
+ *
+ * Transactions keep store.h's guarantees:
+ *  - write = 1 is BEGIN (READ COMMITTED) followed at once by
+ *    pg_advisory_xact_lock(WRITE_LOCK_KEY): writers of every process and
+ *    every node on the database take turns, as SQLite's one writer does,
+ *    so there is no lost update and no deadlock on upgrade, and each
+ *    statement of a writer sees every commit before its own;
+ *  - write = 0 is BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY: one
+ *    snapshot, taken at the first statement, like SQLite's deferred BEGIN;
+ *  - every statement runs after a savepoint, so a refused statement
+ *    (STORE_CONSTRAINT, a syntax error) is undone alone and the
+ *    transaction goes on, as on SQLite (PostgreSQL would otherwise abort
+ *    the whole transaction). This costs one round trip per statement.
+ * statement_timeout and lock_timeout are 10 s, SQLite's busy timeout.
+ *
+ * Errors map by SQLSTATE: class 23 (unique, check, foreign key, not null,
+ * and the audit trigger's integrity_constraint_violation) is
+ * STORE_CONSTRAINT; 40001, 40P01, 55P03 and 57014 are STORE_BUSY; the rest
+ * is STORE_ERR. A lost connection is STORE_ERR and is reconnected when it
+ * is next taken from the pool. */
+#include "store/backend.h"
+#include "store/store.h"
+
+#include <libpq-fe.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/log.h"
+
+#define STMT_CACHE 256
+#define STMT_PROBES 4
+#define MAX_PARAMS 32
+/* Advisory lock keys ("revops" and a number): the writers' turn and the
+ * migration runner's. */
+#define WRITE_LOCK_KEY "7310593858020360193"
+#define MIGRATE_LOCK_KEY "7310593858020360194"
+#define OID_BOOL 16
+#define OID_BYTEA 17
+#define OID_INT8 20
+
+static const char *const session_sql =
+	"SET statement_timeout = '10s'; SET lock_timeout = '10s';"
+	" SET client_min_messages = warning; SET client_encoding = 'UTF8'";
+
+struct pg_stmt {
+	char *sql; /* a copy of the statement text; compared by content */
+	uint64_t hash;
+	char name[16]; /* the server-side prepared statement */
+	int nslots;    /* the highest $N in sql */
+};
+
+struct pg_conn {
+	PGconn *pg;
+	struct pg_stmt cache[STMT_CACHE];
+	unsigned next_name;
+	int busy;
+	int broken; /* the connection was lost: reconnect before use */
+};
+
+struct pg_store {
+	struct store base; /* first: store.c dispatches through it */
+	char *url;
+	pthread_mutex_t lock;
+	pthread_cond_t freed;
+	struct pg_conn *conns;
+	int nconns;
+	PGconn *migrate_conn; /* holds the migration lock (lock_migrations) */
+};
+
+struct pg_tx {
+	struct store_tx base; /* first */
+	struct pg_store *st;
+	struct pg_conn *c;
+	int sp_open; /* the per-statement savepoint exists */
+};
+
+struct pg_rows {
+	struct store_rows base; /* first */
+	struct pg_tx *tx;
+	PGresult *res;
+	int row, nrows, ncols;
+	int status;            /* a deferred execution error, returned by next */
+	unsigned char **bytea; /* decoded bytea values of the current row */
+	size_t *bytea_len;
+};
+
+static const struct store_backend pgsql_backend;
+
+/* The first line of libpq's message for pg (they end in a newline). */
+static void log_pg(int level, const char *what, const char *msg, const char *sql)
+{
+	size_t n = strcspn(msg, "\n");
+
+	log_msg(level, what, "postgres: %.*s (in: %.120s)", (int)n, msg, sql ? sql : "-");
+}
+
+/* Maps a failed result of c to a store status, marking c broken when the
+ * connection is gone. res may be NULL (out of memory, connection lost). */
+static int map_error(struct pg_conn *c, const PGresult *res, const char *sql)
+{
+	const char *state = res ? PQresultErrorField(res, PG_DIAG_SQLSTATE) : NULL;
+	const char *msg = res ? PQresultErrorMessage(res) : PQerrorMessage(c->pg);
+
+	if (PQstatus(c->pg) != CONNECTION_OK) {
+		c->broken = 1;
+		log_pg(LOG_ERROR, "store_error", PQerrorMessage(c->pg), sql);
+		return STORE_ERR;
+	}
+	if (state && !strncmp(state, "23", 2))
+		return STORE_CONSTRAINT;
+	if (state && (!strcmp(state, "40001") || !strcmp(state, "40P01") ||
+		      !strcmp(state, "55P03") || !strcmp(state, "57014"))) {
+		log_pg(LOG_WARN, "store_busy", msg, sql);
+		return STORE_BUSY;
+	}
+	log_pg(LOG_ERROR, "store_error", msg, sql);
+	return STORE_ERR;
+}
+
+/* Runs sql (no parameters, maybe several statements) on c. Returns
+ * STORE_OK or a store status. */
+static int simple(struct pg_conn *c, const char *sql)
+{
+	PGresult *res = PQexec(c->pg, sql);
+	ExecStatusType s = res ? PQresultStatus(res) : PGRES_FATAL_ERROR;
+	int rc = STORE_OK;
+
+	if (s != PGRES_COMMAND_OK && s != PGRES_TUPLES_OK)
+		rc = map_error(c, res, sql);
+	PQclear(res);
+	return rc;
+}
+
+static void cache_clear(struct pg_conn *c)
+{
+	int i;
+
+	for (i = 0; i < STMT_CACHE; i++) {
+		free(c->cache[i].sql);
+		c->cache[i].sql = NULL;
+	}
+}
+
+/* Connects c (or connects it again after a loss, forgetting its prepared
+ * statements, which died with the session). Returns 0 or -1 (logged). */
+static int conn_connect(struct pg_conn *c, const char *url)
+{
+	cache_clear(c);
+	if (c->pg)
+		PQfinish(c->pg);
+	c->pg = PQconnectdb(url);
+	if (!c->pg || PQstatus(c->pg) != CONNECTION_OK) {
+		log_pg(LOG_ERROR, "store_open", c->pg ? PQerrorMessage(c->pg) : "out of memory",
+		       NULL);
+		c->broken = 1;
+		return -1;
+	}
+	c->broken = 0;
+	return simple(c, session_sql) == STORE_OK ? 0 : -1;
+}
+
+static void conn_close(struct pg_conn *c)
+{
+	cache_clear(c);
+	if (c->pg)
+		PQfinish(c->pg);
+	c->pg = NULL;
+}
+
+/* FNV-1a over the statement text (a round trip to the server dwarfs it). */
+static uint64_t sql_hash(const char *sql)
+{
+	uint64_t h = 14695981039346656037u;
+
+	for (; *sql; sql++)
+		h = (h ^ (unsigned char)*sql) * 1099511628211u;
+	return h;
+}
+
+/* The highest $N placeholder of sql outside quotes and comments. */
+static int max_placeholder(const char *sql)
+{
+	const char *p = sql;
+	int max = 0, n;
+
+	while (*p) {
+		if (*p == '\'' || *p == '"') {
+			char q = *p++;
+
+			while (*p && *p != q)
+				p++;
+			p += *p ? 1 : 0;
+		} else if (p[0] == '-' && p[1] == '-') {
+			p += strcspn(p, "\n");
+		} else if (p[0] == '$' && p[1] >= '0' && p[1] <= '9') {
+			n = (int)strtol(p + 1, (char **)&p, 10);
+			max = n > max ? n : max;
+		} else {
+			p++;
+		}
+	}
+	return max;
+}
+
+/* Prepares sql on c into slot cs, its parameter types taken from the
+ * first call's values (integers int8, blobs bytea, the rest inferred by
+ * the server). Returns STORE_OK or a store status. */
+static int prepare(struct pg_conn *c, struct pg_stmt *cs, const char *sql, uint64_t h,
+		   const struct store_val *params, int nparams)
+{
+	Oid types[MAX_PARAMS];
+	int nslots = max_placeholder(sql), i, rc = STORE_OK;
+	PGresult *res;
+
+	if (nslots > MAX_PARAMS) {
+		log_msg(LOG_ERROR, "store_error", "too many parameters in: %.120s", sql);
+		return STORE_ERR;
+	}
+	for (i = 0; i < nslots; i++)
+		types[i] = i >= nparams                   ? 0
+			   : params[i].kind == STORE_INT  ? OID_INT8
+			   : params[i].kind == STORE_BLOB ? OID_BYTEA
+							  : 0;
+	snprintf(cs->name, sizeof cs->name, "r%u", c->next_name++);
+	res = PQprepare(c->pg, cs->name, sql, nslots, types);
+	if (!res || PQresultStatus(res) != PGRES_COMMAND_OK)
+		rc = map_error(c, res, sql);
+	PQclear(res);
+	if (rc != STORE_OK)
+		return rc;
+	cs->sql = strdup(sql);
+	if (!cs->sql)
+		return STORE_ERR;
+	cs->hash = h;
+	cs->nslots = nslots;
+	return STORE_OK;
+}
+
+/* The prepared statement for sql on c: the cached one, else prepared now
+ * in one of STMT_PROBES slots from its hash's (an empty one, else the
+ * first, whose statement is deallocated). */
+static int get_stmt(struct pg_conn *c, const char *sql, const struct store_val *params, int nparams,
+		    struct pg_stmt **out)
+{
+	uint64_t h = sql_hash(sql);
+	struct pg_stmt *cs, *spare = NULL;
+	char dealloc[32];
+	int i, rc;
+
+	for (i = 0; i < STMT_PROBES; i++) {
+		cs = &c->cache[(h + (uint64_t)i) % STMT_CACHE];
+		if (cs->sql && cs->hash == h && !strcmp(cs->sql, sql)) {
+			*out = cs;
+			return STORE_OK;
+		}
+		if (!spare || (spare->sql && !cs->sql))
+			spare = cs;
+	}
+	if (spare->sql) {
+		snprintf(dealloc, sizeof dealloc, "DEALLOCATE %s", spare->name);
+		free(spare->sql);
+		spare->sql = NULL;
+		if ((rc = simple(c, dealloc)) != STORE_OK)
+			return rc;
+	}
+	rc = prepare(c, spare, sql, h, params, nparams);
+	*out = spare;
+	return rc;
+}
+
+/* Opens the savepoint the next statement runs after (releasing the
+ * previous statement's). */
+static int savepoint(struct pg_tx *tx)
+{
+	int rc = simple(tx->c, tx->sp_open ? "RELEASE SAVEPOINT s; SAVEPOINT s" : "SAVEPOINT s");
+
+	if (rc == STORE_OK)
+		tx->sp_open = 1;
+	return rc;
+}
+
+/* Undoes the statement that failed with rc, so the transaction goes on. */
+static int undo_statement(struct pg_tx *tx, int rc)
+{
+	if (!tx->c->broken && simple(tx->c, "ROLLBACK TO SAVEPOINT s") != STORE_OK)
+		return STORE_ERR;
+	return rc;
+}
+
+/* Runs sql with params on tx's connection. Sets *res to its result, or
+ * returns the store status of a failure to prepare (*res NULL); an
+ * execution failure is returned as *exec_rc with the statement undone. */
+static int run(struct pg_tx *tx, const char *sql, const struct store_val *params, int nparams,
+	       PGresult **res, int *exec_rc)
+{
+	const char *values[MAX_PARAMS];
+	int lengths[MAX_PARAMS], formats[MAX_PARAMS], i, rc;
+	char ints[MAX_PARAMS][24];
+	struct pg_stmt *cs;
+	ExecStatusType s;
+
+	*res = NULL;
+	*exec_rc = STORE_OK;
+	if (tx->c->broken)
+		return STORE_ERR;
+	if ((rc = savepoint(tx)) != STORE_OK)
+		return rc;
+	if ((rc = get_stmt(tx->c, sql, params, nparams, &cs)) != STORE_OK)
+		return undo_statement(tx, rc);
+	if (cs->nslots > nparams) {
+		log_msg(LOG_ERROR, "store_error", "placeholder $%d without a value in: %.120s",
+			cs->nslots, sql);
+		return STORE_ERR;
+	}
+	for (i = 0; i < cs->nslots; i++) {
+		formats[i] = params[i].kind == STORE_BLOB;
+		lengths[i] = (int)params[i].n;
+		values[i] = params[i].kind == STORE_NULL ? NULL : params[i].s;
+		if (params[i].kind == STORE_INT) {
+			snprintf(ints[i], sizeof ints[i], "%lld", (long long)params[i].i);
+			values[i] = ints[i];
+		}
+	}
+	*res = PQexecPrepared(tx->c->pg, cs->name, cs->nslots, values, lengths, formats, 0);
+	s = *res ? PQresultStatus(*res) : PGRES_FATAL_ERROR;
+	if (s != PGRES_COMMAND_OK && s != PGRES_TUPLES_OK) {
+		*exec_rc = undo_statement(tx, map_error(tx->c, *res, sql));
+		PQclear(*res);
+		*res = NULL;
+	}
+	return STORE_OK;
+}
+
+static int pg_query(struct store_tx *gtx, const char *sql, const struct store_val *params,
+		    int nparams, struct store_rows **out)
+{
+	struct pg_tx *tx = (struct pg_tx *)gtx;
+	struct pg_rows *r;
+	PGresult *res;
+	int rc, exec_rc;
+
+	*out = NULL;
+	rc = run(tx, sql, params, nparams, &res, &exec_rc);
+	if (rc != STORE_OK)
+		return rc;
+	r = calloc(1, sizeof *r);
+	if (!r) {
+		PQclear(res);
+		return STORE_ERR;
+	}
+	r->base.be = &pgsql_backend;
+	r->tx = tx;
+	r->res = res;
+	r->row = -1;
+	r->nrows = res ? PQntuples(res) : 0;
+	r->ncols = res ? PQnfields(res) : 0;
+	r->status = exec_rc;
+	*out = &r->base;
+	return STORE_OK;
+}
+
+static void drop_bytea(struct pg_rows *r)
+{
+	int i;
+
+	for (i = 0; r->bytea && i < r->ncols; i++) {
+		free(r->bytea[i]);
+		r->bytea[i] = NULL;
+	}
+}
+
+static int pg_next(struct store_rows *gr)
+{
+	struct pg_rows *r = (struct pg_rows *)gr;
+
+	if (r->status != STORE_OK)
+		return r->status;
+	drop_bytea(r);
+	if (r->row + 1 >= r->nrows) {
+		r->row = r->nrows;
+		return 0;
+	}
+	r->row++;
+	return 1;
+}
+
+/* A bytea column's value decoded from its text form and NUL-terminated
+ * (as SQLite's blobs read as text are), kept until the next row; NULL when
+ * it cannot be decoded. */
+static const char *bytea_value(struct pg_rows *r, int col)
+{
+	unsigned char *raw;
+	size_t n;
+
+	if (!r->bytea) {
+		r->bytea = calloc((size_t)r->ncols, sizeof *r->bytea);
+		r->bytea_len = calloc((size_t)r->ncols, sizeof *r->bytea_len);
+		if (!r->bytea || !r->bytea_len)
+			return NULL;
+	}
+	if (r->bytea[col])
+		return (const char *)r->bytea[col];
+	raw = PQunescapeBytea((const unsigned char *)PQgetvalue(r->res, r->row, col), &n);
+	if (!raw)
+		return NULL;
+	r->bytea[col] = malloc(n + 1);
+	if (r->bytea[col]) {
+		memcpy(r->bytea[col], raw, n);
+		r->bytea[col][n] = '\0';
+		r->bytea_len[col] = n;
+	}
+	PQfreemem(raw);
+	return (const char *)r->bytea[col];
+}
+
+static int pg_is_null(struct store_rows *gr, int col)
+{
+	struct pg_rows *r = (struct pg_rows *)gr;
+
+	return PQgetisnull(r->res, r->row, col);
+}
+
+static const char *pg_text(struct store_rows *gr, int col)
+{
+	struct pg_rows *r = (struct pg_rows *)gr;
+
+	if (PQgetisnull(r->res, r->row, col))
+		return NULL;
+	if (PQftype(r->res, col) == OID_BYTEA)
+		return bytea_value(r, col);
+	return PQgetvalue(r->res, r->row, col);
+}
+
+static int64_t pg_int(struct store_rows *gr, int col)
+{
+	struct pg_rows *r = (struct pg_rows *)gr;
+	const char *v = PQgetvalue(r->res, r->row, col);
+
+	if (PQftype(r->res, col) == OID_BOOL)
+		return v[0] == 't';
+	return strtoll(v, NULL, 10);
+}
+
+static size_t pg_len(struct store_rows *gr, int col)
+{
+	struct pg_rows *r = (struct pg_rows *)gr;
+
+	if (PQftype(r->res, col) == OID_BYTEA && !PQgetisnull(r->res, r->row, col))
+		return bytea_value(r, col) ? r->bytea_len[col] : 0;
+	return (size_t)PQgetlength(r->res, r->row, col);
+}
+
+static void pg_rows_close(struct store_rows *gr)
+{
+	struct pg_rows *r = (struct pg_rows *)gr;
+
+	drop_bytea(r);
+	free(r->bytea);
+	free(r->bytea_len);
+	PQclear(r->res);
+	free(r);
+}
+
+static int pg_exec(struct store_tx *gtx, const char *sql, const struct store_val *params, int nparams)
+{
+	struct pg_tx *tx = (struct pg_tx *)gtx;
+	PGresult *res;
+	int rc, exec_rc;
+
+	rc = run(tx, sql, params, nparams, &res, &exec_rc);
+	if (rc != STORE_OK)
+		return rc;
+	if (exec_rc != STORE_OK)
+		return exec_rc;
+	rc = atoi(PQcmdTuples(res)); /* "" (0) for statements that change no rows */
+	PQclear(res);
+	return rc;
+}
+
+static struct pg_conn *pool_get(struct pg_store *st)
+{
+	struct pg_conn *c = NULL;
+	int i;
+
+	pthread_mutex_lock(&st->lock);
+	for (;;) {
+		for (i = 0; i < st->nconns; i++)
+			if (!st->conns[i].busy) {
+				c = &st->conns[i];
+				c->busy = 1;
+				break;
+			}
+		if (c)
+			break;
+		pthread_cond_wait(&st->freed, &st->lock);
+	}
+	pthread_mutex_unlock(&st->lock);
+	return c;
+}
+
+static void pool_put(struct pg_store *st, struct pg_conn *c)
+{
+	pthread_mutex_lock(&st->lock);
+	c->busy = 0;
+	pthread_cond_signal(&st->freed);
+	pthread_mutex_unlock(&st->lock);
+}
+
+static int pg_begin(struct store *gst, int write, struct store_tx **out)
+{
+	struct pg_store *st = (struct pg_store *)gst;
+	struct pg_tx *tx = calloc(1, sizeof *tx);
+	int rc;
+
+	*out = NULL;
+	if (!tx)
+		return STORE_ERR;
+	tx->base.be = &pgsql_backend;
+	tx->st = st;
+	tx->c = pool_get(st);
+	if ((tx->c->broken || PQstatus(tx->c->pg) != CONNECTION_OK) &&
+	    conn_connect(tx->c, st->url) < 0) {
+		rc = STORE_ERR;
+		goto fail;
+	}
+	rc = simple(tx->c, write ? "BEGIN; SELECT pg_advisory_xact_lock(" WRITE_LOCK_KEY ")"
+				 : "BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY");
+	if (rc != STORE_OK) {
+		if (!tx->c->broken)
+			(void)simple(tx->c, "ROLLBACK");
+		goto fail;
+	}
+	*out = &tx->base;
+	return STORE_OK;
+fail:
+	pool_put(st, tx->c);
+	free(tx);
+	return rc;
+}
+
+/* Ends tx with sql (COMMIT or ROLLBACK) and releases its connection. */
+static int end_tx(struct pg_tx *tx, const char *sql)
+{
+	PGresult *res = tx->c->broken ? NULL : PQexec(tx->c->pg, sql);
+	int rc = STORE_OK;
+
+	if (!res || PQresultStatus(res) != PGRES_COMMAND_OK)
+		rc = tx->c->broken ? STORE_ERR : map_error(tx->c, res, sql);
+	else if (strcmp(PQcmdStatus(res), sql) != 0)
+		rc = STORE_ERR; /* COMMIT of a failed transaction answers ROLLBACK */
+	PQclear(res);
+	if (rc != STORE_OK && !tx->c->broken && PQtransactionStatus(tx->c->pg) != PQTRANS_IDLE)
+		(void)simple(tx->c, "ROLLBACK");
+	pool_put(tx->st, tx->c);
+	free(tx);
+	return rc;
+}
+
+static int pg_commit(struct store_tx *gtx)
+{
+	return end_tx((struct pg_tx *)gtx, "COMMIT");
+}
+
+static void pg_rollback(struct store_tx *gtx)
+{
+	(void)end_tx((struct pg_tx *)gtx, "ROLLBACK");
+}
+
+static void pg_close(struct store *gst)
+{
+	struct pg_store *st = (struct pg_store *)gst;
+	int i;
+
+	for (i = 0; st->conns && i < st->nconns; i++)
+		conn_close(&st->conns[i]);
+	free(st->conns);
+	if (st->migrate_conn)
+		PQfinish(st->migrate_conn);
+	pthread_mutex_destroy(&st->lock);
+	pthread_cond_destroy(&st->freed);
+	free(st->url);
+	free(st);
+}
+
+int store_pgsql_open(const char *url, int pool_size, struct store **out)
+{
+	struct pg_store *st = calloc(1, sizeof *st);
+	int i;
+
+	*out = NULL;
+	if (!st)
+		return -1;
+	st->base.be = &pgsql_backend;
+	pthread_mutex_init(&st->lock, NULL);
+	pthread_cond_init(&st->freed, NULL);
+	st->url = strdup(url);
+	st->nconns = pool_size < 1 ? 1 : pool_size;
+	st->conns = calloc((size_t)st->nconns, sizeof *st->conns);
+	if (!st->url || !st->conns)
+		goto fail;
+	for (i = 0; i < st->nconns; i++)
+		if (conn_connect(&st->conns[i], url) < 0)
+			goto fail;
+	*out = &st->base;
+	return 0;
+fail:
+	pg_close(&st->base);
+	return -1;
+}
+
+/* PostgreSQL has no WAL for the server to checkpoint: nothing to do. */
+static int pg_checkpoint(struct store *gst)
+{
+	(void)gst;
+	return 0;
+}
+
+static void pg_background_checkpoints(struct store *gst)
+{
+	(void)gst;
+}
+
+static int pg_exec_script(struct store_tx *gtx, const char *sql, const char *name)
+{
+	struct pg_tx *tx = (struct pg_tx *)gtx;
+	int rc = simple(tx->c, "SET LOCAL statement_timeout = 0");
+
+	if (rc == STORE_OK)
+		rc = simple(tx->c, sql);
+	if (rc != STORE_OK) {
+		log_msg(LOG_ERROR, "store_migrate", "%s failed", name);
+		return STORE_ERR;
+	}
+	return STORE_OK;
+}
+
+/* Takes the migration lock on a connection of its own (outside the pool,
+ * which the migrations themselves use), waiting up to 10 minutes for a
+ * node that is migrating the same database; closing that connection
+ * releases the lock. */
+static int pg_lock_migrations(struct store *gst)
+{
+	struct pg_store *st = (struct pg_store *)gst;
+	struct pg_conn c = {0};
+	int rc;
+
+	if (conn_connect(&c, st->url) < 0) {
+		conn_close(&c);
+		return -1;
+	}
+	rc = simple(&c, "SET lock_timeout = '600s'; SELECT pg_advisory_lock(" MIGRATE_LOCK_KEY ")");
+	if (rc != STORE_OK) {
+		conn_close(&c);
+		return -1;
+	}
+	st->migrate_conn = c.pg;
+	return 0;
+}
+
+static void pg_unlock_migrations(struct store *gst)
+{
+	struct pg_store *st = (struct pg_store *)gst;
+
+	if (st->migrate_conn)
+		PQfinish(st->migrate_conn);
+	st->migrate_conn = NULL;
+}
+
+static const struct store_backend pgsql_backend = {
+	.name = "postgres",
+	.migrations = embedded_migrations_postgres,
+	.begin = pg_begin,
+	.commit = pg_commit,
+	.rollback = pg_rollback,
+	.exec = pg_exec,
+	.query = pg_query,
+	.next = pg_next,
+	.text = pg_text,
+	.integer = pg_int,
+	.is_null = pg_is_null,
+	.len = pg_len,
+	.rows_close = pg_rows_close,
+	.close = pg_close,
+	.checkpoint = pg_checkpoint,
+	.background_checkpoints = pg_background_checkpoints,
+	.exec_script = pg_exec_script,
+	.lock_migrations = pg_lock_migrations,
+	.unlock_migrations = pg_unlock_migrations,
+};
