@@ -562,6 +562,9 @@ class PrismContract(unittest.TestCase):
         self.error(self.v2("POST", "/v2/rate-decisions", 422,
                            body=self.decision_body(ent, ["KRK01"]), headers=key),
                    "SVC-IDEMPOTENCY-KEY-REUSED")
+        self.error(self.v2("POST", "/v2/rate-decisions", 400, bad=True,
+                           body=self.decision_body(ent, ["GDN01"]),
+                           headers={"Idempotency-Key": "k" * 256}), "SVC-REQUEST-MALFORMED")
         # governance refusals, stored as rejected
         e = self.error(self.v2("POST", "/v2/rate-decisions", 422,
                                body=self.decision_body(ent, ["WAW01"], minor_units=999999)),
