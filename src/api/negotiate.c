@@ -46,6 +46,9 @@ static int etag_stage(struct ctx *c, char tag[ETAG_HEX + 1])
 	(void)response_header(c->res, "ETag", v);
 	if (!http_etag_match(http_header(c->req, "If-None-Match"), tag, GZIP_SUFFIX))
 		return 0;
+	/* RFC 9110 §15.4.5: a 304 sends the Vary the 200 would have sent. */
+	if (c->res->body.len >= NEGOTIATE_GZIP_MIN)
+		(void)response_header(c->res, "Vary", "Accept-Encoding");
 	c->res->status = 304;
 	buf_reset(&c->res->body);
 	return 1;

@@ -403,9 +403,16 @@ static int serialize(struct conn *c)
 	else
 		c->keep_alive = c->head.minor >= 1 || connection_has(conn_hdr, "keep-alive");
 	buf_reset(&c->out);
-	r = buf_printf(&c->out, "HTTP/1.1 %d %s\r\nDate: %s\r\nContent-Type: %s\r\n", res->status,
-		       reason(res->status), http_date(c->lp),
-		       res->content_type ? res->content_type : "application/json");
+	/* RFC 9110 §15.4.5: a 304 carries no representation metadata beyond
+	 * ETag, Vary and the caching fields; a Content-Type there made clients
+	 * such as Stoplight Prism's proxy parse the empty body as JSON. */
+	if (res->status == 304)
+		r = buf_printf(&c->out, "HTTP/1.1 304 %s\r\nDate: %s\r\n", reason(304),
+			       http_date(c->lp));
+	else
+		r = buf_printf(&c->out, "HTTP/1.1 %d %s\r\nDate: %s\r\nContent-Type: %s\r\n",
+			       res->status, reason(res->status), http_date(c->lp),
+			       res->content_type ? res->content_type : "application/json");
 	/* RFC 9110 §8.6: no Content-Length on a 204 (nor a body on a 304). */
 	if (!r && res->status != 204 && res->status != 304)
 		r = buf_printf(&c->out, "Content-Length: %zu\r\n", res->body.len);

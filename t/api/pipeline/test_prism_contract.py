@@ -1,0 +1,978 @@
+"""Contract test: Stoplight Prism (tools/npm, @stoplight/prism-cli) in proxy
+mode in front of the live server, driven over every operation of the
+OpenAPI document that server serves (issue 13).
+
+    prism proxy <served openapi.json> http://127.0.0.1:<revopsd> --errors=false --cors=false
+
+`--errors=false` forwards every request and returns the server's answer
+unchanged (Prism re-serialises JSON bodies, nothing else), reporting what
+does not match the document in the `sl-violations` response header;
+request validation is on (Prism's default), response validation always is;
+`--cors=false` keeps Prism from adding CORS headers or answering OPTIONS.
+The test fails on any response-side violation, and on any request-side
+violation of a request the server accepts (a deliberately bad request may
+carry one; the server's error is asserted instead). Every call records the
+operation it reached; the last test asserts that the set of operations
+covered equals the document's, so a new operation without a contract case
+fails, and prints each operation with the statuses seen.
+
+Set-up: revopsd --demo (two portfolios, approvers, the demo SAML IdP) with
+pms-sim behind it (LOD01 of "Demo Hotels Group" fails every write, for the
+502), a webhook receiver (HTTPS, trusted with --trust-ca), and
+--time-scale 100000 so that v1 delivery schedules (72 h) end in 2.6 s and
+the v1 retry window (30 days) in 26 s.
+
+What Prism 5.14.2 cannot carry, and what is done instead:
+- HEAD: the proxy parses an upstream JSON answer's body even for HEAD and
+  fails on the empty body (500 FetchError). Every GET operation's HEAD is
+  sent to revopsd directly and compared with the GET (status, headers).
+- Methods the document does not list (the 405s) and unknown routes (404):
+  Prism logs "Selected route not found" (a request warning) and validates
+  nothing. Every path is probed with a method it does not document: the
+  status, the error body and `Allow` (exactly the documented methods, HEAD
+  after GET) are checked here.
+- Malformed JSON: Prism answers 400 `invalid_json` itself without
+  forwarding, so SVC-REQUEST-MALFORMED for a body is not sent through it.
+A canary Prism on a deliberately wrong one-path document proves that
+response drift does show up in `sl-violations` with these options.
+"""
+
+import datetime
+import json
+import os
+import re
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+import unittest
+import urllib.parse
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "lib"))
+import harness  # noqa: E402
+import idp as idplib  # noqa: E402
+import openapi_served as oa  # noqa: E402
+import pmssim  # noqa: E402
+import receiver  # noqa: E402
+from harness import (SCIM_CT, SCIM_GROUP_URN, SCIM_USER_URN, SAML_GRANT,  # noqa: E402
+                     basic_auth, scim_patch_body)
+
+SCALE = 100000
+FAIL_CODE = "LOD01"  # Demo Hotels Group: pms-sim answers 500 for it
+METHODS = ("get", "put", "post", "delete", "patch")
+PROBE_ORDER = ("PATCH", "PUT", "DELETE", "POST", "GET")
+UNKNOWN = {"rd": "rd_01AAAAAAAAAAAAAAAAAAAAAAAA", "wh": "wh_01AAAAAAAAAAAAAAAAAAAAAAAA",
+           "dlv": "dlv_01AAAAAAAAAAAAAAAAAAAAAAAA", "usr": "usr_01AAAAAAAAAAAAAAAAAAAAAAAA",
+           "grp": "grp_01AAAAAAAAAAAAAAAAAAAAAAAA"}
+# Headers Prism or the transport set, not the server's answer to compare.
+TRANSPORT = {"date", "connection", "keep-alive", "content-length", "sl-violations",
+             "x-request-id", "x-service-ratelimit-remaining", "x-service-ratelimit-reset",
+             "ratelimit", "transfer-encoding"}
+FORM = {"Content-Type": "application/x-www-form-urlencoded"}
+
+CANARY_DOC = {
+    "openapi": "3.1.0",
+    "info": {"title": "canary: /healthz documented wrongly on purpose", "version": "1"},
+    "paths": {"/healthz": {"get": {"responses": {"200": {
+        "description": "wrong on purpose",
+        "content": {"application/json": {"schema": {
+            "type": "object", "required": ["status"],
+            "properties": {"status": {"const": "not-what-the-server-says"}}}}}}}}}},
+}
+
+
+DIALECT = "https://json-schema.org/draft/2020-12/schema"
+CLOSED_SUFFIX = "__closed"
+
+
+def closed_copy(doc):
+    """The document as Prism checks it: every object schema closed with
+    `unevaluatedProperties: false`, so that a member the server sends (or
+    accepts) which the document does not name is drift too; and
+    `jsonSchemaDialect` set to JSON Schema 2020-12, without which Prism
+    validates with draft-07 and ignores `unevaluatedProperties`. A schema
+    used as an `allOf` branch stays open (closing it would refuse the other
+    branches' members); its direct uses get a closed alias instead. The
+    document itself is unchanged: it keeps objects open."""
+    d = json.loads(json.dumps(doc))
+    d["jsonSchemaDialect"] = DIALECT
+    schemas = d["components"]["schemas"]
+    prefix = "#/components/schemas/"
+    branches = set()
+
+    def find_branches(o):
+        if isinstance(o, dict):
+            for b in o.get("allOf", ()):
+                if isinstance(b, dict) and b.get("$ref", "").startswith(prefix):
+                    branches.add(b["$ref"][len(prefix):])
+            for v in o.values():
+                find_branches(v)
+        elif isinstance(o, list):
+            for v in o:
+                find_branches(v)
+    find_branches(d)
+
+    def close(sc, branch=False):
+        if not isinstance(sc, dict):
+            return
+        ref = sc.get("$ref", "")
+        if ref.startswith(prefix) and ref[len(prefix):] in branches and not branch:
+            sc["$ref"] = ref + CLOSED_SUFFIX
+            return
+        if ("properties" in sc or "allOf" in sc) and not branch and \
+                "additionalProperties" not in sc and "unevaluatedProperties" not in sc:
+            sc["unevaluatedProperties"] = False
+        for k in ("properties", "patternProperties"):
+            for v in (sc.get(k) or {}).values():
+                close(v)
+        for k in ("items", "additionalProperties", "not"):
+            close(sc.get(k))
+        for k in ("oneOf", "anyOf"):
+            for v in sc.get(k, ()):
+                close(v)
+        for v in sc.get("allOf", ()):
+            close(v, branch=True)
+
+    def walk(o):
+        if isinstance(o, dict):
+            for k, v in o.items():
+                if k == "schema":
+                    close(v)
+                else:
+                    walk(v)
+        elif isinstance(o, list):
+            for v in o:
+                walk(v)
+    for name in list(schemas):
+        close(schemas[name], branch=name in branches)
+    walk(d["paths"])
+    walk({k: v for k, v in d["components"].items() if k != "schemas"})
+    for name in branches:
+        schemas[name + CLOSED_SUFFIX] = {"allOf": [{"$ref": prefix + name}],
+                                         "unevaluatedProperties": False}
+    return d
+
+
+def free_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def violations(resp):
+    v = resp.headers.get("sl-violations")
+    if not v:
+        return []
+    return json.loads(v)
+
+
+def days_ahead(n):
+    return (datetime.date.today() + datetime.timedelta(days=n)).isoformat()
+
+
+class Prism:
+    """One `prism proxy` process on a free port; its log in log_path."""
+
+    def __init__(self, doc_path, upstream, log_path):
+        self.port = free_port()
+        self.log_path = log_path
+        self.log = open(log_path, "w")
+        self.proc = subprocess.Popen(
+            [os.path.join(oa.BIN, "prism"), "proxy", doc_path, upstream, "-h", "127.0.0.1",
+             "-p", str(self.port), "--errors=false", "--cors=false", "--validate-request=true"],
+            cwd=oa.NPM, stdout=self.log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+            env=oa.TOOL_ENV, start_new_session=True)
+
+    def log_text(self):
+        try:
+            with open(self.log_path, encoding="utf-8", errors="replace") as f:
+                return f.read()
+        except OSError:
+            return ""
+
+    def wait_ready(self, timeout=60.0):
+        def answers():
+            if self.proc.poll() is not None:
+                raise AssertionError("prism exited with %s:\n%s" % (self.proc.returncode,
+                                                                    self.log_text()[-4000:]))
+            try:
+                return harness.http_request(self.port, "GET", "/healthz", timeout=5).status
+            except OSError:
+                return None
+        harness.wait_until(answers, timeout, interval=0.1, what="prism proxy on %d" % self.port)
+
+    def stop(self):
+        if self.proc.poll() is None:
+            os.killpg(self.proc.pid, signal.SIGTERM)
+            try:
+                self.proc.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                os.killpg(self.proc.pid, signal.SIGKILL)
+                self.proc.wait()
+        self.log.close()
+
+
+class PrismContract(unittest.TestCase):
+    covered = {}  # operationId -> set of statuses seen through Prism
+    heads = set()  # GET operationIds whose HEAD was checked
+
+    @classmethod
+    def setUpClass(cls):
+        cls.started = time.monotonic()
+        cls.tmp = tempfile.mkdtemp(prefix="revops-prism-")
+        cls.rx = cls.sim = cls.srv = cls.prism = cls.canary = None
+        try:
+            cls._set_up()
+        except BaseException:
+            cls._tear_down()
+            raise
+
+    @classmethod
+    def _set_up(cls):
+        if not os.access(os.path.join(oa.BIN, "prism"), os.X_OK):
+            raise AssertionError("prism is not installed: run scripts/npm-tools.sh "
+                                 "(make test does)")
+        canary_path = os.path.join(cls.tmp, "canary.json")
+        with open(canary_path, "w") as f:
+            json.dump(CANARY_DOC, f)
+        cls.ca = receiver.TestCA(os.path.join(cls.tmp, "ca"))
+        cls.rx = receiver.Receiver(cls.ca)
+        cls.rx.set_behaviour("/down", status=500, body=b"down on purpose")
+        cls.sim = pmssim.PmsSim("--fail-codes", FAIL_CODE)
+        cls.srv = harness.Server(["--demo", "--pms-url", cls.sim.url, "--trust-ca", cls.ca.ca_pem,
+                                  "--allow-private-targets", "--time-scale", str(SCALE)])
+        # both Prisms load (about 4 s) while the rest is set up
+        cls.canary = Prism(canary_path, cls.srv.base_url, os.path.join(cls.tmp, "canary.log"))
+        creds_path = os.path.join(cls.srv.data_dir, "demo-credentials.json")
+
+        def creds():
+            try:
+                with open(creds_path) as f:
+                    return json.load(f)
+            except (OSError, ValueError):
+                return None
+        c = harness.wait_until(creds, 10, what="demo-credentials.json")
+        cls.ent = next(p for p in c["portfolios"] if p["plan"] == "enterprise")
+        cls.grp = next(p for p in c["portfolios"] if p["plan"] == "group")
+        cls.demo_idp = c["demo_idp"]
+        r = cls.srv.request("GET", "/v2/openapi.json")
+        if r.status != 200:
+            raise AssertionError("GET /v2/openapi.json: %r" % (r,))
+        cls.doc = json.loads(r.raw)
+        doc_path = os.path.join(cls.tmp, "openapi.json")
+        with open(doc_path, "w") as f:
+            json.dump(closed_copy(cls.doc), f)
+        cls.ops = {}  # (METHOD, template) -> operationId
+        for tpl, item in cls.doc["paths"].items():
+            for m in METHODS:
+                if m in item:
+                    cls.ops[(m.upper(), tpl)] = item[m]["operationId"]
+        cls.prism = Prism(doc_path, cls.srv.base_url, os.path.join(cls.tmp, "prism.log"))
+        cls.ent_token = cls.srv.access_token(cls.ent["client_id"], cls.ent["client_secret"])
+        cls.grp_token = cls.srv.access_token(cls.grp["client_id"], cls.grp["client_secret"])
+        # A v1 delivery that dead-letters at once (72 h / SCALE = 2.6 s) and
+        # whose retry window (30 days / SCALE = 26 s) ends while the suite
+        # runs: made now, directly, so the clock starts early.
+        r = cls.srv.request("POST", "/v1/webhooks", token=cls.ent_token,
+                            body={"url": cls.rx.url("/down"), "events": ["rate.suggested"]})
+        if r.status != 201:
+            raise AssertionError("v1 subscription: %r" % (r,))
+        cls.early_sub = r.body["data"]["id"]
+        r = cls.srv.request("POST", "/v1/webhooks/%s/ping" % cls.early_sub, token=cls.ent_token)
+        if r.status != 202:
+            raise AssertionError("v1 ping: %r" % (r,))
+        cls.early_dlv = r.body["data"]["deliveries"][0]["id"]
+        cls.prism.wait_ready()
+        cls.canary.wait_ready()
+        cls.ready_after = time.monotonic() - cls.started
+
+    @classmethod
+    def tearDownClass(cls):
+        cls._tear_down()
+
+    @classmethod
+    def _tear_down(cls):
+        """Stops everything, each even if another fails; re-raises the first
+        failure (revopsd or pms-sim not exiting cleanly)."""
+        first = None
+        for it in (cls.prism, cls.canary, cls.srv, cls.sim, cls.rx):
+            if it is None:
+                continue
+            try:
+                it.stop() if isinstance(it, Prism) else it.close()
+            except Exception as e:  # noqa: BLE001 (re-raised below)
+                first = first or e
+        if not os.environ.get("REVOPS_KEEP_DATA"):
+            shutil.rmtree(cls.tmp, ignore_errors=True)
+        if first is not None:
+            raise first
+
+    # plumbing ----------------------------------------------------------------
+
+    def matches(self, method, path):
+        """(number of template parameters, operationId) of each documented
+        operation that method + path (query aside) reaches."""
+        path = urllib.parse.unquote(path.split("?", 1)[0])
+        found = []
+        for (m, tpl), op in self.ops.items():
+            rx = "^" + re.sub(r"\\\{[^}]+\\\}", "[^/]+", re.escape(tpl)) + "$"
+            if m == method and re.match(rx, path):
+                found.append((tpl.count("{"), op))
+        return found
+
+    def op_for(self, method, path):
+        """The operationId the document gives method + path: the most
+        specific template (fewest parameters) that matches."""
+        found = self.matches(method, path)
+        self.assertTrue(found, "%s %s is not a documented operation" % (method, path))
+        return min(found)[1]
+
+    def call(self, method, path, status, headers=None, body=None, token=None, portfolio=None,
+             bad=False):
+        """One request through Prism. Fails on any response-side violation,
+        on request-side ones unless bad (a request meant to be refused, and
+        refused: status >= 400), and on a status other than `status`."""
+        op = self.op_for(method, path)
+        r = harness.http_request(self.prism.port, method, path, headers, body, token, portfolio,
+                                 timeout=30)
+        vs = violations(r)
+        where = "%s %s -> %s (%s)" % (method, path, r.status, op)
+        self.assertNotEqual(r.headers.get("content-type", ""), "application/problem+json",
+                            "Prism failed: %s %r\n%s" % (where, r, self.prism.log_text()[-3000:]))
+        res_side = [v for v in vs if v.get("location", [None])[0] != "request"]
+        self.assertEqual(res_side, [], "response drift: %s: %r" % (where, r))
+        req_side = [v for v in vs if v.get("location", [None])[0] == "request"]
+        if req_side:
+            self.assertTrue(bad, "request drift (the server accepted what the document "
+                                 "refuses, or the request is wrong): %s: %s" % (where, req_side))
+        self.assertEqual(r.status, status, "%s: %r" % (where, r))
+        if bad:
+            self.assertGreaterEqual(r.status, 400, where)
+        mine = {k.lower(): v for k, v in (headers or {}).items()}.get("x-request-id")
+        if mine:
+            self.assertEqual(r.headers["x-request-id"], mine, where)
+        else:
+            harness.assert_common_headers(self, r)
+        self.covered.setdefault(op, set()).add(status)
+        return r
+
+    def get(self, path, status=200, token=None, portfolio=None, headers=None, bad=False):
+        """GET through Prism; then HEAD of the same directly on revopsd
+        (Prism cannot proxy HEAD), which must answer alike without a body."""
+        r = self.call("GET", path, status, headers=headers, token=token, portfolio=portfolio,
+                      bad=bad)
+        if status == 200:
+            h = harness.http_request(self.srv.port, "HEAD", path, headers, None, token,
+                                     portfolio)
+            self.assertEqual(h.status, r.status, "HEAD %s: %r" % (path, h))
+            self.assertEqual(h.raw, b"", "HEAD %s sent a body" % path)
+            self.assertIn("content-length", h.headers, "HEAD %s" % path)
+            mine = {k for k in h.headers if k not in TRANSPORT}
+            theirs = {k for k in r.headers if k not in TRANSPORT}
+            self.assertEqual(mine, theirs, "HEAD %s: headers differ from GET" % path)
+            self.assertEqual(h.headers["content-type"].split(";")[0],
+                             r.headers["content-type"].split(";")[0])
+            self.heads.add(self.op_for("GET", path))
+        return r
+
+    def v2(self, method, path, status, pf=None, token=None, body=None, headers=None, bad=False):
+        pf = pf or self.ent
+        tok = token or (self.ent_token if pf is self.ent else self.grp_token)
+        if method == "GET":
+            return self.get(path, status, token=tok, portfolio=pf["portfolio_id"],
+                            headers=headers, bad=bad)
+        return self.call(method, path, status, headers=headers, body=body, token=tok,
+                         portfolio=pf["portfolio_id"], bad=bad)
+
+    def scim(self, method, path, status, body=None, headers=None, bad=False, token=None):
+        h = dict(headers or {})
+        h["Authorization"] = "Bearer " + (token or self.ent["scim_token"])
+        if body is not None and not isinstance(body, (bytes, str)):
+            h.setdefault("Content-Type", SCIM_CT)
+        path = "/scim/v2" + path
+        if method == "GET":
+            return self.get(path, status, headers=h, bad=bad)
+        return self.call(method, path, status, headers=h, body=body, bad=bad)
+
+    def error(self, r, code):
+        self.assertEqual(r.body["error"]["code"], code, r)
+        return r.body["error"]
+
+    def prop(self, pf, code):
+        return next(p["id"] for p in pf["properties"] if p["pms_property_code"] == code)
+
+    def ceiling(self, pf, code):
+        brand = next(p["brand"] for p in pf["properties"] if p["pms_property_code"] == code)
+        return next(c["id"] for c in pf["brand_ceilings"] if c["brand"] == brand)
+
+    def decision_body(self, pf, codes, approver=None, minor_units=45900, room="DBL"):
+        return harness.rate_decision_body(
+            [self.prop(pf, c) for c in codes], self.ceiling(pf, codes[0]),
+            approver or pf["approver_saml_subject"], room=room, date_from=days_ahead(10),
+            date_to=days_ahead(12), minor_units=minor_units)
+
+    def wait_delivery(self, dlv, states, token=None, pf=None, timeout=15):
+        """Polls GET /v2/webhooks/deliveries/{id} on revopsd until its state
+        is in states; returns the delivery."""
+        pf = pf or self.ent
+
+        def settled():
+            r = self.srv.request("GET", "/v2/webhooks/deliveries/" + dlv,
+                                 token=token or self.ent_token, portfolio=pf["portfolio_id"])
+            d = r.body.get("data") if r.status == 200 else None
+            return d if d and d["state"] in states else None
+        return harness.wait_until(settled, timeout, interval=0.05,
+                                  what="delivery %s in %s" % (dlv, states))
+
+    # the canary ----------------------------------------------------------------
+
+    def test_a0_canary_prism_reports_response_drift(self):
+        """With these options, a response that breaks the document does come
+        back with a response-side violation (and unchanged)."""
+        r = harness.http_request(self.canary.port, "GET", "/healthz")
+        self.assertEqual(r.status, 200, r)
+        self.assertEqual(r.body, {"status": "ok"})
+        vs = violations(r)
+        self.assertTrue([v for v in vs if v["location"][0] == "response"],
+                        "no response violation reported: %r" % (r,))
+
+    # public ----------------------------------------------------------------------
+
+    def test_a_public_endpoints(self):
+        self.assertEqual(self.get("/healthz").body, {"status": "ok"})
+        self.assertEqual(self.get("/readyz").body, {"status": "ready"})
+        r = self.get("/metrics")
+        self.assertIn(b"revops_http_requests_total", r.raw)
+        r = self.get("/v2/openapi.json")
+        self.assertEqual(r.body["openapi"], self.doc["openapi"])
+        r = self.get("/.well-known/oauth-authorization-server")
+        self.assertEqual(r.body["issuer"], self.srv.base_url)
+
+    # OAuth ----------------------------------------------------------------------------
+
+    def token(self, status, form, headers=None, bad=False):
+        h = dict(FORM)
+        h.update(headers or {})
+        return self.call("POST", "/oauth/token", status, headers=h,
+                         body=urllib.parse.urlencode(form), bad=bad)
+
+    def test_b_oauth_token(self):
+        cid, secret = self.ent["client_id"], self.ent["client_secret"]
+        basic = {"Authorization": basic_auth(cid, secret)}
+        traced = dict(basic, **{"X-Request-Id": "contract-test-1",
+                                "traceparent": "00-4bf92f3577b34da6a3ce929d0e0e4736-"
+                                               "00f067aa0ba902b7-01"})
+        r = self.token(200, [("grant_type", "client_credentials")], traced)
+        self.assertEqual(r.headers["x-request-id"], "contract-test-1")
+        self.assertEqual(r.headers["cache-control"], "no-store")
+        r = self.token(200, [("grant_type", "client_credentials"), ("client_id", cid),
+                             ("client_secret", secret), ("scope", "rates:read property:WAW01")])
+        self.assertEqual(r.body["property_codes"], ["WAW01"])
+        # the SAML 2.0 bearer grant (RFC 7522), signed by the demo IdP
+        saml = self.ent["saml"]
+        xml = idplib.build_assertion(self.ent["approver_saml_subject"], saml["idp_entity_id"],
+                                     saml["audience"], saml["recipient"])
+        signed = idplib.sign_with(self.demo_idp["private_key_file"],
+                                  self.demo_idp["certificate_file"], xml, self.tmp)
+        r = self.token(200, [("grant_type", SAML_GRANT), ("assertion", idplib.b64url(signed)),
+                             ("scope", "portfolios:read")])
+        user_token = r.body["access_token"]
+        self.v2("GET", "/v2/portfolios", 200, token=user_token)
+        # errors
+        r = self.token(401, [("grant_type", "client_credentials")],
+                       {"Authorization": basic_auth(cid, "wrong")}, bad=True)
+        self.assertEqual(r.body["error"], "invalid_client")
+        self.assertTrue(r.headers["www-authenticate"].startswith("Basic"), r)
+        r = self.token(400, [("grant_type", "client_credentials"), ("client_id", cid),
+                             ("client_secret", "wrong")], bad=True)
+        self.assertEqual(r.body["error"], "invalid_client")
+        self.assertNotIn("www-authenticate", r.headers)
+        r = self.token(400, [("grant_type", "client_credentials"), ("scope", "no:such")], basic,
+                       bad=True)
+        self.assertEqual(r.body["error"], "invalid_scope")
+        r = self.token(400, [("grant_type", "password"), ("username", "u"), ("password", "p")],
+                       basic, bad=True)
+        self.assertEqual(r.body["error"], "unsupported_grant_type")
+        r = self.token(400, [("grant_type", "client_credentials"), ("client_id", cid),
+                             ("client_secret", secret)], basic, bad=True)
+        self.assertEqual(r.body["error"], "invalid_request")
+        r = self.token(400, [("grant_type", SAML_GRANT), ("assertion", "bm90LXNhbWw")],
+                       bad=True)
+        self.assertEqual(r.body["error"], "invalid_grant")
+
+    # portfolios ------------------------------------------------------------------------
+
+    def test_c_portfolios(self):
+        pf = self.ent["portfolio_id"]
+        r = self.v2("GET", "/v2/portfolios", 200)
+        self.assertEqual([p["id"] for p in r.body["data"]], [pf])
+        r = self.v2("GET", "/v2/portfolios/" + pf, 200)
+        tag = r.headers["etag"]
+        r = self.v2("GET", "/v2/portfolios/" + pf, 304, headers={"If-None-Match": tag})
+        self.assertEqual(r.headers["etag"], tag)
+        self.assertNotIn("content-type", r.headers)
+        r = self.v2("GET", "/v2/portfolios/%s/properties?limit=2" % pf, 200)
+        cursor = r.body["meta"]["next_cursor"]
+        self.assertIsInstance(cursor, str)
+        self.assertIn('rel="next"', r.headers["link"])
+        r = self.v2("GET", "/v2/portfolios/%s/properties?limit=2&cursor=%s" % (pf, cursor), 200)
+        self.assertEqual(len(r.body["data"]), 2)
+        # narrowed to one property
+        self.v2("GET", "/v2/portfolios/%s/properties" % pf, 200,
+                headers={"X-Service-Property": self.prop(self.ent, "WAW01")})
+        # errors
+        self.error(self.v2("GET", "/v2/portfolios/%s/properties?cursor=bogus" % pf, 400),
+                   "SVC-REQUEST-MALFORMED")
+        self.error(self.v2("GET", "/v2/portfolios?limit=0", 400, bad=True),
+                   "SVC-REQUEST-MALFORMED")
+        r = self.get("/v2/portfolios", 401, portfolio=pf, bad=True)
+        self.error(r, "SVC-AUTH-UNAUTHENTICATED")
+        self.assertTrue(r.headers["www-authenticate"].startswith("Bearer"))
+        r = self.get("/v2/portfolios", 401, token="rvo_at_" + "x" * 43, portfolio=pf)
+        self.assertIn('error="invalid_token"', r.headers["www-authenticate"])
+        self.error(self.get("/v2/portfolios", 400, token=self.ent_token, bad=True),
+                   "SVC-PORTFOLIO-REQUIRED")
+        self.error(self.v2("GET", "/v2/portfolios/" + self.grp["portfolio_id"], 403),
+                   "SVC-AUTH-INSUFFICIENT-ROLE")
+        self.error(self.get("/v2/portfolios", 403, token=self.ent_token,
+                            portfolio=self.grp["portfolio_id"]), "SVC-AUTH-INSUFFICIENT-ROLE")
+        _, narrow = self.srv.client_token(pf, "rates:read")
+        self.error(self.v2("GET", "/v2/portfolios", 403, token=narrow),
+                   "SVC-AUTH-INSUFFICIENT-ROLE")
+
+    # rate decisions ----------------------------------------------------------------------
+
+    def test_d_rate_decisions(self):
+        ent, grp = self.ent, self.grp
+        body = self.decision_body(ent, ["WAW01", "KRK01"])
+        r = self.v2("POST", "/v2/rate-decisions", 201, body=body)
+        rd = r.body["data"]
+        self.assertEqual(rd["status"], "published")
+        # Idempotency-Key: the same again is replayed, another body is 422
+        key = {"Idempotency-Key": "prism-%d" % time.time_ns()}
+        r = self.v2("POST", "/v2/rate-decisions", 201, body=self.decision_body(ent, ["GDN01"]),
+                    headers=key)
+        again = self.v2("POST", "/v2/rate-decisions", 201,
+                        body=self.decision_body(ent, ["GDN01"]), headers=key)
+        self.assertEqual(again.headers.get("idempotent-replayed"), "true")
+        self.assertEqual(again.body["data"]["id"], r.body["data"]["id"])
+        self.error(self.v2("POST", "/v2/rate-decisions", 422,
+                           body=self.decision_body(ent, ["KRK01"]), headers=key),
+                   "SVC-IDEMPOTENCY-KEY-REUSED")
+        self.error(self.v2("POST", "/v2/rate-decisions", 400, bad=True,
+                           body=self.decision_body(ent, ["GDN01"]),
+                           headers={"Idempotency-Key": "k" * 256}), "SVC-REQUEST-MALFORMED")
+        # governance refusals, stored as rejected
+        e = self.error(self.v2("POST", "/v2/rate-decisions", 422,
+                               body=self.decision_body(ent, ["WAW01"], minor_units=999999)),
+                       "SVC-RATE-CEILING-EXCEEDED")
+        rejected = e["decision_id"]
+        self.error(self.v2("POST", "/v2/rate-decisions", 422,
+                           body=self.decision_body(ent, ["WAW01"], approver="nobody@x.test")),
+                   "SVC-GOVERNANCE-REJECTED")
+        # a PMS write fails: compensated, 502
+        e = self.error(self.v2("POST", "/v2/rate-decisions", 502, pf=grp,
+                               body=self.decision_body(grp, ["ZAK01", FAIL_CODE])),
+                       "SVC-PMS-WRITE-FAILED")
+        failed = e["decision_id"]
+        r = self.v2("GET", "/v2/rate-decisions/" + failed, 200, pf=grp)
+        self.assertEqual(r.body["data"]["status"], "failed")
+        r = self.v2("GET", "/v2/rate-decisions/%s/audit-trail" % failed, 200, pf=grp)
+        self.assertIn("pms_compensation", [x["kind"] for x in r.body["data"]["entries"]])
+        e = self.error(self.v2("POST", "/v2/rate-decisions", 422, body=self.decision_body(
+            ent, ["WAW01"], approver=ent["approver_saml_subject"].replace("approver", "ops"))),
+            "SVC-GOVERNANCE-REJECTED")
+        r = self.v2("GET", "/v2/rate-decisions/" + e["decision_id"], 200)
+        self.assertEqual(r.body["data"]["status"], "rejected")
+        # a per-property token: a property outside it is 403
+        waw = self.srv.access_token(ent["client_id"], ent["client_secret"],
+                                    scope="rates:read rates:write property:WAW01")
+        self.error(self.v2("POST", "/v2/rate-decisions", 403, token=waw,
+                           body=self.decision_body(ent, ["KRK01"])),
+                   "SVC-AUTH-INSUFFICIENT-ROLE")
+        self.v2("GET", "/v2/rate-decisions", 200, token=waw,
+                headers={"X-Service-Property": self.prop(ent, "WAW01")})
+        self.error(self.v2("GET", "/v2/rate-decisions", 403, token=waw,
+                           headers={"X-Service-Property": self.prop(ent, "KRK01")}),
+                   "SVC-AUTH-INSUFFICIENT-ROLE")
+        # bad requests
+        r = self.v2("POST", "/v2/rate-decisions", 400, body={"properties": []}, bad=True)
+        self.error(r, "SVC-VALIDATION-FAILED")
+        self.assertTrue(r.body["error"]["details"])
+        bad = self.decision_body(ent, ["WAW01"])
+        bad["proposed_rate"]["minor_units"] = -5
+        self.error(self.v2("POST", "/v2/rate-decisions", 400, body=bad, bad=True),
+                   "SVC-VALIDATION-FAILED")
+        self.error(self.v2("POST", "/v2/rate-decisions", 415, body="{}", bad=True,
+                           headers={"Content-Type": "text/plain"}), "SVC-UNSUPPORTED-MEDIA-TYPE")
+        big = json.dumps({"justification": "x" * (1024 * 1024 + 10)})
+        self.error(self.v2("POST", "/v2/rate-decisions", 413, body=big, bad=True,
+                           headers={"Content-Type": "application/json"}),
+                   "SVC-PAYLOAD-TOO-LARGE")
+        self.error(self.v2("POST", "/v2/rate-decisions", 403,
+                           body=self.decision_body(grp, ["ZAK01"])),
+                   "SVC-AUTH-INSUFFICIENT-ROLE")
+        # reads
+        r = self.v2("GET", "/v2/rate-decisions", 200)
+        self.assertIn(rd["id"], [x["id"] for x in r.body["data"]])
+        r = self.v2("GET", "/v2/rate-decisions?status=rejected&limit=10", 200)
+        self.assertIn(rejected, [x["id"] for x in r.body["data"]])
+        self.v2("GET", "/v2/rate-decisions?status=failed", 200, pf=grp)
+        self.v2("GET", "/v2/rate-decisions?status=bogus", 400, bad=True)
+        r = self.v2("GET", "/v2/rate-decisions/" + rd["id"], 200)
+        self.v2("GET", "/v2/rate-decisions/" + rd["id"], 304,
+                headers={"If-None-Match": r.headers["etag"]})
+        self.error(self.v2("GET", "/v2/rate-decisions/" + UNKNOWN["rd"], 404), "SVC-NOT-FOUND")
+        self.error(self.v2("GET", "/v2/rate-decisions/" + rd["id"], 403, pf=grp),
+                   "SVC-AUTH-INSUFFICIENT-ROLE")
+        r = self.v2("GET", "/v2/rate-decisions/%s/audit-trail" % rd["id"], 200)
+        harness.assert_audit_chain(self, r.body["data"])
+        r = self.v2("GET", "/v2/rate-decisions/%s/audit-trail" % rd["id"], 304,
+                    headers={"If-None-Match": r.headers["etag"]})
+        self.assertEqual(r.headers.get("vary"), "Accept-Encoding")  # as its 200 (> 1 KiB)
+        self.v2("GET", "/v2/rate-decisions/%s/audit-trail" % rejected, 200)
+        self.error(self.v2("GET", "/v2/rate-decisions/%s/audit-trail" % UNKNOWN["rd"], 404),
+                   "SVC-NOT-FOUND")
+        # revert
+        path = "/v2/rate-decisions/%s/revert" % rd["id"]
+        self.error(self.v2("POST", path, 422, body={"reason": "Mistyped rate",
+                                                    "approver_saml_subject": "nobody@x.test"}),
+                   "SVC-GOVERNANCE-REJECTED")
+        revert = {"reason": "Mistyped rate", "approver_saml_subject": ent["approver_saml_subject"]}
+        r = self.v2("POST", path, 200, body=revert)
+        self.assertEqual(r.body["data"]["status"], "reverted")
+        r = self.v2("GET", "/v2/rate-decisions/" + rd["id"], 200)
+        self.assertEqual(r.body["data"]["status"], "reverted")
+        self.v2("GET", "/v2/rate-decisions/%s/audit-trail" % rd["id"], 200)
+        self.error(self.v2("POST", path, 409, body=revert), "SVC-CONFLICT")
+        self.error(self.v2("POST", "/v2/rate-decisions/%s/revert" % UNKNOWN["rd"], 404,
+                           body=revert), "SVC-NOT-FOUND")
+        self.error(self.v2("POST", path, 400, body={"reason": ""}, bad=True),
+                   "SVC-VALIDATION-FAILED")
+
+    # webhooks --------------------------------------------------------------------------------
+
+    def test_e_webhooks(self):
+        ent, grp = self.ent, self.grp
+        # v1: create (its own secret), ping
+        r = self.call("POST", "/v1/webhooks", 201, token=self.ent_token,
+                      body={"url": self.rx.url("/v1"), "events": ["rate.suggested"],
+                            "description": "contract test"})
+        v1 = r.body["data"]
+        self.assertTrue(v1["signing_secret"].startswith("whsec_"))
+        r = self.call("POST", "/v1/webhooks/%s/ping" % v1["id"], 202, token=self.ent_token,
+                      portfolio=ent["portfolio_id"])
+        ping_v1 = r.body["data"]
+        self.error(self.call("POST", "/v1/webhooks", 400, token=self.ent_token, bad=True,
+                             body={"url": "http://example.com/x", "events": ["rate.suggested"]}),
+                   "SVC-VALIDATION-FAILED")
+        self.error(self.call("POST", "/v1/webhooks/%s/ping" % UNKNOWN["wh"], 404,
+                             token=self.ent_token), "SVC-NOT-FOUND")
+        # v2: create with a mirror (enterprise), the first one shows the portfolio secret
+        r = self.v2("POST", "/v2/webhooks", 201,
+                    body={"url": self.rx.url("/v2"), "mirror_url": self.rx.url("/v2-mirror"),
+                          "events": ["rate.decision.published", "sso.user.provisioned"]})
+        v2 = r.body["data"]
+        r = self.v2("POST", "/v2/webhooks", 201,
+                    body={"url": self.rx.url("/v2-down"), "events": ["rate.decision.reverted"]})
+        v2b = r.body["data"]
+        self.error(self.v2("POST", "/v2/webhooks", 403, pf=grp,
+                           body={"url": self.rx.url("/g"), "mirror_url": self.rx.url("/gm"),
+                                 "events": ["rate.decision.published"]}),
+                   "SVC-PLAN-FEATURE-UNAVAILABLE")
+        self.error(self.v2("POST", "/v2/webhooks", 400, bad=True,
+                           body={"url": self.rx.url("/x"), "events": ["no.such.event"]}),
+                   "SVC-VALIDATION-FAILED")
+        r = self.v2("POST", "/v2/webhooks/%s/ping" % v2["id"], 202)
+        ping_v2 = r.body["data"]
+        self.error(self.v2("POST", "/v2/webhooks/%s/ping" % UNKNOWN["wh"], 404), "SVC-NOT-FOUND")
+        r = self.v2("GET", "/v2/webhooks?limit=1", 200)
+        self.assertIsInstance(r.body["meta"]["next_cursor"], str)
+        self.v2("GET", "/v2/webhooks?limit=1&cursor=" + r.body["meta"]["next_cursor"], 200)
+        r = self.v2("GET", "/v2/webhooks/" + v2["id"], 200)
+        self.v2("GET", "/v2/webhooks/" + v2["id"], 304,
+                headers={"If-None-Match": r.headers["etag"]})
+        self.error(self.v2("GET", "/v2/webhooks/" + UNKNOWN["wh"], 404), "SVC-NOT-FOUND")
+        self.error(self.v2("GET", "/v2/webhooks/" + v2["id"], 403, pf=grp),
+                   "SVC-AUTH-INSUFFICIENT-ROLE")
+        # deliveries: the pings' and the early v1 ping's (dead-lettered)
+        for p in (ping_v1, ping_v2):
+            dlv = p["deliveries"][0]["id"]
+            self.wait_delivery(dlv, ("delivered",))
+            r = self.v2("GET", "/v2/webhooks/deliveries/" + dlv, 200)
+            self.v2("GET", "/v2/webhooks/deliveries/" + dlv, 304,
+                    headers={"If-None-Match": r.headers["etag"]})
+        self.error(self.v2("GET", "/v2/webhooks/deliveries/" + UNKNOWN["dlv"], 404),
+                   "SVC-NOT-FOUND")
+        r = self.v2("GET", "/v2/webhooks/%s/deliveries" % v2["id"], 200)
+        self.assertTrue(r.body["data"])
+        self.v2("GET", "/v2/webhooks/%s/deliveries?state=delivered&limit=5" % v1["id"], 200)
+        self.error(self.v2("GET", "/v2/webhooks/%s/deliveries" % UNKNOWN["wh"], 404),
+                   "SVC-NOT-FOUND")
+        early_dlv = self.early_dlv
+        self.wait_delivery(early_dlv, ("dead_lettered",))
+        r = self.v2("GET", "/v2/webhooks/deliveries/" + early_dlv, 200)
+        self.assertEqual({a["http_status"] for a in r.body["data"]["attempts"]}, {500})
+        self.v2("GET", "/v2/webhooks/%s/deliveries?state=dead_lettered" % self.early_sub, 200)
+        mirror = ping_v2["deliveries"][1]["id"]
+        self.wait_delivery(mirror, ("delivered",))
+        self.v2("GET", "/v2/webhooks/deliveries/" + mirror, 200)
+        r = self.v2("GET", "/v2/webhooks/dead-letters", 200)
+        self.assertIn(early_dlv, [d["id"] for d in r.body["data"]])
+        self.v2("GET", "/v2/webhooks/dead-letters?subscription_id=" + self.early_sub, 200)
+        self.error(self.v2("GET", "/v2/webhooks/dead-letters?subscription_id=" + UNKNOWN["wh"],
+                           404), "SVC-NOT-FOUND")
+        # v1 retry (dead-lettered only) and v2 replay
+        r = self.call("POST", "/v1/webhooks/deliveries/%s/retry" % early_dlv, 202,
+                      token=self.ent_token)
+        self.assertEqual(r.body["data"]["state"], "pending")
+        self.wait_delivery(early_dlv, ("dead_lettered",))
+        dlv1 = ping_v1["deliveries"][0]["id"]
+        self.error(self.call("POST", "/v1/webhooks/deliveries/%s/retry" % dlv1, 409,
+                             token=self.ent_token), "SVC-CONFLICT")
+        self.error(self.call("POST", "/v1/webhooks/deliveries/%s/retry" % UNKNOWN["dlv"], 404,
+                             token=self.ent_token), "SVC-NOT-FOUND")
+        dlv2 = ping_v2["deliveries"][0]["id"]
+        r = self.v2("POST", "/v2/webhooks/deliveries/%s/replay" % dlv2, 202)
+        self.wait_delivery(dlv2, ("delivered",))
+        self.error(self.v2("POST", "/v2/webhooks/deliveries/%s/replay" % UNKNOWN["dlv"], 404),
+                   "SVC-NOT-FOUND")
+        self.error(self.v2("POST", "/v2/webhooks/deliveries/%s/replay" % dlv2, 403, pf=grp),
+                   "SVC-AUTH-INSUFFICIENT-ROLE")
+        # SLA and the signing secret
+        month = datetime.date.today().strftime("%Y-%m")
+        r = self.v2("GET", "/v2/webhooks/sla?month=" + month, 200)
+        self.assertEqual(r.body["data"]["period"], month)
+        self.error(self.v2("GET", "/v2/webhooks/sla?month=2026-13", 400, bad=True),
+                   "SVC-REQUEST-MALFORMED")
+        self.v2("GET", "/v2/webhooks/sla", 400, bad=True)
+        r = self.v2("POST", "/v2/webhooks/signing-secret/rotate", 200)
+        self.assertTrue(r.body["data"]["signing_secret"].startswith("whsec_"))
+        # delete
+        self.v2("DELETE", "/v2/webhooks/" + v2b["id"], 204)
+        self.error(self.v2("DELETE", "/v2/webhooks/" + v2b["id"], 404), "SVC-NOT-FOUND")
+        self.error(self.v2("GET", "/v2/webhooks/" + v2b["id"], 404), "SVC-NOT-FOUND")
+
+    # SCIM --------------------------------------------------------------------------------
+
+    def test_f_scim_discovery(self):
+        r = self.scim("GET", "/ServiceProviderConfig", 200)
+        self.assertTrue(r.body["patch"]["supported"])
+        self.scim("GET", "/ResourceTypes", 200)
+        self.scim("GET", "/ResourceTypes/User", 200)
+        self.scim("GET", "/ResourceTypes/Group", 200)
+        self.scim("GET", "/ResourceTypes/Nope", 404, bad=True)
+        self.scim("GET", "/Schemas", 200)
+        for urn in (SCIM_USER_URN, SCIM_GROUP_URN,
+                    "urn:ietf:params:scim:schemas:extension:enterprise:2.0:User"):
+            self.scim("GET", "/Schemas/" + urn, 200)
+        self.scim("GET", "/Schemas/urn:nope", 404, bad=True)
+        r = self.get("/scim/v2/Users", 401, bad=True)
+        self.assertEqual(r.body["status"], "401")
+        self.scim("GET", "/Users", 401, token="rvo_scim_nope")
+
+    def test_g_scim_users(self):
+        user = {"schemas": [SCIM_USER_URN, "urn:ietf:params:scim:schemas:extension:"
+                            "enterprise:2.0:User"],
+                "userName": "ada@contract.example", "externalId": "ext-ada",
+                "name": {"givenName": "Ada", "familyName": "Lovelace"},
+                "displayName": "Ada Lovelace", "active": "True",
+                "emails": [{"value": "ada@contract.example", "type": "work", "primary": True}],
+                "roles": [{"value": "revenue-approver"}],
+                "urn:ietf:params:scim:schemas:extension:enterprise:2.0:User": {
+                    "employeeNumber": "42", "department": "Revenue"}}
+        r = self.scim("POST", "/Users", 201, body=user)
+        u = r.body
+        self.assertIs(u["active"], True)
+        self.assertTrue(r.headers["location"].endswith("/scim/v2/Users/" + u["id"]))
+        self.scim("POST", "/Users", 409, body=user)
+        self.scim("POST", "/Users", 400, body={"schemas": [SCIM_USER_URN]}, bad=True)
+        self.scim("POST", "/Users", 415, body="{}", headers={"Content-Type": "text/plain"},
+                  bad=True)
+        second = self.scim("POST", "/Users", 201, body={"schemas": [SCIM_USER_URN],
+                                                        "userName": "bob@contract.example",
+                                                        "active": False}).body
+        q = urllib.parse.quote
+        for f in ('userName eq "ada@contract.example"', 'userName co "contract"',
+                  'userName sw "bob"', "externalId pr",
+                  'userName sw "ada" and active eq true', 'userName eq "x" or displayName pr'):
+            self.scim("GET", "/Users?filter=" + q(f), 200)
+        r = self.scim("GET", "/Users?startIndex=1&count=1&attributes=userName", 200)
+        self.assertEqual(r.body["itemsPerPage"], 1)
+        self.scim("GET", "/Users?excludedAttributes=emails&sortBy=userName&sortOrder=descending",
+                  200)
+        self.scim("GET", "/Users?filter=" + q("userName zz 1"), 400)
+        r = self.scim("GET", "/Users/" + u["id"], 200)
+        etag = r.headers["etag"]
+        self.scim("GET", "/Users/%s?attributes=userName" % u["id"], 200)
+        self.scim("GET", "/Users/" + UNKNOWN["usr"], 404)
+        put = {"schemas": [SCIM_USER_URN], "userName": "ada@contract.example",
+               "displayName": "Ada King", "active": True,
+               "roles": [{"value": "revenue-approver"}]}
+        r = self.scim("PUT", "/Users/" + u["id"], 200, body=put, headers={"If-Match": etag})
+        self.assertEqual(r.body["displayName"], "Ada King")
+        self.scim("PUT", "/Users/" + u["id"], 412, body=put, headers={"If-Match": etag})
+        self.scim("PUT", "/Users/" + UNKNOWN["usr"], 404, body=put)
+        self.scim("PUT", "/Users/" + second["id"], 409, body=put)
+        patch = scim_patch_body({"op": "replace", "path": "displayName", "value": "Ada L."},
+                                {"op": "add", "path": "title", "value": "Revenue lead"})
+        r = self.scim("PATCH", "/Users/" + u["id"], 204, body=patch)
+        self.assertIn("etag", r.headers)
+        r = self.scim("PATCH", "/Users/%s?attributes=displayName" % u["id"], 200,
+                      body=scim_patch_body({"op": "replace", "value": {"active": "False"}}))
+        self.assertEqual(r.body["displayName"], "Ada L.")
+        # as Entra ID sends it: op capitalised, a string boolean
+        self.scim("PATCH", "/Users/" + u["id"], 204, body=scim_patch_body(
+            {"op": "Replace", "path": "active", "value": "True"},
+            {"op": "Add", "path": 'emails[type eq "home"].value', "value": "ada@home.example"}))
+        self.scim("PATCH", "/Users/" + u["id"], 400, bad=True,
+                  body=scim_patch_body({"op": "jump", "path": "title"}))
+        self.scim("PATCH", "/Users/" + UNKNOWN["usr"], 404, body=patch)
+        self.scim("PATCH", "/Users/" + u["id"], 412, body=patch,
+                  headers={"If-Match": 'W/"stale"'})
+        self.scim("DELETE", "/Users/" + u["id"], 412, headers={"If-Match": 'W/"stale"'})
+        self.scim("DELETE", "/Users/" + u["id"], 204)
+        self.scim("DELETE", "/Users/" + u["id"], 404)
+        self.scim("GET", "/Users/" + u["id"], 404)
+
+    def test_h_scim_groups(self):
+        u = self.scim("POST", "/Users", 201, body={"schemas": [SCIM_USER_URN],
+                                                   "userName": "grace@contract.example"}).body
+        v = self.scim("POST", "/Users", 201, body={"schemas": [SCIM_USER_URN],
+                                                   "userName": "alan@contract.example"}).body
+        r = self.scim("POST", "/Groups", 201,
+                      body={"schemas": [SCIM_GROUP_URN], "displayName": "revenue-approver",
+                            "externalId": "g-1", "members": [{"value": u["id"]}]})
+        g = r.body
+        self.scim("POST", "/Groups", 400, body={"schemas": [SCIM_GROUP_URN]}, bad=True)
+        self.scim("GET", "/Groups", 200)
+        self.scim("GET", "/Groups?filter=" +
+                  urllib.parse.quote('displayName eq "revenue-approver"'), 200)
+        self.scim("GET", "/Groups?excludedAttributes=members&count=5", 200)
+        r = self.scim("GET", "/Groups/" + g["id"], 200)
+        etag = r.headers["etag"]
+        self.scim("GET", "/Groups/" + UNKNOWN["grp"], 404)
+        put = {"schemas": [SCIM_GROUP_URN], "displayName": "revenue-approver",
+               "members": [{"value": u["id"]}, {"value": v["id"]}]}
+        r = self.scim("PUT", "/Groups/" + g["id"], 200, body=put, headers={"If-Match": etag})
+        self.assertEqual(len(r.body["members"]), 2)
+        self.scim("PUT", "/Groups/" + g["id"], 412, body=put, headers={"If-Match": etag})
+        self.scim("PUT", "/Groups/" + UNKNOWN["grp"], 404, body=put)
+        self.scim("PUT", "/Groups/" + g["id"], 400, body={"schemas": [SCIM_GROUP_URN]}, bad=True)
+        self.scim("PATCH", "/Groups/" + g["id"], 204, body=scim_patch_body(
+            {"op": "remove", "path": 'members[value eq "%s"]' % v["id"]}))
+        r = self.scim("PATCH", "/Groups/%s?attributes=members" % g["id"], 200,
+                      body=scim_patch_body({"op": "add", "path": "members",
+                                            "value": [{"value": v["id"]}]}))
+        self.assertEqual(len(r.body["members"]), 2)
+        # Entra ID: remove members by a value array
+        self.scim("PATCH", "/Groups/" + g["id"], 204, body=scim_patch_body(
+            {"op": "Remove", "path": "members", "value": [{"value": v["id"]}]}))
+        self.scim("PATCH", "/Groups/" + UNKNOWN["grp"], 404,
+                  body=scim_patch_body({"op": "replace", "path": "displayName", "value": "x"}))
+        self.scim("PATCH", "/Groups/" + g["id"], 412, headers={"If-Match": 'W/"stale"'},
+                  body=scim_patch_body({"op": "replace", "path": "displayName", "value": "x"}))
+        self.scim("DELETE", "/Groups/" + g["id"], 412, headers={"If-Match": 'W/"stale"'})
+        self.scim("DELETE", "/Groups/" + g["id"], 204)
+        self.scim("DELETE", "/Groups/" + g["id"], 404)
+
+    # rate limiting --------------------------------------------------------------------------
+
+    def test_i_rate_limited(self):
+        """429 on a fresh portfolio whose allowance an operator set to 1."""
+        pf = self.srv.ctl("portfolio", "create", "--name", "Contract 429", "--plan", "group")
+        cli = self.srv.create_client(pf["id"], scopes="portfolios:read")
+        tok = self.srv.access_token(cli["client_id"], cli["client_secret"])
+        self.srv.ctl("portfolio", "set-rate-limit", "--portfolio", pf["id"], "--per-minute", "1")
+        first = self.call("GET", "/v2/portfolios", 200, token=tok, portfolio=pf["id"])
+        self.assertEqual(first.headers["x-service-ratelimit-remaining"], "0")
+        r = self.call("GET", "/v2/portfolios", 429, token=tok, portfolio=pf["id"])
+        self.error(r, "SVC-RATE-LIMITED")
+        self.assertRegex(r.headers["retry-after"], r"^[0-9]+$")
+        self.assertLessEqual(int(r.headers["retry-after"]), 60)
+
+    # 405 and unknown routes (Prism: "Selected route not found") -----------------------------
+
+    def test_j_method_not_allowed_on_every_path(self):
+        for tpl, item in sorted(self.doc["paths"].items()):
+            path = re.sub(r"\{[^}]+\}", "x", tpl)
+            # the methods of every template the URL matches: DELETE
+            # /v2/webhooks/dead-letters is deleteWebhookSubscription of the
+            # id "dead-letters" (a 404), so Allow lists DELETE there
+            documented = [m for m in ("GET", "PUT", "POST", "DELETE", "PATCH")
+                          if self.matches(m, path)]
+            method = next(m for m in PROBE_ORDER if m not in documented)
+            r = harness.http_request(self.prism.port, method, path, timeout=30)
+            vs = violations(r)
+            self.assertEqual([v.get("message") for v in vs], ["Selected route not found"],
+                             "%s %s: %r" % (method, path, r))
+            self.assertEqual(r.status, 405, "%s %s: %r" % (method, path, r))
+            allow = [m.strip() for m in r.headers["allow"].split(",")]
+            expect = []
+            for m in documented:
+                expect += [m, "HEAD"] if m == "GET" else [m]
+            self.assertEqual(sorted(allow), sorted(expect), "Allow of %s" % tpl)
+            if "GET" in allow:
+                self.assertEqual(allow[allow.index("GET") + 1], "HEAD", allow)
+            harness.assert_common_headers(self, r)
+            # what the document's MethodNotAllowed / ScimMethodNotAllowed say
+            if tpl.startswith("/scim/"):
+                harness.assert_scim_error(self, r, 405)
+            else:
+                harness.assert_error(self, r, 405, "SVC-METHOD-NOT-ALLOWED")
+            for m in documented:
+                if (m, tpl) in self.ops:
+                    self.covered.setdefault(self.ops[(m, tpl)], set()).add("405*")
+        r = harness.http_request(self.prism.port, "GET", "/v2/no-such-route")
+        self.assertEqual([v.get("message") for v in violations(r)], ["Selected route not found"])
+        harness.assert_error(self, r, 404, "SVC-NOT-FOUND")
+
+    # the v1 retry window ---------------------------------------------------------------------
+
+    def test_y_retry_window_expired(self):
+        """30 days / SCALE (26 s) after the early ping's event, its manual
+        retry is 410. Polled on revopsd directly (each retry before then is
+        202 and one more failing attempt, or 409 while that attempt runs);
+        then once through Prism."""
+        dlv = self.early_dlv
+        window = 30 * 86400 / SCALE
+
+        def expired():
+            r = harness.http_request(self.srv.port, "POST",
+                                     "/v1/webhooks/deliveries/%s/retry" % dlv,
+                                     token=self.ent_token)
+            self.assertIn(r.status, (202, 409, 410), r)
+            return r.status == 410
+        harness.wait_until(expired, window + 10, interval=0.25, what="410 for " + dlv)
+        self.error(self.call("POST", "/v1/webhooks/deliveries/%s/retry" % dlv, 410,
+                             token=self.ent_token), "SVC-WINDOW-EXPIRED")
+
+    # coverage ---------------------------------------------------------------------------------
+
+    def test_z_every_operation_covered(self):
+        ops = set(self.ops.values())
+        lines = []
+        for (m, tpl), op in sorted(self.ops.items(), key=lambda x: (x[0][1], x[0][0])):
+            seen = sorted(self.covered.get(op, ()), key=str)
+            lines.append("  %-6s %-45s %-34s %s%s" % (m, tpl, op, " ".join(map(str, seen)),
+                                                     " +HEAD" if op in self.heads else ""))
+        sys.stderr.write("\nPrism contract: %d operations of %d covered (405* = probed "
+                         "outside Prism; HEAD = sent to revopsd directly); ready after "
+                         "%.1fs, %.1fs so far\n%s\n"
+                         % (len(ops & set(self.covered)), len(ops), self.ready_after,
+                            time.monotonic() - self.started, "\n".join(lines)))
+        covered = {op for op, st in self.covered.items() if st - {"405*"}}
+        self.assertEqual(sorted(ops - covered), [], "operations without a contract case")
+        self.assertEqual(sorted(covered - ops), [])
+        gets = {op for (m, _), op in self.ops.items() if m == "GET"}
+        self.assertEqual(sorted(gets - self.heads), [], "GET operations without a HEAD check")
+        for op in ops:
+            self.assertTrue([s for s in self.covered[op] if isinstance(s, int) and s < 300],
+                            "%s: no success case" % op)
+
+
+if __name__ == "__main__":
+    unittest.main(verbosity=2)
