@@ -24,6 +24,7 @@
  * is STORE_ERR. A lost connection is STORE_ERR and is reconnected when it
  * is next taken from the pool. */
 #include "store/backend.h"
+#include "store/pool.h"
 #include "store/store.h"
 
 #include <libpq-fe.h>
@@ -60,15 +61,13 @@ struct pg_conn {
 	PGconn *pg;
 	struct pg_stmt cache[STMT_CACHE];
 	unsigned next_name;
-	int busy;
 	int broken; /* the connection was lost: reconnect before use */
 };
 
 struct pg_store {
 	struct store base; /* first: store.c dispatches through it */
 	char *url;
-	pthread_mutex_t lock;
-	pthread_cond_t freed;
+	struct store_pool pool; /* slots of conns */
 	struct pg_conn *conns;
 	int nconns;
 	PGconn *migrate_conn; /* holds the migration lock (lock_migrations) */
@@ -486,31 +485,12 @@ static int pg_exec(struct store_tx *gtx, const char *sql, const struct store_val
 
 static struct pg_conn *pool_get(struct pg_store *st)
 {
-	struct pg_conn *c = NULL;
-	int i;
-
-	pthread_mutex_lock(&st->lock);
-	for (;;) {
-		for (i = 0; i < st->nconns; i++)
-			if (!st->conns[i].busy) {
-				c = &st->conns[i];
-				c->busy = 1;
-				break;
-			}
-		if (c)
-			break;
-		pthread_cond_wait(&st->freed, &st->lock);
-	}
-	pthread_mutex_unlock(&st->lock);
-	return c;
+	return &st->conns[store_pool_take(&st->pool)];
 }
 
 static void pool_put(struct pg_store *st, struct pg_conn *c)
 {
-	pthread_mutex_lock(&st->lock);
-	c->busy = 0;
-	pthread_cond_signal(&st->freed);
-	pthread_mutex_unlock(&st->lock);
+	store_pool_give(&st->pool, (int)(c - st->conns));
 }
 
 static int pg_begin(struct store *gst, int write, struct store_tx **out)
@@ -583,8 +563,7 @@ static void pg_close(struct store *gst)
 	free(st->conns);
 	if (st->migrate_conn)
 		PQfinish(st->migrate_conn);
-	pthread_mutex_destroy(&st->lock);
-	pthread_cond_destroy(&st->freed);
+	store_pool_destroy(&st->pool);
 	free(st->url);
 	free(st);
 }
@@ -598,10 +577,10 @@ int store_pgsql_open(const char *url, int pool_size, struct store **out)
 	if (!st)
 		return -1;
 	st->base.be = &pgsql_backend;
-	pthread_mutex_init(&st->lock, NULL);
-	pthread_cond_init(&st->freed, NULL);
 	st->url = strdup(url);
 	st->nconns = pool_size < 1 ? 1 : pool_size;
+	if (store_pool_init(&st->pool, st->nconns) < 0)
+		goto fail;
 	st->conns = calloc((size_t)st->nconns, sizeof *st->conns);
 	if (!st->url || !st->conns)
 		goto fail;

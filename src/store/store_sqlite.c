@@ -1,6 +1,7 @@
 /* The SQLite backend of store.h: WAL, synchronous=NORMAL, a busy timeout,
  * a fixed pool of connections, and a prepared-statement cache on each. */
 #include "store/backend.h"
+#include "store/pool.h"
 #include "store/store.h"
 
 #include <errno.h>
@@ -33,7 +34,6 @@ struct conn {
 	sqlite3 *db;
 	struct cached_stmt cache[STMT_CACHE];
 	sqlite3_stmt *tx[TX__COUNT]; /* prepared once: re-parsing them cost ~9 % per request */
-	int busy;
 };
 
 static const char *const tx_sql[TX__COUNT] = {"BEGIN", "BEGIN IMMEDIATE", "COMMIT", "ROLLBACK"};
@@ -48,9 +48,8 @@ static int tx_step(struct conn *c, int which)
 }
 
 struct sq_store {
-	struct store base; /* first */
-	pthread_mutex_t lock;
-	pthread_cond_t freed;
+	struct store base;      /* first */
+	struct store_pool pool; /* slots of conns */
 	/* Writers of this process queue here before BEGIN IMMEDIATE: SQLite's
 	 * busy handler sleeps 1-100 ms between retries and is not woken when
 	 * the lock frees, which under load left most writers asleep with the
@@ -407,31 +406,12 @@ static int sq_exec(struct store_tx *gtx, const char *sql, const struct store_val
 
 static struct conn *pool_get(struct sq_store *st)
 {
-	struct conn *c = NULL;
-	int i;
-
-	pthread_mutex_lock(&st->lock);
-	for (;;) {
-		for (i = 0; i < st->nconns; i++)
-			if (!st->conns[i].busy) {
-				c = &st->conns[i];
-				c->busy = 1;
-				break;
-			}
-		if (c)
-			break;
-		pthread_cond_wait(&st->freed, &st->lock);
-	}
-	pthread_mutex_unlock(&st->lock);
-	return c;
+	return &st->conns[store_pool_take(&st->pool)];
 }
 
 static void pool_put(struct sq_store *st, struct conn *c)
 {
-	pthread_mutex_lock(&st->lock);
-	c->busy = 0;
-	pthread_cond_signal(&st->freed);
-	pthread_mutex_unlock(&st->lock);
+	store_pool_give(&st->pool, (int)(c - st->conns));
 }
 
 static int sq_begin(struct store *gst, int write, struct store_tx **out)
@@ -522,12 +502,12 @@ int store_sqlite_open(const char *path, int pool_size, struct store **out)
 	if (!st)
 		return -1;
 	st->base.be = &sqlite_backend;
-	pthread_mutex_init(&st->lock, NULL);
-	pthread_cond_init(&st->freed, NULL);
 	pthread_mutex_init(&st->write_lock, NULL);
 	pthread_mutex_init(&st->ckpt_mu, NULL);
 	pthread_cond_init(&st->ckpt_cond, NULL);
 	st->nconns = pool_size < 1 ? 1 : pool_size;
+	if (store_pool_init(&st->pool, st->nconns) < 0)
+		goto fail;
 	st->conns = calloc((size_t)st->nconns, sizeof *st->conns);
 	if (!st->conns)
 		goto fail;
@@ -558,8 +538,7 @@ static void sq_close(struct store *gst)
 	for (i = 0; st->conns && i < st->nconns; i++)
 		conn_close(&st->conns[i]);
 	free(st->conns);
-	pthread_mutex_destroy(&st->lock);
-	pthread_cond_destroy(&st->freed);
+	store_pool_destroy(&st->pool);
 	pthread_mutex_destroy(&st->write_lock);
 	pthread_mutex_destroy(&st->ckpt_mu);
 	pthread_cond_destroy(&st->ckpt_cond);
