@@ -23,6 +23,7 @@ declare -A max_len=(
   [saml]=65537                          # SAML_MAX_XML + 1
   [scim_filter]=4097                    # SCIM_FILTER_MAX_LEN + 1: longer is refused unread
   [http_check]=$head_max                # a request head
+  [http_fields]=$head_max               # one request field value (inside a head)
   [egress]=8192                         # a webhook URL: 2048 code points (webhook specs)
   [scim_patch]=$body_max                # a PATCH body
   [scim_resource]=$body_max             # a POST/PUT body
