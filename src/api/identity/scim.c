@@ -668,28 +668,36 @@ void scim_h_user_get(struct ctx *c)
 	directory_memberships_free(&ms);
 }
 
-/* Opens a write transaction and loads the resource named by the path
- * under it, checking If-Match. Returns 1 with *tx and *row (the caller
- * finishes both), or 0 after answering (nothing left open). */
-static int load_for_change(struct ctx *c, int user, struct store_tx **tx, struct directory_row *row)
+/* Loads the resource the path names, checking If-Match: under a write
+ * transaction left open in *keep for the change (keep non-NULL: the caller
+ * finishes it), or from a read snapshot (keep NULL). Returns 1 with *row
+ * (the caller frees it), or 0 after answering (404, 412 or a store error;
+ * nothing left open). */
+static int load_checked(struct ctx *c, int user, struct store_tx **keep, struct directory_row *row)
 {
+	struct store_tx *tx;
 	int rc;
 
 	memset(row, 0, sizeof *row);
-	if ((rc = store_begin(c->svc->store, 1, tx)) != STORE_OK) {
-		*tx = NULL;
+	if (keep)
+		*keep = NULL;
+	if ((rc = store_begin(c->svc->store, keep != NULL, &tx)) != STORE_OK) {
 		respond_store_error(c, rc);
 		return 0;
 	}
-	rc = directory_load(*tx, kind_of(user), c->p.portfolio_id, ctx_param(c, 0), row);
-	if (rc == 1 && check_if_match(c, row->version) == 0)
+	rc = directory_load(tx, kind_of(user), c->p.portfolio_id, ctx_param(c, 0), row);
+	if (rc == 1 && check_if_match(c, row->version) == 0) {
+		if (keep)
+			*keep = tx;
+		else
+			store_rollback(tx);
 		return 1;
+	}
+	store_rollback(tx);
 	if (rc == 0)
 		scim_error(c, 404, NULL, "no %s %s", user ? "user" : "group", ctx_param(c, 0));
 	else if (rc < 0)
 		respond_store_error(c, rc);
-	store_rollback(*tx);
-	*tx = NULL;
 	directory_row_free(row);
 	return 0;
 }
@@ -704,33 +712,8 @@ static int load_for_change(struct ctx *c, int user, struct store_tx **tx, struct
  * work is O(n log n) in the number of members.
  */
 
-/* Reads the resource the path names in a read transaction, checking
- * If-Match. Returns 1 with *row (the caller frees it), or 0 after
- * answering (404, 412 or a store error). */
-static int load_snapshot(struct ctx *c, int user, struct directory_row *row)
-{
-	struct store_tx *tx;
-	int rc;
-
-	memset(row, 0, sizeof *row);
-	if ((rc = store_begin(c->svc->store, 0, &tx)) != STORE_OK) {
-		respond_store_error(c, rc);
-		return 0;
-	}
-	rc = directory_load(tx, kind_of(user), c->p.portfolio_id, ctx_param(c, 0), row);
-	store_rollback(tx);
-	if (rc == 1 && check_if_match(c, row->version) == 0)
-		return 1;
-	if (rc == 0)
-		scim_error(c, 404, NULL, "no %s %s", user ? "user" : "group", ctx_param(c, 0));
-	else if (rc < 0)
-		respond_store_error(c, rc);
-	directory_row_free(row);
-	return 0;
-}
-
 /* Opens the write transaction of a change worked out from *row, a
- * load_snapshot() result. Returns 1 with *tx open when the stored version
+ * load_checked() snapshot. Returns 1 with *tx open when the stored version
  * is still row->version; 0 with *tx open and *row reloaded under the lock
  * (If-Match checked again) when it has changed, so that the caller works
  * the change out again; or -1 after answering, with nothing left open. */
@@ -900,7 +883,7 @@ static void modify_user(struct ctx *c, int patch)
 	struct directory_memberships ms = {0};
 	int rc;
 
-	if (!load_snapshot(c, 1, &row))
+	if (!load_checked(c, 1, NULL, &row))
 		return;
 	if (store_user_change(c, patch, &row, &fresh) < 0)
 		goto out;
@@ -937,7 +920,7 @@ void scim_h_user_delete(struct ctx *c)
 	struct directory_event ev;
 	int rc;
 
-	if (!load_for_change(c, 1, &tx, &row))
+	if (!load_checked(c, 1, &tx, &row))
 		return;
 	rc = directory_user_delete(tx, c->p.portfolio_id, &row, &ev);
 	if (rc >= 0)
@@ -1093,7 +1076,7 @@ static void modify_group(struct ctx *c, int patch)
 	json_t *doc = NULL;
 	int rc;
 
-	if (!load_snapshot(c, 0, &row))
+	if (!load_checked(c, 0, NULL, &row))
 		return;
 	doc = group_change(c, row.doc, patch);
 	if (!doc)
@@ -1131,7 +1114,7 @@ void scim_h_group_delete(struct ctx *c)
 	struct directory_row row;
 	int rc;
 
-	if (!load_for_change(c, 0, &tx, &row))
+	if (!load_checked(c, 0, &tx, &row))
 		return;
 	rc = directory_group_delete(tx, c->p.portfolio_id, row.id);
 	directory_row_free(&row);
