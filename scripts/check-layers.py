@@ -15,7 +15,7 @@ ROOT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "src")
 LAYERS = {
     "core": 0,
     "store": 1, "http": 1, "net": 1,
-    "identity": 2,
+    "identity": 2, "cluster": 2,
     "events": 3, "portfolio": 3, "rates": 3, "pms": 3, "webhooks": 3,
     "api": 4,
     "ops": 5,

@@ -36,6 +36,9 @@ OWNERS = {
     "webhook_attempts": "webhooks/engine.c",
     "webhook_dispatch": "webhooks/engine.c",
     "webhook_claims": "webhooks/engine.c",
+    "nodes": "cluster/cluster.c",
+    "work_leases": "cluster/cluster.c",
+    "ratelimit_grants": "api/ratelimit_shared.c",
 }
 
 # (file, table): why this file reads another module's table in a join.
@@ -46,6 +49,10 @@ JOINED = {
         "the bearer-token lookup, once per request, takes whether the user is active in the same query",
     ("webhooks/subscriptions.c", "portfolios"):
         "fan-out reads each enabled subscription with its portfolio's plan (delivery schedule) in one scan",
+    ("rates/decision.c", "nodes"):
+        "recovery takes over the pending decisions of dead nodes: one statement, not a list of ids",
+    ("webhooks/engine.c", "nodes"):
+        "recovery takes over the webhook claims of dead nodes: one statement, not a list of ids",
 }
 
 SQL = re.compile(r'\b(?:FROM|JOIN|INTO|UPDATE|TABLE)\s+([a-z_][a-z0-9_]*)\b')

@@ -9,6 +9,10 @@
 #   scripts/pg-test-cluster.sh run CMD...   runs CMD with REVOPS_TEST_PG_URL set
 #                                           to a fresh cluster, removed after;
 #                                           exits 77 (skipped) without PostgreSQL
+#   scripts/pg-test-cluster.sh up FILE      starts one and writes "URL DIR" to
+#                                           FILE (ctest's fixture for the
+#                                           black-box suites on PostgreSQL)
+#   scripts/pg-test-cluster.sh down FILE    stops the cluster FILE names
 set -euo pipefail
 
 PGBIN=${PGBIN:-$(ls -d /usr/lib/postgresql/*/bin 2>/dev/null | sort -V | tail -1 || true)}
@@ -22,8 +26,16 @@ free_port() {
 }
 
 # start: prints "URL DIR" once the server accepts connections.
+# PG_DURABLE=1 (benchmarks): fsync and full-page writes on, commits not
+# waited for (synchronous_commit off: the durability of SQLite's WAL with
+# synchronous=NORMAL, which revopsd runs), 256 MB of shared buffers.
 start() {
-  local dir port try
+  local dir port try durability buffers=64MB
+  durability="-c fsync=off -c synchronous_commit=off -c full_page_writes=off"
+  if [ "${PG_DURABLE:-0}" = 1 ]; then
+    durability="-c synchronous_commit=off"
+    buffers=256MB
+  fi
   [ -x "$PGBIN/initdb" ] || { echo "pg-test-cluster: no PostgreSQL server (initdb) found" >&2; return 77; }
   dir=$(mktemp -d /tmp/revops-pg-XXXXXX)
   chmod 755 "$dir"
@@ -34,8 +46,7 @@ start() {
     port=$(free_port)
     if as_owner "$PGBIN/pg_ctl" -D "$dir/data" -l "$dir/server.log" -w -t 60 start \
       -o "-p $port -c listen_addresses=127.0.0.1 -c unix_socket_directories=$dir
-          -c fsync=off -c synchronous_commit=off -c full_page_writes=off
-          -c max_connections=200" >/dev/null 2>&1; then
+          $durability -c max_connections=600 -c shared_buffers=$buffers" >/dev/null 2>&1; then
       echo "postgres://revops@127.0.0.1:$port/postgres $dir"
       return 0
     fi
@@ -75,8 +86,19 @@ run)
   set -e
   exit $rc
   ;;
+up)
+  file=${2:?usage: $0 up FILE}
+  if [ -s "$file" ]; then stop "$(cut -d' ' -f2 "$file")"; fi  # a run interrupted before down
+  start >"$file.tmp"
+  mv "$file.tmp" "$file"
+  ;;
+down)
+  file=${2:?usage: $0 down FILE}
+  [ -s "$file" ] && stop "$(cut -d' ' -f2 "$file")"
+  rm -f "$file"
+  ;;
 *)
-  echo "usage: $0 start | stop DIR | run CMD..." >&2
+  echo "usage: $0 start | stop DIR | run CMD... | up FILE | down FILE" >&2
   exit 2
   ;;
 esac

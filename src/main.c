@@ -21,7 +21,9 @@
 #include "api/openapi.h"
 #include "api/rates/rate_decision.h"
 #include "rates/decision.h"
+#include "api/ratelimit_shared.h"
 #include "api/routes.h"
+#include "cluster/cluster.h"
 #include "core/clock.h"
 #include "core/config.h"
 #include "core/log.h"
@@ -39,6 +41,18 @@
  * and are sent again at the next start. */
 #define ENGINE_DRAIN_MS 3000
 
+/* Marks failed the decisions that stopped nodes left pending. Returns 0
+ * or -1 (logged). */
+static int recover_decisions(struct store *st)
+{
+	int n = decision_recover(st, cluster_alive_after(clock_now_ms()));
+
+	if (n > 0)
+		log_msg(LOG_WARN, "rate_decisions",
+			"%d decisions were interrupted during PMS writes; marked failed", n);
+	return n < 0 ? -1 : 0;
+}
+
 struct chores_state {
 	struct service *svc;
 	int64_t last_purge;
@@ -53,6 +67,12 @@ static void chores(void *arg)
 
 	if (deprecation_reload(a->deprecations, a->store) < 0)
 		log_msg(LOG_WARN, "deprecations", "reload failed; keeping the previous registry");
+	if (cluster_role(a->cluster) == CLUSTER_API)
+		return; /* the schedulers run on worker nodes */
+	/* Nodes share the database: decisions another node was publishing
+	 * when it stopped. (A sole node recovered its own at start.) */
+	if (store_shared(a->store))
+		recover_decisions(a->store);
 	if (now - *last_purge >= 60000) {
 		*last_purge = now;
 		n = idempotency_purge(a->store, clock_now_ms());
@@ -61,6 +81,8 @@ static void chores(void *arg)
 		n = oauth_purge(a->store, clock_now_ms());
 		if (n > 0)
 			log_msg(LOG_INFO, "oauth", "purged %d expired tokens and assertion ids", n);
+		if (store_shared(a->store) && rl_shared_purge(a->store, clock_now_ms()) < 0)
+			log_msg(LOG_WARN, "ratelimit", "could not purge old rate-limit grants");
 	}
 }
 
@@ -99,20 +121,15 @@ static int start_serving(struct config *cfg, struct store *st, struct service *s
 			 struct http_server **srv)
 {
 	struct http_server_opts o;
-	int rc;
 
 	if (pms_open(cfg->pms_url, &svc->pms) < 0)
 		return -1;
-	rc = decision_recover(st);
-	if (rc < 0)
-		return -1;
-	if (rc > 0)
-		log_msg(LOG_WARN, "rate_decisions",
-			"%d decisions were interrupted during PMS writes; marked failed", rc);
-	if (engine_start(st,
-			 &(struct engine_opts){cfg->webhook_uncapped, cfg->allow_private_targets,
-					       svc->seal_key, cfg->webhook_senders},
-			 &svc->engine) < 0)
+	if (cluster_role(svc->cluster) != CLUSTER_API &&
+	    (recover_decisions(st) < 0 ||
+	     engine_start(st,
+			  &(struct engine_opts){cfg->webhook_uncapped, cfg->allow_private_targets,
+						svc->seal_key, cfg->webhook_senders, svc->cluster},
+			  &svc->engine) < 0))
 		return -1;
 	o = (struct http_server_opts){cfg->listen_host,     cfg->listen_port,  cfg->threads,
 				      cfg->max_connections, cfg->idle_timeout, cfg->workers};
@@ -122,6 +139,19 @@ static int start_serving(struct config *cfg, struct store *st, struct service *s
 		snprintf(cfg->public_url, sizeof cfg->public_url, "http://%s:%d", cfg->listen_host,
 			 http_server_port(*srv));
 	return 0;
+}
+
+/* Joins the nodes on the database in cfg's role (alone on SQLite). Returns
+ * 0 or -1 (logged). */
+static int join_cluster(const struct config *cfg, struct store *st, struct service *svc)
+{
+	enum cluster_role role = CLUSTER_ALL;
+	char id_file[1100];
+
+	if (cluster_role_parse(cfg->role, &role) < 0)
+		return -1; /* config_load checked it */
+	snprintf(id_file, sizeof id_file, "%s/node-id", cfg->data_dir);
+	return cluster_join(st, role, !store_shared(st), id_file, &svc->cluster);
 }
 
 /* Writes the OpenAPI document for the public URL, now that it is known.
@@ -196,11 +226,12 @@ int main(int argc, char **argv)
 	}
 	httpc_configure(&(struct httpc_opts){cfg.trust_ca[0] ? cfg.trust_ca : NULL,
 					     cfg.allow_private_targets});
-	/* + the chores, fan-out and the webhook senders */
-	if (store_open(cfg.database, cfg.threads + cfg.workers + 3 + cfg.webhook_senders, &st) < 0)
+	/* + the chores, the heartbeat, fan-out, the lane watcher and the
+	 * webhook senders */
+	if (store_open(cfg.database, cfg.threads + cfg.workers + 5 + cfg.webhook_senders, &st) < 0)
 		goto out;
 	store_background_checkpoints(st);
-	routes = api_routes_build(&nroutes);
+	routes = api_routes_build(!strcmp(cfg.role, "worker"), &nroutes);
 	if (!routes || pipeline_init(&svc, &cfg, st, routes, nroutes) < 0) {
 		log_msg(LOG_ERROR, "start", "cannot initialise");
 		goto out;
@@ -209,7 +240,8 @@ int main(int argc, char **argv)
 	/* SCIM clients read RFC 7644 error bodies for every answer under /scim/. */
 	svc.error_shape_prefix = "/scim/";
 	svc.error_shape = scim_error_shape;
-	if (start_serving(&cfg, st, &svc, &srv) < 0 || serve_openapi(&cfg) < 0)
+	if (join_cluster(&cfg, st, &svc) < 0 || start_serving(&cfg, st, &svc, &srv) < 0 ||
+	    serve_openapi(&cfg) < 0)
 		goto out;
 	if (cfg.demo && seed_demo(st, &cfg) < 0)
 		goto out;
@@ -222,6 +254,7 @@ out:
 	openapi_release();
 	if (app_ok) {
 		engine_stop(svc.engine, ENGINE_DRAIN_MS);
+		cluster_leave(svc.cluster); /* after the engine: no send outlives its lease */
 		pms_close(svc.pms);
 		pipeline_free(&svc);
 	}

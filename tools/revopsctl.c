@@ -85,7 +85,9 @@ static void usage(void)
 	      "             (synthetic events, for testing receivers and benchmarks; --count -\n"
 	      "             reads one count per line of standard input and answers each)\n"
 	      "  idp set --portfolio ID --entity-id ENTITY --cert PEMFILE [--roles-attribute roles]\n"
-	      "  deprecation add --method M --route /v2/... --announced 2026-06-01T00:00:00Z [--note T]\n",
+	      "  deprecation add --method M --route /v2/... --announced 2026-06-01T00:00:00Z [--note T]\n"
+	      "--data-dir and --database default to REVOPS_DATA_DIR and REVOPS_DATABASE, as for\n"
+	      "revopsd (--database sqlite:PATH or postgres://...).\n",
 	      stderr);
 }
 
@@ -359,15 +361,22 @@ struct cli {
 	struct args a;
 };
 
-/* Reads argv into *c: --data-dir and --database, then NOUN VERB [OBJECT]
+/* Reads argv into *c: --data-dir and --database (defaults from
+ * REVOPS_DATA_DIR and REVOPS_DATABASE), then NOUN VERB [OBJECT]
  * and the other --name value pairs (at most 32 kept); the OBJECT becomes
  * the option "object". Returns 0 to go on, or 1 when the process is done
  * with *status as its exit status (0 after --help, 2 after a usage error,
  * already reported). */
 static int parse_argv(int argc, char **argv, struct cli *c, int *status)
 {
+	const char *env;
 	int i;
 
+	/* The same environment as revopsd's, so one setting serves both. */
+	if ((env = getenv("REVOPS_DATA_DIR")) && *env)
+		snprintf(c->data_dir, sizeof c->data_dir, "%s", env);
+	if ((env = getenv("REVOPS_DATABASE")) && *env)
+		snprintf(c->database, sizeof c->database, "%s", env);
 	for (i = 1; i < argc; i++) {
 		if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) {
 			usage();

@@ -36,7 +36,7 @@ int LLVMFuzzerInitialize(int *argc, char ***argv)
 {
 	(void)argc;
 	(void)argv;
-	routes = api_routes_build(&nroutes);
+	routes = api_routes_build(0, &nroutes);
 	if (!routes)
 		abort();
 	return 0;

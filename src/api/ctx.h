@@ -18,17 +18,21 @@ struct metrics;
 struct deprecation;
 struct pms;
 struct engine;
+struct cluster;
+struct rl_shared;
 
 /* The running service: the state every request shares, one per process. */
 struct service {
 	const struct config *cfg;
 	struct store *store;
 	struct ratelimit *rl_portfolio;
+	struct rl_shared *rl_shared; /* on a shared database, instead of rl_portfolio */
 	struct ratelimit *rl_anon;
 	struct metrics *metrics;
 	struct deprecation *deprecations;
-	struct pms *pms;       /* the PMS connector (--pms-url) */
-	struct engine *engine; /* the webhook delivery engine (webhooks/engine.c) */
+	struct pms *pms;         /* the PMS connector (--pms-url) */
+	struct engine *engine;   /* the webhook delivery engine; NULL on an api node */
+	struct cluster *cluster; /* this node among those sharing the database */
 	unsigned char cursor_key[32];
 	unsigned char seal_key[32]; /* seals stored secrets (<data-dir>/revops.key) */
 	volatile int shutting_down;

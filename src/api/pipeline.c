@@ -17,7 +17,9 @@
 #include "api/negotiate.h"
 #include "portfolio/portfolio.h"
 #include "api/ratelimit.h"
+#include "api/ratelimit_shared.h"
 #include "api/respond.h"
+#include "cluster/cluster.h"
 #include "core/clock.h"
 #include "core/crypto.h"
 #include "core/keyfile.h"
@@ -25,6 +27,7 @@
 #include "core/trace.h"
 #include "core/validate.h"
 #include "store/store.h"
+#include "webhooks/engine.h"
 
 static void h_healthz(struct ctx *c)
 {
@@ -43,10 +46,36 @@ static void h_readyz(struct ctx *c)
 		respond_raw_json(c, 200, json_pack("{s:s}", "status", "ready"));
 }
 
+/* This node's part: its role, the webhook lane buckets it serves and the
+ * attempts it recorded (zero on an api node). */
+static int node_metrics(struct ctx *c)
+{
+	struct cluster *cl = c->svc->cluster;
+	uint64_t delivered, failed;
+
+	engine_counts(c->svc->engine, &delivered, &failed);
+	return buf_printf(&c->res->body,
+			  "# HELP revops_node_info This node and its role.\n"
+			  "# TYPE revops_node_info gauge\n"
+			  "revops_node_info{node=\"%s\",role=\"%s\"} 1\n"
+			  "# HELP revops_webhook_lane_buckets Webhook lane buckets this node serves"
+			  " (of %d).\n"
+			  "# TYPE revops_webhook_lane_buckets gauge\n"
+			  "revops_webhook_lane_buckets %d\n"
+			  "# HELP revops_webhook_attempts_total Webhook attempts this node recorded.\n"
+			  "# TYPE revops_webhook_attempts_total counter\n"
+			  "revops_webhook_attempts_total{outcome=\"delivered\"} %llu\n"
+			  "revops_webhook_attempts_total{outcome=\"failed\"} %llu\n",
+			  cl ? cluster_node_id(cl) : "",
+			  cl ? cluster_role_name(cluster_role(cl)) : "all", CLUSTER_BUCKETS,
+			  c->svc->engine && cl ? __builtin_popcountll(cluster_held(cl)) : 0,
+			  (unsigned long long)delivered, (unsigned long long)failed);
+}
+
 static void h_metrics(struct ctx *c)
 {
 	buf_reset(&c->res->body);
-	if (metrics_render(c->svc->metrics, &c->res->body) < 0) {
+	if (metrics_render(c->svc->metrics, &c->res->body) < 0 || node_metrics(c) < 0) {
 		respond_error(c, ERR_INTERNAL, NULL, "internal error");
 		return;
 	}
@@ -101,11 +130,14 @@ int pipeline_init(struct service *a, const struct config *cfg, struct store *st,
 	a->routes = routes;
 	a->nroutes = nroutes;
 	a->rl_portfolio = ratelimit_new(4096);
+	/* Nodes sharing the database share each portfolio's allowance. */
+	a->rl_shared = store_shared(st) ? rl_shared_new(st, 4096) : NULL;
 	a->rl_anon = ratelimit_new(65536);
 	a->metrics = metrics_new();
 	a->deprecations = deprecation_new();
-	if (!a->rl_portfolio || !a->rl_anon || !a->metrics || !a->deprecations ||
-	    load_cursor_key(a) < 0 || deprecation_reload(a->deprecations, st) < 0 ||
+	if (!a->rl_portfolio || (store_shared(st) && !a->rl_shared) || !a->rl_anon || !a->metrics ||
+	    !a->deprecations || load_cursor_key(a) < 0 ||
+	    deprecation_reload(a->deprecations, st) < 0 ||
 	    keyfile_load(cfg->data_dir, a->seal_key) < 0) {
 		pipeline_free(a);
 		return -1;
@@ -117,6 +149,7 @@ int pipeline_init(struct service *a, const struct config *cfg, struct store *st,
 void pipeline_free(struct service *a)
 {
 	ratelimit_free(a->rl_portfolio);
+	rl_shared_free(a->rl_shared);
 	ratelimit_free(a->rl_anon);
 	metrics_free(a->metrics);
 	deprecation_free(a->deprecations);
@@ -433,13 +466,15 @@ static int take_rate_limit(struct ctx *c, const struct route *rt, struct rl_resu
 	if (c->authenticated) {
 		snprintf(key, sizeof key, "%s%s", rt && rt->auth == ROUTE_SCIM ? "scim:" : "",
 			 c->p.portfolio_id);
-		rc = ratelimit_take(a->rl_portfolio, key, c->p.rate_limit, clock_mono_ms(), rl);
+		rc = a->rl_shared ? rl_shared_take(a->rl_shared, key, c->p.rate_limit, rl)
+				  : ratelimit_take(a->rl_portfolio, key, c->p.rate_limit,
+						   clock_mono_ms(), rl);
 	} else {
 		rc = ratelimit_take(a->rl_anon, c->req->client, a->cfg->anon_per_minute,
 				    clock_mono_ms(), rl);
 	}
 	if (rc < 0)
-		log_msg(LOG_WARN, "ratelimit", "out of memory; request allowed");
+		log_msg(LOG_WARN, "ratelimit", "no allowance could be counted; request allowed");
 	if (rl->allowed)
 		return 0;
 	set_int_header(c->res, "Retry-After", rl->retry_after_s);

@@ -16,23 +16,25 @@
 #include "api/webhooks/delivery.h"
 #include "api/webhooks/webhook.h"
 
+/* The platform's (health, readiness, metrics) first: a worker node serves
+ * only those. */
 static const struct route_table *const areas[] = {
 	&pipeline_platform_routes, &openapi_routes,  &oauth_routes,   &portfolio_routes,
 	&rate_decision_routes,     &delivery_routes, &webhook_routes, &scim_routes,
 };
 
-struct route *api_routes_build(size_t *n)
+struct route *api_routes_build(int health_only, size_t *n)
 {
+	size_t nareas = health_only ? 1 : ARRAY_LEN(areas), i, total = 0;
 	struct route *all;
-	size_t i, total = 0;
 
-	for (i = 0; i < ARRAY_LEN(areas); i++)
+	for (i = 0; i < nareas; i++)
 		total += areas[i]->n;
 	all = calloc(total, sizeof *all);
 	if (!all)
 		return NULL;
 	*n = 0;
-	for (i = 0; i < ARRAY_LEN(areas); i++) {
+	for (i = 0; i < nareas; i++) {
 		memcpy(all + *n, areas[i]->routes, areas[i]->n * sizeof *all);
 		*n += areas[i]->n;
 	}

@@ -7,8 +7,10 @@
 #include "core/common.h"
 #include "http/router.h"
 
-/* Concatenates every area's table into one array in match order. Returns
- * it (the caller frees it) with its length in *n, or NULL on out-of-memory. */
-struct route *api_routes_build(size_t *n) WUR;
+/* Concatenates every area's table into one array in match order, or only
+ * the platform's (health, readiness, metrics: a worker node's) when
+ * health_only. Returns it (the caller frees it) with its length in *n, or
+ * NULL on out-of-memory. */
+struct route *api_routes_build(int health_only, size_t *n) WUR;
 
 #endif

@@ -26,7 +26,10 @@ static const struct opt opts[] = {
 	O("listen", OPT_LISTEN, listen_port, "HOST:PORT to listen on (127.0.0.1:8080)"),
 	O("public-url", OPT_STR, public_url, "base URL clients use (http://<listen>)"),
 	O("data-dir", OPT_STR, data_dir, "directory of the embedded database (./var)"),
-	O("database", OPT_STR, database, "sqlite:PATH (default sqlite:<data-dir>/revops.db)"),
+	O("database", OPT_STR, database,
+	  "sqlite:PATH or postgres://... (sqlite:<data-dir>/revops.db)"),
+	O("role", OPT_STR, role,
+	  "all|api|worker: what this node runs (all; api and worker need postgres://)"),
 	O("demo", OPT_FLAG, demo, "seed demo data on an empty database"),
 	O("pms-url", OPT_STR, pms_url, "PMS connector base URL (sim:)"),
 	O("trust-ca", OPT_STR, trust_ca, "extra CA bundle for outbound HTTPS"),
@@ -139,6 +142,7 @@ static void set_defaults(struct config *cfg)
 	strcpy(cfg->listen_host, "127.0.0.1");
 	cfg->listen_port = 8080;
 	strcpy(cfg->data_dir, "./var");
+	strcpy(cfg->role, "all");
 	strcpy(cfg->pms_url, "sim:");
 	cfg->time_scale = 1.0;
 	cfg->token_ttl = 3600;
@@ -238,6 +242,19 @@ static int finish(struct config *cfg)
 		cfg->idle_timeout = 1;
 	if (!cfg->database[0])
 		snprintf(cfg->database, sizeof cfg->database, "sqlite:%s/revops.db", cfg->data_dir);
+	if (strcmp(cfg->role, "all") && strcmp(cfg->role, "api") && strcmp(cfg->role, "worker")) {
+		fprintf(stderr, "revopsd: --role must be all, api or worker\n");
+		return -1;
+	}
+	/* One server per SQLite file: a role that leaves work to other nodes
+	 * needs a database they can share. */
+	if (strcmp(cfg->role, "all") && !strncmp(cfg->database, "sqlite:", 7)) {
+		fprintf(stderr,
+			"revopsd: --role %s needs a database that several nodes share"
+			" (--database postgres://...)\n",
+			cfg->role);
+		return -1;
+	}
 	/* A base URL: without trailing slashes, so "<public-url>/path" has one. */
 	for (size_t n = strlen(cfg->public_url); n > 0 && cfg->public_url[n - 1] == '/'; n--)
 		cfg->public_url[n - 1] = '\0';

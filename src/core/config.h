@@ -11,6 +11,7 @@ struct config {
 	int public_url_default; /* 1 when derived from --listen */
 	char data_dir[1024];
 	char database[1100];
+	char role[16]; /* all | api | worker (cluster.h) */
 	int demo;
 	char pms_url[512];
 	char trust_ca[1024];

@@ -3,6 +3,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "core/validate.h"
+
 int form_decode(const char *s, size_t n, char **out)
 {
 	char *d = malloc(n + 1);
@@ -30,6 +32,8 @@ int form_decode(const char *s, size_t n, char **out)
 		}
 	}
 	d[o] = '\0';
+	if (validate_utf8_len(d, NULL) < 0)
+		goto bad; /* the encoding is UTF-8 (RFC 6749 Appendix B) */
 	*out = d;
 	return 0;
 bad:

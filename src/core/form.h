@@ -13,8 +13,8 @@ struct form {
 };
 
 /* Decodes body ('+' is a space, %XX escapes). Returns 0, or -1 with a reason
- * in *why: a malformed escape, a NUL byte, too many fields, or a name given
- * twice (RFC 6749 §3.2 forbids repeated parameters). */
+ * in *why: a malformed escape, a NUL byte, text that is not UTF-8, too many
+ * fields, or a name given twice (RFC 6749 §3.2 forbids repeated parameters). */
 int form_parse(const char *body, size_t len, struct form *f, const char **why) WUR;
 /* The value of name or NULL. */
 const char *form_get(const struct form *f, const char *name);

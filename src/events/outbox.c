@@ -63,7 +63,7 @@ int outbox_append(struct store_tx *tx, const char *surface, const char *type,
 					     sv_text(portfolio_id), sv_text(props), sv_text(body),
 					     sv_int(clock_now_ms()), sv_text(t ? tp : NULL)},
 			8);
-	if (rc < 0)
+	if (rc < 0 || (rc = store_notify(tx, STORE_CH_OUTBOX)) < 0)
 		goto out;
 	rc = 0;
 	if (id_out)

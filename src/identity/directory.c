@@ -961,45 +961,73 @@ int directory_user_login(struct store_tx *tx, const char *portfolio_id, const ch
 	return jit ? set_roles(tx, portfolio_id, id_out, roles) : 0;
 }
 
+/* Members looked up per statement, by primary key only (with the
+ * portfolio in the condition, SQLite chose the portfolio index and read
+ * every user of the portfolio per statement); the portfolio and the group
+ * itself are checked on the rows. */
+#define MEMBER_CHUNK 30
+#define MEMBER_IN                                                                          \
+	"($1,$2,$3,$4,$5,$6,$7,$8,$9,$10,$11,$12,$13,$14,$15,$16,$17,$18,$19,$20,$21,$22," \
+	"$23,$24,$25,$26,$27,$28,$29,$30)"
+
+/* Appends to keep the members m[from..from+MEMBER_CHUNK) that name a user
+ * or another group of the portfolio (one statement; the last chunk is
+ * padded with its last id). */
+static int keep_known(struct store_tx *tx, const char *pf, const char *self_id, const json_t *m,
+		      size_t from, json_t *keep)
+{
+	struct store_val v[MEMBER_CHUNK];
+	size_t n = json_array_size(m), i, k, nfound = 0;
+	char found[MEMBER_CHUNK][ID_MAX];
+	struct store_rows *r;
+	int rc;
+
+	for (i = 0; i < MEMBER_CHUNK; i++)
+		v[i] = sv_text(json_string_value(
+			json_object_get(json_array_get(m, from + i < n ? from + i : n - 1), "value")));
+	rc = store_query(tx,
+			 "SELECT id, portfolio_id FROM users WHERE id IN " MEMBER_IN
+			 " UNION ALL SELECT id, portfolio_id FROM scim_groups WHERE id IN " MEMBER_IN,
+			 v, MEMBER_CHUNK, &r);
+	if (rc < 0)
+		return rc;
+	while ((rc = store_next(r)) == 1 && nfound < MEMBER_CHUNK)
+		if (!strcmp(store_text(r, 1), pf) && strcmp(store_text(r, 0), self_id))
+			snprintf(found[nfound++], ID_MAX, "%s", store_text(r, 0));
+	store_rows_close(r);
+	for (i = from; rc >= 0 && i < n && i < from + MEMBER_CHUNK; i++)
+		for (k = 0; k < nfound; k++)
+			if (!strcmp(found[k], json_string_value(json_object_get(json_array_get(m, i),
+										"value")))) {
+				rc = json_array_append(keep, json_array_get(m, i)) ? STORE_ERR : 0;
+				break;
+			}
+	return rc < 0 ? rc : 0;
+}
+
 /* Drops members that name no user or group of this portfolio (ids of
  * other portfolios' users, or made-up ones, are not stored), and the group
- * itself. One indexed lookup per member; the array is rebuilt once, not
- * shifted per removal. Returns 0 or a negative store status. */
+ * itself. One indexed statement per MEMBER_CHUNK members (on PostgreSQL a
+ * round trip each, inside the write lock: one per member held it ~0.85 s
+ * for 10,000); the array is rebuilt once, not shifted per removal.
+ * Members are de-duplicated already (directory_group_prepare). Returns 0
+ * or a negative store status. */
 static int drop_foreign_members(struct store_tx *tx, const char *pf, const char *self_id, json_t *doc)
 {
-	json_t *m = directory_get_ci(doc, "members"), *keep = NULL, *e;
-	const char *v;
-	int64_t one;
-	size_t i;
+	json_t *m = directory_get_ci(doc, "members"), *keep;
 	int rc = 0;
 
 	if (!json_array_size(m))
 		return 0;
-	keep = json_array();
-	if (!keep)
+	if (!(keep = json_array()))
 		return STORE_ERR;
-	json_array_foreach(m, i, e) {
-		v = json_string_value(json_object_get(e, "value"));
-		rc = store_query_int(tx,
-				     "SELECT 1 FROM users WHERE portfolio_id = $1 AND id = $2"
-				     " UNION ALL SELECT 1 FROM scim_groups WHERE portfolio_id = $1"
-				     " AND id = $2 AND id <> $3",
-				     (struct store_val[]){sv_text(pf), sv_text(v), sv_text(self_id)},
-				     3, &one);
-		if (rc < 0)
-			goto out;
-		if (rc == 1 && json_array_append(keep, e)) {
-			rc = STORE_ERR;
-			goto out;
-		}
-	}
-	rc = 0;
-	if (json_array_size(keep) != json_array_size(m) &&
+	for (size_t from = 0; rc >= 0 && from < json_array_size(m); from += MEMBER_CHUNK)
+		rc = keep_known(tx, pf, self_id, m, from, keep);
+	if (rc >= 0 && json_array_size(keep) != json_array_size(m) &&
 	    (json_array_clear(m) || json_array_extend(m, keep)))
 		rc = STORE_ERR;
-out:
 	json_decref(keep);
-	return rc;
+	return rc < 0 ? rc : 0;
 }
 
 int directory_group_save(struct store_tx *tx, const char *portfolio_id, const char *id, json_t *doc,

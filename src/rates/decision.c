@@ -145,7 +145,8 @@ static int set_status(struct store_tx *tx, const char *id, const char *status,
 }
 
 static int insert_decision(struct store_tx *tx, const char *id, const char *pf, const char *status,
-			   const struct decision_proposal *p, const char *actor, int64_t now)
+			   const struct decision_proposal *p, const char *actor, const char *node,
+			   int64_t now)
 {
 	char *props = json_dumps(p->properties, JSON_COMPACT);
 	int rc = props ? 0 : STORE_ERR;
@@ -155,15 +156,16 @@ static int insert_decision(struct store_tx *tx, const char *id, const char *pf, 
 				"INSERT INTO rate_decisions (id, portfolio_id, status, room_type_code,"
 				" date_from, date_to, currency, minor_units, brand_ceiling_id,"
 				" approver_saml_subject, justification, proposer, properties, created_at,"
-				" updated_at) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12,"
-				" $13, $14, $14)",
+				" updated_at, node) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11,"
+				" $12, $13, $14, $14, $15)",
 				(struct store_val[]){sv_text(id), sv_text(pf), sv_text(status),
 						     sv_text(p->room_type_code), sv_text(p->from),
 						     sv_text(p->to), sv_text(p->currency),
 						     sv_int(p->minor_units), sv_text(p->ceiling_id),
-						     sv_text(p->approver), sv_text(p->justification),
-						     sv_text(actor), sv_text(props), sv_int(now)},
-				14);
+						     sv_text(p->approver),
+						     sv_text(p->justification), sv_text(actor),
+						     sv_text(props), sv_int(now), sv_text(node)},
+				15);
 	free(props);
 	return rc < 0 ? rc : 0;
 }
@@ -448,7 +450,7 @@ static int record_proposal(struct store *st, struct publish *pub, const char *id
 	if ((rc = store_begin(st, 1, &tx)) != STORE_OK)
 		return rc;
 	rc = insert_decision(tx, id, pub->who->portfolio_id, pub->final ? "rejected" : "pending",
-			     pub->p, pub->actor, pub->now);
+			     pub->p, pub->actor, pub->who->node, pub->now);
 	if (rc == 0)
 		rc = insert_entries(tx, pub, id);
 	if (rc == 0 && pub->final)
@@ -774,45 +776,68 @@ out:
 
 /* ------------------------------------------------------ recovery */
 
-int decision_recover(struct store *st)
-{
-	struct store_tx *tx;
-	struct store_rows *r;
-	struct audit_chain ch;
-	json_t *ids = json_array(), *v, *d;
-	int64_t now = clock_now_ms();
-	size_t i;
-	int rc;
+/* Pending decisions of nodes that are gone (or of no recorded node). */
+#define ORPHANED                                                                   \
+	"rate_decisions WHERE status = 'pending' AND (node IS NULL OR node NOT IN" \
+	" (SELECT id FROM nodes WHERE heartbeat_at > $1))"
 
-	if (store_begin(st, 1, &tx) != STORE_OK) {
-		json_decref(ids);
-		return -1;
-	}
-	rc = store_query(tx, "SELECT id FROM rate_decisions WHERE status = 'pending'", NULL, 0, &r);
-	if (rc == STORE_OK) {
-		while ((rc = store_next(r)) == 1)
-			json_array_append_new(ids, json_string(store_text(r, 0)));
-		store_rows_close(r);
-	}
+/* Marks the orphaned decisions listed in ids failed, in tx. */
+static int fail_orphans(struct store_tx *tx, const json_t *ids)
+{
+	struct audit_chain ch;
+	json_t *d, *v;
+	size_t i;
+	int rc = 0;
+
 	d = json_pack("{s:s, s:s}", "stage", "publish", "reason",
 		      "interrupted: the server stopped during the PMS writes; their outcome is "
 		      "unknown and nothing was compensated");
 	json_array_foreach(ids, i, v) {
-		if (rc < 0)
-			break;
 		rc = audit_open(tx, json_string_value(v), &ch);
 		if (rc == 0)
-			rc = audit_append(tx, &ch, "failed", "revops", d, now);
+			rc = audit_append(tx, &ch, "failed", "revops", d, clock_now_ms());
 		if (rc == 0)
 			rc = set_status(tx, json_string_value(v), "failed", NULL, d);
+		if (rc < 0)
+			break;
 	}
 	json_decref(d);
-	if (rc < 0) {
-		store_rollback(tx);
+	return rc;
+}
+
+int decision_recover(struct store *st, int64_t alive_after)
+{
+	struct store_val v = sv_int(alive_after);
+	struct store_tx *tx;
+	struct store_rows *r;
+	json_t *ids = json_array();
+	int64_t n = 0;
+	int rc;
+
+	/* A read first: the usual answer is none, without the write lock. */
+	if (!ids || store_begin(st, 0, &tx) != STORE_OK)
+		goto fail;
+	rc = store_query_int(tx, "SELECT COUNT(*) FROM " ORPHANED, &v, 1, &n);
+	store_rollback(tx);
+	if (rc < 0 || n == 0) {
 		json_decref(ids);
-		return -1;
+		return rc < 0 ? -1 : 0;
 	}
-	rc = store_commit(tx) == STORE_OK ? (int)json_array_size(ids) : -1;
+	if (store_begin(st, 1, &tx) != STORE_OK)
+		goto fail;
+	if ((rc = store_query(tx, "SELECT id FROM " ORPHANED, &v, 1, &r)) == STORE_OK) {
+		while ((rc = store_next(r)) == 1)
+			json_array_append_new(ids, json_string(store_text(r, 0)));
+		store_rows_close(r);
+	}
+	if (rc >= 0)
+		rc = fail_orphans(tx, ids);
+	if (store_finish(tx, rc) != STORE_OK)
+		goto fail;
+	rc = (int)json_array_size(ids);
 	json_decref(ids);
 	return rc;
+fail:
+	json_decref(ids);
+	return -1;
 }

@@ -26,6 +26,7 @@ struct decision_who {
 	const char *client_id;
 	int (*reaches)(void *arg, const char *property_id);
 	void *arg;
+	const char *node; /* the node running it (cluster_node_id), NULL: none */
 };
 
 /* A proposed decision (a body the API has validated; dates YYYY-MM-DD). */
@@ -86,10 +87,12 @@ int decision_list(struct store_tx *tx, const char *portfolio_id, const char *aft
 json_t *decision_from_row(struct store_rows *r);
 const char *decision_row_id(struct store_rows *r);
 
-/* At start-up: a decision left "pending" by a process that died during its
- * PMS writes is marked failed, with an audit entry saying so (the PMS state
- * of its properties is unknown; nothing is compensated automatically).
- * Returns how many were marked, or -1. */
-int decision_recover(struct store *st);
+/* A decision left "pending" by a node that stopped during its PMS writes
+ * (its last heartbeat at or before alive_after, or no node recorded) is
+ * marked failed, with an audit entry saying so (the PMS state of its
+ * properties is unknown; nothing is compensated automatically). Run at
+ * start and, where nodes share the database, every second. Returns how
+ * many were marked, or -1. */
+int decision_recover(struct store *st, int64_t alive_after);
 
 #endif

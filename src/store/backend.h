@@ -11,17 +11,55 @@
  * type (the generic part is the first member). */
 #ifndef REVOPS_STORE_BACKEND_H
 #define REVOPS_STORE_BACKEND_H
+#include <pthread.h>
 #include <stddef.h>
 #include <stdint.h>
 #include "core/common.h"
 #include "core/embedded.h"
+#include "store/store.h"
 
 struct store_val;
 struct store_backend;
 
+/* Where this process's waiters learn of notifications (store_wait): a
+ * count per channel, raised by the backend as notifications arrive. */
+struct store_hub {
+	pthread_mutex_t mu;
+	pthread_cond_t cond;
+	uint64_t count[STORE_CHANNELS];
+	int listening; /* the backend's listen was called */
+};
+
 struct store {
 	const struct store_backend *be;
+	struct store_hub hub;
 };
+
+/* A backend's open and close set the hub up and tear it down (after its
+ * listener stopped). */
+static inline void store_hub_init(struct store_hub *h)
+{
+	pthread_mutex_init(&h->mu, NULL);
+	pthread_cond_init(&h->cond, NULL);
+}
+
+static inline void store_hub_destroy(struct store_hub *h)
+{
+	pthread_cond_destroy(&h->cond);
+	pthread_mutex_destroy(&h->mu);
+}
+
+/* Counts one notification on each channel of mask (bit 1 << channel) and
+ * wakes the waiters. */
+static inline void store_hub_raise(struct store_hub *h, unsigned mask)
+{
+	pthread_mutex_lock(&h->mu);
+	for (int i = 0; i < STORE_CHANNELS; i++)
+		if (mask & 1u << i)
+			h->count[i]++;
+	pthread_cond_broadcast(&h->cond);
+	pthread_mutex_unlock(&h->mu);
+}
 
 struct store_tx {
 	const struct store_backend *be;
@@ -62,6 +100,12 @@ struct store_backend {
 	 * transaction is enough). Returns 0, or -1 with the reason logged. */
 	int (*lock_migrations)(struct store *st);
 	void (*unlock_migrations)(struct store *st);
+	/* Has ch announced when tx commits: to every process on the database
+	 * (PostgreSQL), or by raising st's own hub after the commit (SQLite). */
+	int (*notify)(struct store_tx *tx, enum store_channel ch);
+	/* Starts receiving other processes' notifications into st's hub (NULL
+	 * when only this process's reach it). Returns 0 or -1 (logged). */
+	int (*listen)(struct store *st);
 };
 
 /* Opens the SQLite database at path (creating it and its directory if

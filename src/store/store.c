@@ -4,6 +4,7 @@
 #include "store/store.h"
 
 #include <string.h>
+#include <time.h>
 
 #include "core/clock.h"
 #include "core/embedded.h"
@@ -89,6 +90,67 @@ int store_exec_script(struct store_tx *tx, const char *sql, const char *name)
 	return tx->be->exec_script(tx, sql, name);
 }
 
+int store_notify(struct store_tx *tx, enum store_channel ch)
+{
+	return tx->be->notify(tx, ch);
+}
+
+/* Starts the backend's listener the first time this process looks. */
+static void listen_once(struct store *st)
+{
+	int start;
+
+	pthread_mutex_lock(&st->hub.mu);
+	start = !st->hub.listening;
+	st->hub.listening = 1;
+	pthread_mutex_unlock(&st->hub.mu);
+	if (start && st->be->listen && st->be->listen(st) < 0)
+		log_msg(LOG_WARN, "store_listen",
+			"not listening for other nodes' notifications; waits run to their timeout");
+}
+
+uint64_t store_notified(struct store *st, enum store_channel ch)
+{
+	uint64_t n;
+
+	listen_once(st);
+	pthread_mutex_lock(&st->hub.mu);
+	n = st->hub.count[ch];
+	pthread_mutex_unlock(&st->hub.mu);
+	return n;
+}
+
+uint64_t store_wait(struct store *st, enum store_channel ch, uint64_t seen, int timeout_ms)
+{
+	struct timespec ts;
+	uint64_t n;
+
+	clock_gettime(CLOCK_REALTIME, &ts);
+	ts.tv_sec += timeout_ms / 1000;
+	ts.tv_nsec += (long)(timeout_ms % 1000) * 1000000L;
+	if (ts.tv_nsec >= 1000000000L) {
+		ts.tv_sec++;
+		ts.tv_nsec -= 1000000000L;
+	}
+	pthread_mutex_lock(&st->hub.mu);
+	while (st->hub.count[ch] == seen)
+		if (pthread_cond_timedwait(&st->hub.cond, &st->hub.mu, &ts) != 0)
+			break;
+	n = st->hub.count[ch];
+	pthread_mutex_unlock(&st->hub.mu);
+	return n;
+}
+
+void store_kick(struct store *st, enum store_channel ch)
+{
+	store_hub_raise(&st->hub, 1u << ch);
+}
+
+int store_shared(struct store *st)
+{
+	return st->be->listen != NULL;
+}
+
 int store_finish(struct store_tx *tx, int rc)
 {
 	if (rc < 0) {
@@ -112,6 +174,44 @@ int store_query_int(struct store_tx *tx, const char *sql, const struct store_val
 		*out = store_int(r, 0);
 	store_rows_close(r);
 	return rc;
+}
+
+/* The values of the group of ids starting at from (see STORE_IDS). */
+static void ids_group(struct store_val *v, const int64_t *ids, size_t n, size_t from)
+{
+	for (size_t i = 0; i < STORE_IDS; i++)
+		v[i] = sv_int(ids[from + i < n ? from + i : n - 1]);
+}
+
+int store_exec_ids(struct store_tx *tx, const char *sql, const int64_t *ids, size_t n)
+{
+	struct store_val v[STORE_IDS];
+	int rc, total = 0;
+
+	for (size_t from = 0; from < n; from += STORE_IDS) {
+		ids_group(v, ids, n, from);
+		if ((rc = store_exec(tx, sql, v, STORE_IDS)) < 0)
+			return rc;
+		total += rc;
+	}
+	return total;
+}
+
+int store_count_ids(struct store_tx *tx, const char *sql, const int64_t *ids, size_t n, int64_t *out)
+{
+	struct store_val v[STORE_IDS];
+	int64_t one;
+	int rc;
+
+	*out = 0;
+	for (size_t from = 0; from < n; from += STORE_IDS) {
+		ids_group(v, ids, n, from);
+		one = 0;
+		if ((rc = store_query_int(tx, sql, v, STORE_IDS, &one)) < 0)
+			return rc;
+		*out += one;
+	}
+	return STORE_OK;
 }
 
 /* The highest migration recorded in tx's database (0 for none). */

@@ -114,4 +114,46 @@ int store_finish(struct store_tx *tx, int rc) WUR;
 int store_query_int(struct store_tx *tx, const char *sql, const struct store_val *params,
 		    int nparams, int64_t *out) WUR;
 
+/* Wake-ups between the processes that share the database: a writer
+ * announces with its commit that a channel has news, and every waiter on
+ * the channel wakes. On PostgreSQL that is NOTIFY / LISTEN, so every node
+ * (and revopsctl) reaches every other; on SQLite it stays inside the
+ * process (one server per database file), so a waiter's timeout is what
+ * catches another process's writes. */
+enum store_channel {
+	STORE_CH_OUTBOX,     /* events were added to the outbox */
+	STORE_CH_DELIVERIES, /* webhook deliveries were made due */
+	STORE_CHANNELS
+};
+/* Announces news on ch once tx commits (nothing when it rolls back).
+ * Returns 0 or a negative store status. */
+int store_notify(struct store_tx *tx, enum store_channel ch) WUR;
+/* How many notifications on ch this process has received so far: read it
+ * before looking at the data, then wait for it to move. */
+uint64_t store_notified(struct store *st, enum store_channel ch);
+/* Waits until the count of ch differs from seen, at most timeout_ms;
+ * returns the count then. */
+uint64_t store_wait(struct store *st, enum store_channel ch, uint64_t seen, int timeout_ms);
+/* Wakes this process's waiters on ch (as a notification would): for a
+ * stopping thread. */
+void store_kick(struct store *st, enum store_channel ch);
+/* 1 when several server processes may share the database, and their
+ * notifications reach one another (PostgreSQL); 0 when one server has it
+ * to itself (SQLite). */
+int store_shared(struct store *st);
+
+/* Lists of integers, written the same on every backend: a statement whose
+ * placeholders $1..$STORE_IDS are one list, spelled STORE_IDS_LIST (for
+ * example "DELETE FROM t WHERE id IN " STORE_IDS_LIST), runs once per
+ * STORE_IDS of the ids, the last group padded with its last id (a repeat
+ * inside IN changes nothing). One statement text, so it is prepared once.
+ * store_exec_ids returns the rows changed in all (>= 0) or a negative
+ * store status; store_count_ids runs a query giving one integer per group
+ * (a COUNT over disjoint groups) and sets *out to their sum. */
+#define STORE_IDS 16
+#define STORE_IDS_LIST "($1,$2,$3,$4,$5,$6,$7,$8,$9,$10,$11,$12,$13,$14,$15,$16)"
+int store_exec_ids(struct store_tx *tx, const char *sql, const int64_t *ids, size_t n) WUR;
+int store_count_ids(struct store_tx *tx, const char *sql, const int64_t *ids, size_t n,
+		    int64_t *out) WUR;
+
 #endif

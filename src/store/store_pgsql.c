@@ -15,7 +15,9 @@
  *  - every statement runs after a savepoint, so a refused statement
  *    (STORE_CONSTRAINT, a syntax error) is undone alone and the
  *    transaction goes on, as on SQLite (PostgreSQL would otherwise abort
- *    the whole transaction). This costs one round trip per statement.
+ *    the whole transaction). The savepoint travels with the statement in
+ *    one round trip (libpq's pipeline mode; a statement's first run, which
+ *    prepares it, takes one more).
  * statement_timeout and lock_timeout are 10 s, SQLite's busy timeout.
  *
  * Errors map by SQLSTATE: class 23 (unique, check, foreign key, not null,
@@ -27,11 +29,14 @@
 #include "store/pool.h"
 #include "store/store.h"
 
+#include <errno.h>
 #include <libpq-fe.h>
+#include <poll.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "core/log.h"
 
@@ -55,6 +60,7 @@ struct pg_stmt {
 	uint64_t hash;
 	char name[16]; /* the server-side prepared statement */
 	int nslots;    /* the highest $N in sql */
+	int fresh;     /* just prepared, after its savepoint: run it without another */
 };
 
 struct pg_conn {
@@ -71,6 +77,9 @@ struct pg_store {
 	struct pg_conn *conns;
 	int nconns;
 	PGconn *migrate_conn; /* holds the migration lock (lock_migrations) */
+	pthread_t listen_thr; /* pg_listen's, when listen_started */
+	int listen_started;
+	int listen_pipe[2]; /* a byte written here stops it */
 };
 
 struct pg_tx {
@@ -242,9 +251,22 @@ static int prepare(struct pg_conn *c, struct pg_stmt *cs, const char *sql, uint6
 	return STORE_OK;
 }
 
+/* The statement for sql prepared on c before, or NULL. */
+static struct pg_stmt *find_stmt(struct pg_conn *c, const char *sql, uint64_t h)
+{
+	struct pg_stmt *cs;
+
+	for (int i = 0; i < STMT_PROBES; i++) {
+		cs = &c->cache[(h + (uint64_t)i) % STMT_CACHE];
+		if (cs->sql && cs->hash == h && !strcmp(cs->sql, sql))
+			return cs;
+	}
+	return NULL;
+}
+
 /* The prepared statement for sql on c: the cached one, else prepared now
- * in one of STMT_PROBES slots from its hash's (an empty one, else the
- * first, whose statement is deallocated). */
+ * (and marked fresh) in one of STMT_PROBES slots from its hash's (an empty
+ * one, else the first, whose statement is deallocated). */
 static int get_stmt(struct pg_conn *c, const char *sql, const struct store_val *params, int nparams,
 		    struct pg_stmt **out)
 {
@@ -253,12 +275,10 @@ static int get_stmt(struct pg_conn *c, const char *sql, const struct store_val *
 	char dealloc[32];
 	int i, rc;
 
+	if ((*out = find_stmt(c, sql, h)))
+		return STORE_OK;
 	for (i = 0; i < STMT_PROBES; i++) {
 		cs = &c->cache[(h + (uint64_t)i) % STMT_CACHE];
-		if (cs->sql && cs->hash == h && !strcmp(cs->sql, sql)) {
-			*out = cs;
-			return STORE_OK;
-		}
 		if (!spare || (spare->sql && !cs->sql))
 			spare = cs;
 	}
@@ -270,6 +290,7 @@ static int get_stmt(struct pg_conn *c, const char *sql, const struct store_val *
 			return rc;
 	}
 	rc = prepare(c, spare, sql, h, params, nparams);
+	spare->fresh = rc == STORE_OK;
 	*out = spare;
 	return rc;
 }
@@ -293,32 +314,62 @@ static int undo_statement(struct pg_tx *tx, int rc)
 	return rc;
 }
 
-/* Runs sql with params on tx's connection. Sets *res to its result, or
- * returns the store status of a failure to prepare (*res NULL); an
- * execution failure is returned as *exec_rc with the statement undone. */
-static int run(struct pg_tx *tx, const char *sql, const struct store_val *params, int nparams,
-	       PGresult **res, int *exec_rc)
+/* The result of the next command of a pipeline, having consumed the NULL
+ * that ends it (NULL: the connection failed). */
+static PGresult *next_result(PGconn *pg)
 {
-	const char *values[MAX_PARAMS];
-	int lengths[MAX_PARAMS], formats[MAX_PARAMS], i, rc;
-	char ints[MAX_PARAMS][24];
-	struct pg_stmt *cs;
-	ExecStatusType s;
+	PGresult *res = PQgetResult(pg), *extra;
 
-	*res = NULL;
-	*exec_rc = STORE_OK;
-	if (tx->c->broken)
-		return STORE_ERR;
-	if ((rc = savepoint(tx)) != STORE_OK)
-		return rc;
-	if ((rc = get_stmt(tx->c, sql, params, nparams, &cs)) != STORE_OK)
-		return undo_statement(tx, rc);
-	if (cs->nslots > nparams) {
-		log_msg(LOG_ERROR, "store_error", "placeholder $%d without a value in: %.120s",
-			cs->nslots, sql);
-		return STORE_ERR;
+	if (res && PQresultStatus(res) != PGRES_PIPELINE_SYNC)
+		while ((extra = PQgetResult(pg)))
+			PQclear(extra);
+	return res;
+}
+
+/* Runs the prepared statement cs after the per-statement savepoint in one
+ * round trip (libpq's pipeline mode): RELEASE the previous savepoint,
+ * SAVEPOINT, execute, sync. Returns the statement's result (NULL when the
+ * connection failed; PGRES_PIPELINE_ABORTED when the savepoint did). */
+static PGresult *exec_pipelined(struct pg_tx *tx, const struct pg_stmt *cs,
+				const char *const *values, const int *lengths, const int *formats)
+{
+	PGconn *pg = tx->c->pg;
+	PGresult *res = NULL, *r;
+	int ok, nsp = 0, sp_ok = 1;
+
+	ok = PQenterPipelineMode(pg);
+	if (ok && tx->sp_open &&
+	    (ok = PQsendQueryParams(pg, "RELEASE SAVEPOINT s", 0, NULL, NULL, NULL, NULL, 0)))
+		nsp++;
+	if (ok && (ok = PQsendQueryParams(pg, "SAVEPOINT s", 0, NULL, NULL, NULL, NULL, 0)))
+		nsp++;
+	ok = ok && PQsendQueryPrepared(pg, cs->name, cs->nslots, values, lengths, formats, 0) &&
+	     PQpipelineSync(pg);
+	for (int i = 0; ok && i < nsp; i++) {
+		r = next_result(pg);
+		sp_ok &= r && PQresultStatus(r) == PGRES_COMMAND_OK;
+		ok = r != NULL;
+		PQclear(r);
 	}
-	for (i = 0; i < cs->nslots; i++) {
+	if (ok)
+		res = next_result(pg);
+	if (ok && (r = PQgetResult(pg))) /* the sync */
+		PQclear(r);
+	if (!ok || !PQexitPipelineMode(pg)) {
+		tx->c->broken = PQstatus(pg) != CONNECTION_OK || !ok;
+		PQclear(res);
+		return NULL;
+	}
+	tx->sp_open = sp_ok;
+	return res;
+}
+
+/* The text form of params for a statement of nslots placeholders: values
+ * and lengths point into params or into ints (integers in decimal). */
+static void param_values(const struct store_val *params, int nslots, const char **values,
+			 int *lengths, int *formats, char (*ints)[24])
+{
+	for (int i = 0; i < nslots; i++) {
 		formats[i] = params[i].kind == STORE_BLOB;
 		lengths[i] = (int)params[i].n;
 		values[i] = params[i].kind == STORE_NULL ? NULL : params[i].s;
@@ -327,7 +378,45 @@ static int run(struct pg_tx *tx, const char *sql, const struct store_val *params
 			values[i] = ints[i];
 		}
 	}
-	*res = PQexecPrepared(tx->c->pg, cs->name, cs->nslots, values, lengths, formats, 0);
+}
+
+/* Runs sql with params on tx's connection, after a savepoint: a statement
+ * prepared before goes in one round trip with it (exec_pipelined); a new
+ * one is prepared after the savepoint, since a refused Parse would abort
+ * the transaction. Sets *res to its result, or returns the store status
+ * of a failure to prepare (*res NULL); an execution failure is returned
+ * as *exec_rc with the statement undone. */
+static int run(struct pg_tx *tx, const char *sql, const struct store_val *params, int nparams,
+	       PGresult **res, int *exec_rc)
+{
+	const char *values[MAX_PARAMS];
+	int lengths[MAX_PARAMS], formats[MAX_PARAMS], rc;
+	char ints[MAX_PARAMS][24];
+	struct pg_stmt *cs;
+	ExecStatusType s;
+
+	*res = NULL;
+	*exec_rc = STORE_OK;
+	if (tx->c->broken)
+		return STORE_ERR;
+	if (!(cs = find_stmt(tx->c, sql, sql_hash(sql)))) {
+		if ((rc = savepoint(tx)) != STORE_OK)
+			return rc;
+		if ((rc = get_stmt(tx->c, sql, params, nparams, &cs)) != STORE_OK)
+			return undo_statement(tx, rc);
+	}
+	if (cs->nslots > nparams) {
+		log_msg(LOG_ERROR, "store_error", "placeholder $%d without a value in: %.120s",
+			cs->nslots, sql);
+		return STORE_ERR;
+	}
+	param_values(params, cs->nslots, values, lengths, formats, ints);
+	if (cs->fresh) {
+		cs->fresh = 0; /* its savepoint is open already */
+		*res = PQexecPrepared(tx->c->pg, cs->name, cs->nslots, values, lengths, formats, 0);
+	} else {
+		*res = exec_pipelined(tx, cs, values, lengths, formats);
+	}
 	s = *res ? PQresultStatus(*res) : PGRES_FATAL_ERROR;
 	if (s != PGRES_COMMAND_OK && s != PGRES_TUPLES_OK) {
 		*exec_rc = undo_statement(tx, map_error(tx->c, *res, sql));
@@ -553,10 +642,14 @@ static void pg_rollback(struct store_tx *gtx)
 	(void)end_tx((struct pg_tx *)gtx, "ROLLBACK");
 }
 
+static void listen_stop(struct pg_store *st);
+
 static void pg_close(struct store *gst)
 {
 	struct pg_store *st = (struct pg_store *)gst;
 	int i;
+
+	listen_stop(st);
 
 	for (i = 0; st->conns && i < st->nconns; i++)
 		conn_close(&st->conns[i]);
@@ -564,6 +657,7 @@ static void pg_close(struct store *gst)
 	if (st->migrate_conn)
 		PQfinish(st->migrate_conn);
 	store_pool_destroy(&st->pool);
+	store_hub_destroy(&st->base.hub);
 	free(st->url);
 	free(st);
 }
@@ -577,6 +671,7 @@ int store_pgsql_open(const char *url, int pool_size, struct store **out)
 	if (!st)
 		return -1;
 	st->base.be = &pgsql_backend;
+	store_hub_init(&st->base.hub);
 	st->url = strdup(url);
 	st->nconns = pool_size < 1 ? 1 : pool_size;
 	if (store_pool_init(&st->pool, st->nconns) < 0)
@@ -652,6 +747,122 @@ static void pg_unlock_migrations(struct store *gst)
 	st->migrate_conn = NULL;
 }
 
+/* ---------------------------------------------------- NOTIFY / LISTEN */
+
+static const char *const channel_names[STORE_CHANNELS] = {"revops_outbox", "revops_deliveries"};
+
+/* NOTIFY is transactional: sent when tx commits, dropped if it rolls back,
+ * and sent once however often a transaction repeats it. */
+static int pg_notify(struct store_tx *gtx, enum store_channel ch)
+{
+	static const char *const sql[STORE_CHANNELS] = {
+		"SELECT pg_notify('revops_outbox', '')",
+		"SELECT pg_notify('revops_deliveries', '')",
+	};
+	int rc = pg_exec(gtx, sql[ch], NULL, 0);
+
+	return rc < 0 ? rc : STORE_OK;
+}
+
+/* A session of its own that LISTENs on every channel, or NULL. */
+static PGconn *listen_connect(const char *url)
+{
+	PGconn *pg = PQconnectdb(url);
+	PGresult *res;
+	int ok = 0;
+
+	if (pg && PQstatus(pg) == CONNECTION_OK) {
+		res = PQexec(pg, "LISTEN revops_outbox; LISTEN revops_deliveries");
+		ok = res && PQresultStatus(res) == PGRES_COMMAND_OK;
+		PQclear(res);
+	}
+	if (!ok) {
+		log_pg(LOG_WARN, "store_listen", pg ? PQerrorMessage(pg) : "out of memory", NULL);
+		PQfinish(pg);
+		return NULL;
+	}
+	return pg;
+}
+
+/* Raises the hub for the notifications pg has received. Returns 0, or -1
+ * when the session is lost. */
+static int listen_drain(struct pg_store *st, PGconn *pg)
+{
+	unsigned mask = 0;
+	PGnotify *n;
+	int i;
+
+	if (!PQconsumeInput(pg))
+		return -1;
+	while ((n = PQnotifies(pg))) {
+		for (i = 0; i < STORE_CHANNELS; i++)
+			if (!strcmp(n->relname, channel_names[i]))
+				mask |= 1u << i;
+		PQfreemem(n);
+	}
+	if (mask)
+		store_hub_raise(&st->base.hub, mask);
+	return 0;
+}
+
+/* The listener thread: waits on its session (reconnecting every second
+ * while the database is away, and raising every channel after, since
+ * notifications sent meanwhile are lost) until listen_stop. */
+static void *listen_main(void *arg)
+{
+	struct pg_store *st = arg;
+	PGconn *pg = NULL;
+	struct pollfd fds[2];
+
+	for (;;) {
+		if (!pg && (pg = listen_connect(st->url)))
+			store_hub_raise(&st->base.hub, (1u << STORE_CHANNELS) - 1);
+		fds[0] = (struct pollfd){.fd = st->listen_pipe[0], .events = POLLIN};
+		fds[1] = (struct pollfd){.fd = pg ? PQsocket(pg) : -1, .events = POLLIN};
+		if (poll(fds, 2, pg ? -1 : 1000) < 0 && errno != EINTR)
+			break;
+		if (fds[0].revents)
+			break;
+		if (pg && fds[1].revents && listen_drain(st, pg) < 0) {
+			log_pg(LOG_WARN, "store_listen", PQerrorMessage(pg), NULL);
+			PQfinish(pg);
+			pg = NULL;
+		}
+	}
+	PQfinish(pg);
+	return NULL;
+}
+
+static int pg_listen(struct store *gst)
+{
+	struct pg_store *st = (struct pg_store *)gst;
+
+	if (pipe(st->listen_pipe) < 0) {
+		log_msg(LOG_ERROR, "store_listen", "pipe: %s", strerror(errno));
+		return -1;
+	}
+	if (pthread_create(&st->listen_thr, NULL, listen_main, st) != 0) {
+		close(st->listen_pipe[0]);
+		close(st->listen_pipe[1]);
+		log_msg(LOG_ERROR, "store_listen", "cannot start the listener thread");
+		return -1;
+	}
+	st->listen_started = 1;
+	return 0;
+}
+
+static void listen_stop(struct pg_store *st)
+{
+	if (!st->listen_started)
+		return;
+	if (write(st->listen_pipe[1], "x", 1) < 0)
+		log_msg(LOG_WARN, "store_listen", "cannot stop the listener: %s", strerror(errno));
+	pthread_join(st->listen_thr, NULL);
+	close(st->listen_pipe[0]);
+	close(st->listen_pipe[1]);
+	st->listen_started = 0;
+}
+
 static const struct store_backend pgsql_backend = {
 	.name = "postgres",
 	.migrations = embedded_migrations_postgres,
@@ -672,4 +883,6 @@ static const struct store_backend pgsql_backend = {
 	.exec_script = pg_exec_script,
 	.lock_migrations = pg_lock_migrations,
 	.unlock_migrations = pg_unlock_migrations,
+	.notify = pg_notify,
+	.listen = pg_listen,
 };

@@ -73,6 +73,7 @@ struct sq_tx {
 	struct sq_store *st;
 	struct conn *c;
 	int write;
+	unsigned notify; /* channels to raise once committed (1 << channel) */
 };
 
 struct sq_rows {
@@ -455,8 +456,18 @@ static int sq_commit(struct store_tx *gtx)
 	if (tx->write)
 		pthread_mutex_unlock(&tx->st->write_lock);
 	pool_put(tx->st, tx->c);
+	if (rc == SQLITE_OK && tx->notify)
+		store_hub_raise(&tx->st->base.hub, tx->notify);
 	free(tx);
 	return rc == SQLITE_OK ? STORE_OK : rc;
+}
+
+/* This process is the database's only server: a notification is raised
+ * in its own hub when tx commits. */
+static int sq_notify(struct store_tx *gtx, enum store_channel ch)
+{
+	((struct sq_tx *)gtx)->notify |= 1u << ch;
+	return STORE_OK;
 }
 
 static void sq_rollback(struct store_tx *gtx)
@@ -502,6 +513,7 @@ int store_sqlite_open(const char *path, int pool_size, struct store **out)
 	if (!st)
 		return -1;
 	st->base.be = &sqlite_backend;
+	store_hub_init(&st->base.hub);
 	pthread_mutex_init(&st->write_lock, NULL);
 	pthread_mutex_init(&st->ckpt_mu, NULL);
 	pthread_cond_init(&st->ckpt_cond, NULL);
@@ -542,6 +554,7 @@ static void sq_close(struct store *gst)
 	pthread_mutex_destroy(&st->write_lock);
 	pthread_mutex_destroy(&st->ckpt_mu);
 	pthread_cond_destroy(&st->ckpt_cond);
+	store_hub_destroy(&st->base.hub);
 	free(st);
 }
 
@@ -675,4 +688,6 @@ static const struct store_backend sqlite_backend = {
 	.exec_script = sq_exec_script,
 	.lock_migrations = NULL, /* each migration's write transaction is enough */
 	.unlock_migrations = NULL,
+	.notify = sq_notify,
+	.listen = NULL, /* no other process serves the database */
 };

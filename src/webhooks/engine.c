@@ -3,10 +3,12 @@
 #include <inttypes.h>
 #include <math.h>
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "cluster/cluster.h"
 #include "core/buf.h"
 #include "core/clock.h"
 #include "core/crypto.h"
@@ -154,8 +156,8 @@ struct engine {
 	struct store *st;
 	struct engine_opts o;
 	unsigned char seal_key[32];
-	pthread_t fanout_thr;
-	int fanout_started;
+	pthread_t fanout_thr, watch_thr;
+	int fanout_started, watch_started;
 	struct sender senders[ENGINE_MAX_SENDERS];
 	int nsenders;
 	pthread_mutex_t mu;
@@ -164,8 +166,15 @@ struct engine {
 	int drain_ms;
 	struct lane **lanes; /* under mu (the array; see struct lane for fields) */
 	size_t nlanes, lanes_cap;
-	int64_t cursor; /* fan-out thread only */
+	int64_t cursor;                     /* fan-out thread only */
+	_Atomic uint64_t delivered, failed; /* attempts recorded by this process */
 };
+
+void engine_counts(struct engine *d, uint64_t *delivered, uint64_t *failed)
+{
+	*delivered = d ? atomic_load(&d->delivered) : 0;
+	*failed = d ? atomic_load(&d->failed) : 0;
+}
 
 void engine_touch(struct engine_touched *t, const char *lane, int rate)
 {
@@ -564,6 +573,10 @@ static int fan_out_batch(struct engine *d, struct engine_touched *touched)
 		return rc;
 	if ((rc = store_begin(d->st, 1, &tx)) != STORE_OK)
 		return rc;
+	/* The cursor as committed: another worker node may have moved it. */
+	if ((rc = store_query_int(tx, "SELECT last_event_seq FROM webhook_dispatch WHERE id = 1",
+				  NULL, 0, &d->cursor)) < 0)
+		goto out;
 	if ((rc = subscriptions_load_enabled(tx, NULL, &subs, &nsubs)) < 0)
 		goto out;
 	b = (struct batch){tx, subs, nsubs, touched, d->cursor, 0, 0};
@@ -571,6 +584,8 @@ static int fan_out_batch(struct engine *d, struct engine_touched *touched)
 		goto out;
 	rc = store_exec(tx, "UPDATE webhook_dispatch SET last_event_seq = $1 WHERE id = 1",
 			(struct store_val[]){sv_int(b.last)}, 1);
+	if (rc >= 0 && (touched->n || touched->overflow))
+		rc = store_notify(tx, STORE_CH_DELIVERIES); /* lanes other workers serve */
 	if (rc < 0)
 		goto out;
 	rc = store_commit(tx);
@@ -585,33 +600,164 @@ out:
 	return rc;
 }
 
+/* The claims of nodes that are gone (NULL: made by a process before nodes
+ * were recorded): their deliveries were in flight when the node stopped. */
+#define DEAD_CLAIMS                                                                    \
+	"webhook_claims WHERE node IS NULL OR node NOT IN (SELECT id FROM nodes WHERE" \
+	" heartbeat_at > $1)"
+
+/* Sets *n to the outstanding deliveries that dead nodes' claims name. */
+static int claimed_outstanding(struct store_tx *tx, int64_t alive_after, int64_t *n)
+{
+	struct store_rows *r;
+	struct buf seqs;
+	int64_t *ids = NULL;
+	size_t count = 0;
+	int rc;
+
+	buf_init(&seqs, 0);
+	if ((rc = store_query(tx, "SELECT seqs FROM " DEAD_CLAIMS,
+			      (struct store_val[]){sv_int(alive_after)}, 1, &r)) < 0)
+		goto out;
+	while ((rc = store_next(r)) == 1)
+		if (buf_printf(&seqs, "%s,", store_text(r, 0)) < 0) {
+			rc = STORE_ERR;
+			break;
+		}
+	store_rows_close(r);
+	if (rc < 0 || !seqs.len)
+		goto out;
+	if (!(ids = malloc(seqs.len * sizeof *ids))) { /* more than there are numbers */
+		rc = STORE_ERR;
+		goto out;
+	}
+	for (char *p = seqs.data; *p;) {
+		ids[count++] = strtoll(p, &p, 10);
+		p += *p == ',';
+	}
+	rc = store_count_ids(tx,
+			     "SELECT COUNT(*) FROM webhook_deliveries WHERE next_attempt_at IS NOT NULL"
+			     " AND seq IN " STORE_IDS_LIST,
+			     ids, count, n);
+out:
+	free(ids);
+	buf_free(&seqs);
+	return rc < 0 ? rc : STORE_OK;
+}
+
+/* Takes over the claims of nodes that stopped (a previous process of this
+ * one, or another worker): counts the outstanding deliveries they name
+ * (they may reach their receiver twice) and deletes them; those
+ * deliveries were never changed, so they are due, and whoever holds their
+ * lanes sends them. A read first, so the usual case takes no write lock. */
+static int recover_claims(struct store *st)
+{
+	int64_t alive_after = cluster_alive_after(clock_now_ms()), dead = 0, n = 0;
+	struct store_val v = sv_int(alive_after);
+	struct store_tx *tx;
+	int rc;
+
+	if ((rc = store_begin(st, 0, &tx)) != STORE_OK)
+		return rc;
+	rc = store_query_int(tx, "SELECT COUNT(*) FROM " DEAD_CLAIMS, &v, 1, &dead);
+	store_rollback(tx);
+	if (rc < 0 || dead == 0)
+		return rc < 0 ? rc : 0;
+	if ((rc = store_begin(st, 1, &tx)) != STORE_OK)
+		return rc;
+	rc = claimed_outstanding(tx, alive_after, &n);
+	if (rc >= 0)
+		rc = store_exec(tx, "DELETE FROM " DEAD_CLAIMS, &v, 1);
+	if ((rc = store_finish(tx, rc)) != STORE_OK)
+		return rc;
+	if (n > 0)
+		log_msg(LOG_WARN, "webhook_recovered",
+			"%" PRId64 " deliveries were in flight when a node stopped; sending them"
+			" again (receivers may see them twice)",
+			n);
+	return 0;
+}
+
+/* Fan-out: a batch whenever the outbox has news (a notification, or its
+ * own full batch), else at the idle interval: FANOUT_IDLE_MS on a
+ * database of its own (another process, revopsctl, notifies nobody),
+ * a second where every writer notifies. On a shared database it also
+ * takes over the claims of nodes that stopped, once a second. */
 static void *fanout_main(void *arg)
 {
 	struct engine *d = arg;
 	struct engine_touched touched;
-	struct timespec ts;
-	int n;
+	int shared = store_shared(d->st), n;
+	int64_t last_recover = clock_mono_ms();
+	uint64_t seen;
 
 	while (!d->stop) {
+		seen = store_notified(d->st, STORE_CH_OUTBOX);
 		memset(&touched, 0, sizeof touched);
 		n = fan_out_batch(d, &touched);
 		if (n < 0)
 			log_msg(LOG_ERROR, "webhook", "fan-out failed (store status %d); retrying",
 				n);
 		engine_notify(d, &touched);
-		if (n == FANOUT_BATCH)
-			continue;
-		pthread_mutex_lock(&d->mu);
-		if (!d->stop) {
-			clock_gettime(CLOCK_REALTIME, &ts);
-			ts.tv_nsec += (long)(n < 0 ? 500 : FANOUT_IDLE_MS) * 1000000L;
-			ts.tv_sec += ts.tv_nsec / 1000000000L;
-			ts.tv_nsec %= 1000000000L;
-			pthread_cond_timedwait(&d->cond, &d->mu, &ts);
+		if (shared && clock_mono_ms() - last_recover >= 1000) {
+			last_recover = clock_mono_ms();
+			if (recover_claims(d->st) < 0)
+				log_msg(LOG_ERROR, "webhook",
+					"cannot take over stopped nodes' claims");
 		}
-		pthread_mutex_unlock(&d->mu);
+		if (n == FANOUT_BATCH || d->stop)
+			continue;
+		store_wait(d->st, STORE_CH_OUTBOX, seen,
+			   n < 0    ? 500
+			   : shared ? 1000
+				    : FANOUT_IDLE_MS);
 	}
 	return NULL;
+}
+
+/* Shared database: deliveries made due by other nodes (their fan-out, a
+ * redelivery through an API node) are announced; the lanes are read again
+ * and the senders wake. Every few seconds regardless, in case one was
+ * missed. */
+static void *watch_main(void *arg)
+{
+	struct engine *d = arg;
+	uint64_t seen = store_notified(d->st, STORE_CH_DELIVERIES), now;
+
+	while (!d->stop) {
+		now = store_wait(d->st, STORE_CH_DELIVERIES, seen, 5000);
+		if (d->stop)
+			break;
+		seen = now;
+		if (lanes_rescan(d) < 0)
+			log_msg(LOG_ERROR, "webhook", "cannot rescan delivery lanes");
+		wake_senders(d);
+	}
+	return NULL;
+}
+
+/* The cluster's probe: 1 while a lane of bucket has sends in flight. */
+static int bucket_busy(void *arg, unsigned bucket)
+{
+	struct engine *d = arg;
+	int busy = 0;
+
+	pthread_mutex_lock(&d->mu);
+	for (size_t i = 0; i < d->nlanes && !busy; i++)
+		busy = (uint64_t)d->lanes[i]->hash % CLUSTER_BUCKETS == bucket &&
+		       d->lanes[i]->in_flight > 0;
+	pthread_mutex_unlock(&d->mu);
+	return busy;
+}
+
+/* The cluster took buckets: their lanes may have deliveries waiting. */
+static void buckets_taken(void *arg)
+{
+	struct engine *d = arg;
+
+	if (lanes_rescan(d) < 0)
+		log_msg(LOG_ERROR, "webhook", "cannot rescan delivery lanes");
+	wake_senders(d);
 }
 
 /* --------------------------------------------------------------- sender */
@@ -1072,29 +1218,23 @@ out:
 /* Deletes the n claim rows whose deliveries are all recorded. */
 static int claims_delete(struct store_tx *tx, struct claim_row **rows, size_t n)
 {
-	struct buf ids;
-	size_t i;
+	int64_t *ids = malloc(n * sizeof *ids);
 	int rc = STORE_ERR;
 
-	buf_init(&ids, 0);
-	for (i = 0; i < n; i++)
-		if (buf_printf(&ids, "%c%" PRId64, i ? ',' : '[', rows[i]->id) < 0)
-			goto out;
-	if (buf_putc(&ids, ']') < 0)
-		goto out;
-	rc = store_exec(tx,
-			"DELETE FROM webhook_claims WHERE id IN (SELECT value FROM json_each($1))",
-			(struct store_val[]){sv_text(ids.data)}, 1);
-out:
-	buf_free(&ids);
+	if (!ids)
+		return rc;
+	for (size_t i = 0; i < n; i++)
+		ids[i] = rows[i]->id;
+	rc = store_exec_ids(tx, "DELETE FROM webhook_claims WHERE id IN " STORE_IDS_LIST, ids, n);
+	free(ids);
 	return rc < 0 ? rc : 0;
 }
 
 /* Writes the claim row of the n flights f inside the write transaction
  * and points them at it. Returns the row (malloc'ed) or NULL with *rc set
  * to a negative store status. */
-static struct claim_row *claim_write(struct store_tx *tx, struct flight **f, size_t n, int64_t now,
-				     int *rc)
+static struct claim_row *claim_write(struct engine *d, struct store_tx *tx, struct flight **f,
+				     size_t n, int64_t now, int *rc)
 {
 	struct claim_row *c = calloc(1, sizeof *c);
 	struct buf seqs;
@@ -1107,10 +1247,13 @@ static struct claim_row *claim_write(struct store_tx *tx, struct flight **f, siz
 	for (i = 0; i < n; i++)
 		if (buf_printf(&seqs, i ? ",%" PRId64 : "%" PRId64, f[i]->seq) < 0)
 			goto out;
-	*rc = store_query_int(tx,
-			      "INSERT INTO webhook_claims (seqs, created_at) VALUES ($1, $2)"
-			      " RETURNING id",
-			      (struct store_val[]){sv_text(seqs.data), sv_int(now)}, 2, &c->id);
+	*rc = store_query_int(
+		tx,
+		"INSERT INTO webhook_claims (seqs, created_at, node) VALUES ($1, $2, $3)"
+		" RETURNING id",
+		(struct store_val[]){sv_text(seqs.data), sv_int(now),
+				     sv_text(d->o.cluster ? cluster_node_id(d->o.cluster) : NULL)},
+		3, &c->id);
 	if (*rc != 1) {
 		*rc = *rc < 0 ? *rc : STORE_ERR;
 		goto out;
@@ -1219,6 +1362,7 @@ static int plan_claims(struct sender *sd, struct turn *t, int64_t now, double mo
 	size_t i, n, budget = in_flight < MAX_IN_FLIGHT ? MAX_IN_FLIGHT - in_flight : 0;
 	int64_t wait = POLL_IDLE_MS;
 	struct lane *l;
+	uint64_t held = cluster_held(d->o.cluster);
 	int want, tokens;
 
 	t->nclaims = 0;
@@ -1235,8 +1379,8 @@ static int plan_claims(struct sender *sd, struct turn *t, int64_t now, double mo
 	}
 	for (i = 0; i < n && budget > 0; i++) {
 		l = d->lanes[(sd->rr + i) % n];
-		if (l->owner != sd->index)
-			continue;
+		if (l->owner != sd->index || !(held >> (uint64_t)l->hash % CLUSTER_BUCKETS & 1))
+			continue; /* another sender's, or another node's */
 		if (l->due_ms > now) {
 			if (l->due_ms != NO_DUE && l->due_ms - now < wait)
 				wait = l->due_ms - now;
@@ -1327,7 +1471,7 @@ static int turn_write(struct engine *d, struct turn *t, struct turn_work *w, int
 	}
 	if (w->ndone_rows && (rc = claims_delete(tx, w->done_rows, w->ndone_rows)) < 0)
 		goto out;
-	if (w->nclaimed && !(row = claim_write(tx, w->claimed, w->nclaimed, now, &rc)))
+	if (w->nclaimed && !(row = claim_write(d, tx, w->claimed, w->nclaimed, now, &rc)))
 		goto out;
 	rc = store_commit(tx);
 	tx = NULL;
@@ -1383,8 +1527,10 @@ static void turn_committed(struct sender *sd, struct turn *t, struct turn_work *
 	pthread_mutex_unlock(&d->mu);
 	for (i = 0; i < t->nclaims; i++)
 		lane_consume(d, t->claims[i].lane, t->claims[i].want, mono);
-	for (i = 0; i < t->fin.n; i++)
+	for (i = 0; i < t->fin.n; i++) {
+		atomic_fetch_add(error_class(&t->fin.f[i]->req) ? &d->failed : &d->delivered, 1);
 		flight_free(t->fin.f[i]);
+	}
 	sd->in_flight -= t->fin.n;
 	t->fin.n = 0;
 }
@@ -1630,57 +1776,37 @@ static void abandon_flight(struct httpc_request *r)
 	flight_abandon(r->user);
 }
 
-/* Start-up: counts the outstanding deliveries named by claim rows a
- * previous process left (in flight when it stopped: they may reach their
- * receiver twice) and deletes the rows; those deliveries are still due.
- * Also gives rows made before lane_hash existed their hash. */
-static int recover_claims(struct store *st)
+/* Start-up: gives the deliveries made before lane_hash existed their hash. */
+static int fill_lane_hashes(struct store *st)
 {
 	struct store_tx *tx;
 	struct store_rows *r;
-	int64_t n = 0;
+	struct buf lanes;
 	int rc;
 
 	if ((rc = store_begin(st, 1, &tx)) != STORE_OK)
 		return rc;
-	rc = store_query_int(tx,
-			     "SELECT COUNT(*) FROM webhook_deliveries WHERE next_attempt_at IS NOT NULL"
-			     " AND seq IN (SELECT j.value FROM webhook_claims,"
-			     " json_each('[' || webhook_claims.seqs || ']') AS j)",
-			     NULL, 0, &n);
-	if (rc >= 0)
-		rc = store_exec(tx, "DELETE FROM webhook_claims", NULL, 0);
-	if (rc >= 0)
-		rc = store_query(tx,
-				 "SELECT DISTINCT lane FROM webhook_deliveries WHERE lane_hash = 0"
-				 " AND next_attempt_at IS NOT NULL",
-				 NULL, 0, &r);
+	rc = store_query(tx,
+			 "SELECT DISTINCT lane FROM webhook_deliveries WHERE lane_hash = 0"
+			 " AND next_attempt_at IS NOT NULL",
+			 NULL, 0, &r);
+	buf_init(&lanes, 0);
 	if (rc >= 0) {
-		struct buf lanes;
-
 		/* Collected first: a statement cannot run while r is open. */
-		buf_init(&lanes, 0);
 		while ((rc = store_next(r)) == 1)
 			if (buf_append(&lanes, store_text(r, 0), strlen(store_text(r, 0)) + 1) < 0)
 				rc = STORE_ERR;
 		store_rows_close(r);
-		for (size_t off = 0; rc >= 0 && off < lanes.len; off += strlen(lanes.data + off) + 1)
-			rc = store_exec(tx,
-					"UPDATE webhook_deliveries SET lane_hash = $1 WHERE lane = $2"
-					" AND lane_hash = 0",
-					(struct store_val[]){sv_int(engine_lane_hash(lanes.data + off)),
-							     sv_text(lanes.data + off)},
-					2);
-		buf_free(&lanes);
 	}
-	if ((rc = store_finish(tx, rc)) != STORE_OK)
-		return rc;
-	if (n > 0)
-		log_msg(LOG_WARN, "webhook_recovered",
-			"%" PRId64 " deliveries were in flight when the last process stopped; sending"
-			" them again (receivers may see them twice)",
-			n);
-	return 0;
+	for (size_t off = 0; rc >= 0 && off < lanes.len; off += strlen(lanes.data + off) + 1)
+		rc = store_exec(tx,
+				"UPDATE webhook_deliveries SET lane_hash = $1 WHERE lane = $2"
+				" AND lane_hash = 0",
+				(struct store_val[]){sv_int(engine_lane_hash(lanes.data + off)),
+						     sv_text(lanes.data + off)},
+				2);
+	buf_free(&lanes);
+	return store_finish(tx, rc);
 }
 
 static void lanes_free(struct engine *d)
@@ -1708,7 +1834,7 @@ static int engine_load(struct engine *d)
 	struct store_tx *tx;
 	int rc;
 
-	if (recover_claims(d->st) < 0 || lanes_rescan(d) < 0)
+	if (recover_claims(d->st) < 0 || fill_lane_hashes(d->st) < 0 || lanes_rescan(d) < 0)
 		return -1;
 	if ((rc = store_begin(d->st, 0, &tx)) != STORE_OK)
 		return -1;
@@ -1768,6 +1894,12 @@ static int threads_start(struct engine *d)
 		return -1;
 	d->fanout_started = 1;
 	pthread_setname_np(d->fanout_thr, "wh-fanout");
+	if (store_shared(d->st)) {
+		if (pthread_create(&d->watch_thr, NULL, watch_main, d) != 0)
+			return -1;
+		d->watch_started = 1;
+		pthread_setname_np(d->watch_thr, "wh-watch");
+	}
 	return 0;
 }
 
@@ -1789,6 +1921,10 @@ int engine_start(struct store *st, const struct engine_opts *o, struct engine **
 	pthread_cond_init(&d->cond, NULL);
 	if (engine_load(d) < 0 || senders_init(d) < 0 || threads_start(d) < 0)
 		goto fail;
+	if (o->cluster &&
+	    cluster_serve_lanes(o->cluster, &(struct cluster_hooks){bucket_busy, buckets_taken, d}) <
+		    0)
+		goto fail;
 	*out = d;
 	return 0;
 fail:
@@ -1809,8 +1945,12 @@ void engine_stop(struct engine *d, int drain_ms)
 	pthread_cond_broadcast(&d->cond);
 	pthread_mutex_unlock(&d->mu);
 	wake_senders(d);
+	store_kick(d->st, STORE_CH_OUTBOX);
+	store_kick(d->st, STORE_CH_DELIVERIES);
 	if (d->fanout_started)
 		pthread_join(d->fanout_thr, NULL);
+	if (d->watch_started)
+		pthread_join(d->watch_thr, NULL);
 	for (i = 0; i < d->nsenders; i++) {
 		struct sender *sd = &d->senders[i];
 		size_t k;
@@ -1978,7 +2118,8 @@ int engine_dead_letters_page(struct store *st, const char *portfolio_id,
 			     const char *subscription_id, int64_t before, int limit,
 			     struct store_tx **tx, struct store_rows **rows)
 {
-	return page_query(st, "state = 'dead_lettered' AND ($2 IS NULL OR subscription_id = $2)",
+	return page_query(st,
+			  "state = 'dead_lettered' AND subscription_id = COALESCE($2, subscription_id)",
 			  portfolio_id, subscription_id, before, limit, tx, rows);
 }
 
@@ -2096,7 +2237,8 @@ int engine_redeliver(struct engine *d, struct store *st, const char *portfolio_i
 		store_rollback(tx);
 		goto out;
 	}
-	if ((rc = store_commit(tx)) != STORE_OK)
+	/* The worker serving its lane may be another node. */
+	if ((rc = store_finish(tx, store_notify(tx, STORE_CH_DELIVERIES))) != STORE_OK)
 		goto out;
 	engine_notify(d, &touched);
 	rc = ENGINE_MINE;
@@ -2170,7 +2312,7 @@ int engine_ping(struct engine *d, struct store *st, const char *surface, const c
 		store_rollback(tx);
 		goto out;
 	}
-	if ((rc = store_commit(tx)) != STORE_OK)
+	if ((rc = store_finish(tx, store_notify(tx, STORE_CH_DELIVERIES))) != STORE_OK)
 		goto out;
 	engine_notify(d, &touched);
 	*out = json_pack("{s:s, s:s, s:O}", "event_id", evt, "subscription_id", subscription_id,

@@ -37,18 +37,25 @@ struct engine;
 #define ENGINE_LANE_CONCURRENCY 8
 #define ENGINE_MAX_SENDERS 16
 
+struct cluster;
+
 struct engine_opts {
 	int uncapped;                  /* --webhook-uncapped (benchmarks) */
 	int allow_private;             /* --allow-private-targets */
 	const unsigned char *seal_key; /* 32 bytes, opens the stored secrets */
 	int senders;                   /* sender threads (--webhook-senders), 1-16 */
+	struct cluster *cluster;       /* serves only the lanes whose lease it holds */
 };
+
+/* The attempts this process recorded since it started: delivered (2xx)
+ * and failed (anything else). 0 and 0 for NULL. */
+void engine_counts(struct engine *d, uint64_t *delivered, uint64_t *failed);
 
 /* The key of a lane in the due index (webhook_deliveries.lane_hash). */
 int64_t engine_lane_hash(const char *lane);
 
-/* Recovers claims left by a crash, then starts both threads. Returns 0 or
- * -1 (logged). */
+/* Recovers claims left by a crash, starts the threads and takes the lane
+ * leases of o->cluster. Returns 0 or -1 (logged). */
 int engine_start(struct store *st, const struct engine_opts *o, struct engine **out) WUR;
 
 /* Stops claiming, waits up to drain_ms for attempts in flight (recording

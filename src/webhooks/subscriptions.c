@@ -417,7 +417,7 @@ int subscriptions_load_enabled(struct store_tx *tx, const char *only, struct sub
 			 "SELECT s.id, s.portfolio_id, s.surface, s.url, s.mirror_url, s.events,"
 			 " s.created_at, p.plan FROM webhook_subscriptions s JOIN portfolios p"
 			 " ON p.id = s.portfolio_id WHERE s.status = 'enabled'"
-			 " AND ($1 IS NULL OR s.id = $1)",
+			 " AND s.id = COALESCE($1, s.id)",
 			 (struct store_val[]){sv_text(only)}, 1, &r);
 	if (rc != STORE_OK)
 		return rc;

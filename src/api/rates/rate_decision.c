@@ -8,6 +8,7 @@
 
 #include "api/ctx.h"
 #include "api/respond.h"
+#include "cluster/cluster.h"
 #include "core/clock.h"
 #include "core/currency.h"
 #include "core/log.h"
@@ -81,7 +82,12 @@ static int reaches(void *arg, const char *property_id)
 
 static struct decision_who who_of(struct ctx *c)
 {
-	return (struct decision_who){c->p.portfolio_id, c->p.user_id, c->p.client_id, reaches, c};
+	return (struct decision_who){c->p.portfolio_id,
+				     c->p.user_id,
+				     c->p.client_id,
+				     reaches,
+				     c,
+				     c->svc->cluster ? cluster_node_id(c->svc->cluster) : NULL};
 }
 
 static void respond_decision(struct ctx *c, int status, json_t *d)

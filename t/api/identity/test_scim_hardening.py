@@ -24,13 +24,13 @@ malformed ones.
 import itertools
 import json
 import os
-import sqlite3
 import sys
 import threading
 import time
 import uuid
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "lib"))
+import backend  # noqa: E402
 import harness  # noqa: E402
 from harness import (SCIM_CT, SCIM_ENTERPRISE_URN, SCIM_GROUP_URN,  # noqa: E402
                      SCIM_PATCH_URN, SCIM_USER_URN,
@@ -71,6 +71,18 @@ def has_password(resource):
             return True
     return False
 
+
+
+def stored_row(srv, user_id):
+    """The user's SCIM document as the database holds it."""
+    return json.loads(srv.db.value("SELECT scim FROM users WHERE id = %s" % backend.quote(user_id)))
+
+
+def store_row(tc, srv, user_id, doc):
+    """Writes the user's row directly, as an older revopsd would have."""
+    p = srv.db.run("UPDATE users SET scim = %s WHERE id = %s" % (
+        backend.quote(json.dumps(doc)), backend.quote(user_id)))
+    tc.assertEqual(p.returncode, 0, p)
 
 class ScimPasswordTest(harness.ScimCase):
     def create_user(self, **attrs):
@@ -196,16 +208,10 @@ class ScimPasswordTest(harness.ScimCase):
         # A row written by an older revopsd, whose PATCH stored passwords:
         # put one into the database directly, as that version would have.
         user, _ = self.create_user()
-        db = sqlite3.connect(os.path.join(self.srv.data_dir, "revops.db"), timeout=30)
-        try:
-            (doc,) = db.execute("SELECT scim FROM users WHERE id = ?", (user["id"],)).fetchone()
-            doc = json.loads(doc)
-            doc["password"] = SECRET
-            doc[SCIM_USER_URN] = {"password": SECRET}
-            with db:
-                db.execute("UPDATE users SET scim = ? WHERE id = ?", (json.dumps(doc), user["id"]))
-        finally:
-            db.close()
+        doc = stored_row(self.srv, user["id"])
+        doc["password"] = SECRET
+        doc[SCIM_USER_URN] = {"password": SECRET}
+        store_row(self, self.srv, user["id"], doc)
         self.assert_stored_without_password(user["id"], "legacy row")
         r = self.scim("GET", "/Users", query={"count": "200"})
         self.assert_no_password(r, "legacy row, full list")
@@ -213,12 +219,7 @@ class ScimPasswordTest(harness.ScimCase):
         r = self.scim("PATCH", "/Users/" + user["id"],
                       scim_patch_body({"op": "replace", "path": "title", "value": "x"}))
         self.assertEqual(r.status, 204, r)
-        db = sqlite3.connect(os.path.join(self.srv.data_dir, "revops.db"), timeout=30)
-        try:
-            (doc,) = db.execute("SELECT scim FROM users WHERE id = ?", (user["id"],)).fetchone()
-        finally:
-            db.close()
-        self.assertNotIn(SECRET, doc)
+        self.assertNotIn(SECRET, json.dumps(stored_row(self.srv, user["id"])))
 
 
 class ScimLargeGroupTest(harness.ScimCase):
@@ -607,16 +608,10 @@ class ScimTypesTest(harness.ScimCase):
         # An older revopsd stored wrong types as sent; put some into the row
         # as it would have. The IdP must still be able to deactivate the user.
         user = self.create_user(emails=[{"value": "a@example.com"}])
-        db = sqlite3.connect(os.path.join(self.srv.data_dir, "revops.db"), timeout=30)
-        try:
-            (doc,) = db.execute("SELECT scim FROM users WHERE id = ?", (user["id"],)).fetchone()
-            doc = json.loads(doc)
-            doc["nickName"] = 42
-            doc["emails"] = [{"value": 7}]
-            with db:
-                db.execute("UPDATE users SET scim = ? WHERE id = ?", (json.dumps(doc), user["id"]))
-        finally:
-            db.close()
+        doc = stored_row(self.srv, user["id"])
+        doc["nickName"] = 42
+        doc["emails"] = [{"value": 7}]
+        store_row(self, self.srv, user["id"], doc)
         r = self.scim("PATCH", "/Users/" + user["id"],
                       scim_patch_body({"op": "replace", "path": "active", "value": False}))
         self.assertEqual(r.status, 204, r)

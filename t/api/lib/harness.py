@@ -6,6 +6,8 @@ free loopback port.  Suites talk to it only over HTTP (`request`, `client`,
 
 Binaries come from $REVOPS_BIN_DIR (default: build/ of this repository).  Set
 REVOPS_KEEP_DATA=1 to keep data directories (and their logs) after a run.
+The database is SQLite in the data directory, or a PostgreSQL database of
+the server's own with REVOPS_TEST_BACKEND=postgres (backend.py).
 """
 
 import base64
@@ -25,6 +27,8 @@ import tempfile
 import time
 import unittest
 import urllib.parse
+
+import backend
 
 # The repository this file belongs to (t/api/lib/harness.py), wherever it
 # is checked out: the suites find docs/, scripts/, tools/ and t/js/ from it.
@@ -396,10 +400,14 @@ class Server:
 
     _seq = 0
 
-    def __init__(self, extra_args=(), start=True, data_dir=None):
+    def __init__(self, extra_args=(), start=True, data_dir=None, db=None):
+        """db: another Server's database, to run a second node on (the
+        caller keeps the first Server until this one is done)."""
         self.extra_args = list(extra_args)
         self.own_dir = data_dir is None
         self.data_dir = data_dir or tempfile.mkdtemp(prefix="revops-api-")
+        self.own_db = db is None
+        self.db = db or backend.Database(self.data_dir)
         self.proc = None
         self.port = None
         self.log_path = None
@@ -427,7 +435,7 @@ class Server:
         self.log_path = os.path.join(self.data_dir, "revopsd-%d.log" % self.starts)
         self.log_file = open(self.log_path, "wb")
         argv = [REVOPSD, "--listen", "127.0.0.1:0", "--data-dir", self.data_dir,
-                "--log-format", "json"] + self.extra_args
+                "--log-format", "json"] + self.db.args() + self.extra_args
         self.proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL,
                                      stdout=subprocess.DEVNULL, stderr=self.log_file,
                                      env=_child_env())
@@ -509,7 +517,11 @@ class Server:
             self.proc.wait()
         self.proc = None
         self._close_log()
-        if self.own_dir and not os.environ.get("REVOPS_KEEP_DATA"):
+        if os.environ.get("REVOPS_KEEP_DATA"):
+            return
+        if self.own_db:
+            self.db.drop()  # the Server's own, whoever owns the directory
+        if self.own_dir:
             shutil.rmtree(self.data_dir, ignore_errors=True)
 
     def close(self):
@@ -598,7 +610,8 @@ class Server:
     # revopsctl -------------------------------------------------------------
 
     def ctl_raw(self, *args):
-        return subprocess.run([REVOPSCTL, "--data-dir", self.data_dir] + [str(a) for a in args],
+        return subprocess.run([REVOPSCTL, "--data-dir", self.data_dir] + self.db.args()
+                              + [str(a) for a in args],
                               stdin=subprocess.DEVNULL, capture_output=True,
                               timeout=CTL_TIMEOUT, env=_child_env())
 

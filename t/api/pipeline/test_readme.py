@@ -169,6 +169,9 @@ class ReadmeWalkthroughTest(unittest.TestCase):
                                         what="var/demo-credentials.json")
         env = {k: v for k, v in os.environ.items()
                if not k.startswith("REVOPS_") and not k.lower().endswith("_proxy")}
+        # On PostgreSQL, the README's commands reach the server's database
+        # the way an operator's would: REVOPS_DATABASE, read by both programs.
+        env.update(dict(zip(["REVOPS_DATABASE"], self.srv.db.args()[1:])))
         self.sh = Shell(self.root, env)
 
     def tearDown(self):

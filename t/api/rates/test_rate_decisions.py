@@ -891,10 +891,6 @@ class AuditTrailTest(Base):
         cls.created = r.body["data"]
         cls.id = cls.created["id"]
 
-    def sqlite(self, db, *sql):
-        return subprocess.run(["sqlite3", "-bail", "-cmd", ".timeout 5000", db] + list(sql),
-                              stdin=subprocess.DEVNULL, capture_output=True, timeout=30)
-
     def test_publish_trail(self):
         trail = self.trail(self.id)
         self.assertEqual(set(trail), {"decision_id", "entries", "head_hash", "chain_valid"})
@@ -927,16 +923,15 @@ class AuditTrailTest(Base):
         self.assertEqual(again, trail)
 
     def test_database_refuses_to_change_the_trail(self):
-        db = os.path.join(self.srv.data_dir, "revops.db")
         trail = self.trail(self.id)
         for sql in ("UPDATE audit_entries SET actor = 'x' WHERE decision_id = '%s'" % self.id,
                     "UPDATE audit_entries SET actor = 'x'",
                     "DELETE FROM audit_entries WHERE decision_id = '%s'" % self.id,
                     "DELETE FROM audit_entries"):
             with self.subTest(sql):
-                p = self.sqlite(db, sql)
-                self.assertNotEqual(p.returncode, 0, "sqlite3 accepted: %s" % sql)
-                self.assertIn(b"audit entries are immutable", p.stderr + p.stdout, p)
+                p = self.srv.db.run(sql)
+                self.assertNotEqual(p.returncode, 0, "the database accepted: %s" % sql)
+                self.assertIn("audit entries are immutable", p.stderr + p.stdout, p)
         self.assertEqual(self.trail(self.id), trail, "the trail changed")
         p = self.srv.ctl_raw("audit", "verify", self.id)
         self.assertEqual(p.returncode, 0, p)
@@ -946,30 +941,25 @@ class AuditTrailTest(Base):
 
     def test_offline_verify_detects_an_edit(self):
         tmp = tempfile.mkdtemp(prefix="revops-tamper-")
+        copy = None
         try:
-            copy = os.path.join(tmp, "copy.db")
-            db = os.path.join(self.srv.data_dir, "revops.db")
-            p = self.sqlite(db, ".backup '%s'" % copy)
-            self.assertEqual(p.returncode, 0, p)
+            copy = self.srv.db.copy(tmp)
             # untouched copy verifies
-            p = self.srv.ctl_raw("--database", "sqlite:" + copy, "audit", "verify", self.id)
+            p = self.srv.ctl_raw("--database", copy.url, "audit", "verify", self.id)
             self.assertEqual(p.returncode, 0, p)
             self.assertIs(json.loads(p.stdout.decode()).get("chain_valid"), True)
             # drop the triggers in the copy, then edit one entry
-            p = self.sqlite(copy, "SELECT name FROM sqlite_master WHERE type = 'trigger'"
-                                  " AND tbl_name = 'audit_entries'")
+            self.assertTrue(copy.drop_triggers("audit_entries"),
+                            "no triggers guard audit_entries")
+            p = copy.run("UPDATE audit_entries SET actor = 'mallory' WHERE decision_id = '%s'"
+                         " AND seq = 1" % self.id)
             self.assertEqual(p.returncode, 0, p)
-            triggers = p.stdout.decode().split()
-            self.assertTrue(triggers, "no triggers guard audit_entries")
-            sql = "".join("DROP TRIGGER %s;" % t for t in triggers)
-            sql += ("UPDATE audit_entries SET actor = 'mallory' WHERE decision_id = '%s'"
-                    " AND seq = 1;" % self.id)
-            p = self.sqlite(copy, sql)
-            self.assertEqual(p.returncode, 0, p)
-            p = self.srv.ctl_raw("--database", "sqlite:" + copy, "audit", "verify", self.id)
+            p = self.srv.ctl_raw("--database", copy.url, "audit", "verify", self.id)
             self.assertEqual(p.returncode, 3, p)
             self.assertIs(json.loads(p.stdout.decode()).get("chain_valid"), False, p)
         finally:
+            if copy:
+                copy.drop()
             shutil.rmtree(tmp, ignore_errors=True)
         # the live trail is still valid
         assert_audit_chain(self, self.trail(self.id))

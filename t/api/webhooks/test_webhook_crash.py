@@ -21,7 +21,6 @@ import os
 import re
 import shutil
 import signal
-import sqlite3
 import sys
 import tempfile
 import time
@@ -268,26 +267,29 @@ class WebhookCrashTest(unittest.TestCase):
 
         # Back to the 005 schema, with one delivery leased as a process killed
         # mid-attempt left it.
-        db = sqlite3.connect(os.path.join(srv.data_dir, "revops.db"))
-        leased = db.execute("SELECT id FROM webhook_deliveries ORDER BY seq LIMIT 1").fetchone()[0]
+        # The same statements on both backends.
+        leased = srv.db.value("SELECT id FROM webhook_deliveries ORDER BY seq LIMIT 1")
         lease_end = int(time.time() * 1000) + 60000
-        db.executescript("""
+        p = srv.db.run("""
             DROP INDEX webhook_deliveries_due;
             ALTER TABLE webhook_deliveries DROP COLUMN lane_hash;
-            ALTER TABLE webhook_deliveries ADD COLUMN leased_until INTEGER;
+            ALTER TABLE webhook_deliveries ADD COLUMN leased_until BIGINT;
             CREATE INDEX webhook_deliveries_due ON webhook_deliveries (lane, next_attempt_at)
               WHERE next_attempt_at IS NOT NULL;
             DROP TABLE webhook_claims;
             ALTER TABLE webhook_deliveries DROP COLUMN traceparent;
             ALTER TABLE events DROP COLUMN traceparent;
+            DROP TABLE nodes;
+            DROP TABLE work_leases;
+            DROP TABLE ratelimit_grants;
+            DROP INDEX rate_decisions_pending;
+            ALTER TABLE rate_decisions DROP COLUMN node;
             DELETE FROM schema_migrations WHERE version >= 6;
-        """)
-        db.execute("UPDATE webhook_deliveries SET state = 'pending', attempt_count = 0,"
-                   " delivered_at = NULL, leased_until = ?, next_attempt_at = ? WHERE id = ?",
-                   (lease_end, lease_end, leased))
-        db.execute("DELETE FROM webhook_attempts WHERE delivery_id = ?", (leased,))
-        db.commit()
-        db.close()
+            UPDATE webhook_deliveries SET state = 'pending', attempt_count = 0,
+              delivered_at = NULL, leased_until = %d, next_attempt_at = %d WHERE id = '%s';
+            DELETE FROM webhook_attempts WHERE delivery_id = '%s';
+        """ % (lease_end, lease_end, leased, leased))
+        self.assertEqual(p.returncode, 0, p)
 
         srv.start()
         recovered = harness.wait_until(lambda: srv._find_event("webhook_recovered"), 10.0,

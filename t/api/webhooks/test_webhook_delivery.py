@@ -501,7 +501,7 @@ class DeliveryFormatTest(DeliveryCase):
         # at once; a bad line stops with an error and keeps earlier batches.
         seed = self.seed("group", 1)
         before = len(ctl_events(self.srv, seed.id))
-        cmd = [harness.REVOPSCTL, "--data-dir", self.srv.data_dir, "event", "emit",
+        cmd = [harness.REVOPSCTL, "--data-dir", self.srv.data_dir] + self.srv.db.args() + ["event", "emit",
                "--portfolio", seed.id, "--type", "guest.thread.escalated", "--count", "-"]
         p = subprocess.Popen(cmd, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
                              stderr=subprocess.PIPE, text=True, env=harness._child_env())

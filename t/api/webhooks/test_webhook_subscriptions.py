@@ -64,13 +64,7 @@ class WebhookSubscriptionsTest(harness.ServerCase):
         self.assertRegex(rot.body["data"]["signing_secret"], SECRET_RE)
         self.assertNotEqual(rot.body["data"]["signing_secret"], secret)
         # sealed at rest: neither secret is in the database file
-        with open(os.path.join(self.srv.data_dir, "revops.db"), "rb") as f:
-            db = f.read()
-        for wal in ("revops.db-wal",):
-            p = os.path.join(self.srv.data_dir, wal)
-            if os.path.exists(p):
-                with open(p, "rb") as f:
-                    db += f.read()
+        db = self.srv.db.contents()
         for s in (secret, rot.body["data"]["signing_secret"]):
             self.assertNotIn(s.encode(), db)
             self.assertNotIn(s[6:].encode(), db)
@@ -91,12 +85,7 @@ class WebhookSubscriptionsTest(harness.ServerCase):
         self.assertEqual(again.headers.get("Idempotent-Replayed"), "true")
         self.assertEqual(again.body["data"]["id"], first.body["data"]["id"])
         secret = first.body["data"]["signing_secret"]
-        blob = b""
-        for name in ("revops.db", "revops.db-wal"):
-            path = os.path.join(self.srv.data_dir, name)
-            if os.path.exists(path):
-                with open(path, "rb") as f:
-                    blob += f.read()
+        blob = self.srv.db.contents()
         self.assertNotIn(secret[6:].encode(), blob)
 
     def test_list_get_delete(self):

@@ -790,12 +790,19 @@ static void test_webhook_deliveries_rebuild(void **state)
 	assert_int_equal(store_begin(f->st, 1, &tx), STORE_OK);
 	assert_int_equal(store_exec(tx, "DELETE FROM webhook_deliveries WHERE id = 'dlv_3'", NULL, 0),
 			 1);
-	/* Back to the schema 006 left: without 008's columns too. */
+	/* Back to the schema 006 left: without 008's columns and 009's
+	 * tables too. */
 	assert_true(store_exec(tx, "ALTER TABLE webhook_deliveries DROP COLUMN traceparent", NULL,
 			       0) >= 0);
 	assert_true(store_exec(tx, "ALTER TABLE events DROP COLUMN traceparent", NULL, 0) >= 0);
+	assert_true(store_exec(tx, "DROP TABLE nodes", NULL, 0) >= 0);
+	assert_true(store_exec(tx, "DROP TABLE work_leases", NULL, 0) >= 0);
+	assert_true(store_exec(tx, "DROP TABLE ratelimit_grants", NULL, 0) >= 0);
+	assert_true(store_exec(tx, "DROP INDEX rate_decisions_pending", NULL, 0) >= 0);
+	assert_true(store_exec(tx, "ALTER TABLE rate_decisions DROP COLUMN node", NULL, 0) >= 0);
+	assert_true(store_exec(tx, "ALTER TABLE webhook_claims DROP COLUMN node", NULL, 0) >= 0);
 	assert_int_equal(store_exec(tx, "DELETE FROM schema_migrations WHERE version >= 7", NULL, 0),
-			 2);
+			 3);
 	assert_int_equal(store_commit(tx), STORE_OK);
 	assert_int_equal(store_begin(f->st, 0, &tx), STORE_OK);
 	assert_int_equal(store_query(tx, indexes, NULL, 0, &r), STORE_OK);
@@ -1041,6 +1048,62 @@ static void test_pg_pool_contention(void **state)
 	assert_int_equal(count(f->st, "SELECT COUNT(*) FROM t"), CONTENDERS * TURNS_EACH / 2);
 }
 
+/* Notifies ch in a write transaction that commits (1) or rolls back. */
+static void notify_in_tx(struct store *st, enum store_channel ch, int commit)
+{
+	struct store_tx *tx;
+
+	assert_int_equal(store_begin(st, 1, &tx), STORE_OK);
+	assert_int_equal(store_notify(tx, ch), STORE_OK);
+	if (commit)
+		assert_int_equal(store_commit(tx), STORE_OK);
+	else
+		store_rollback(tx);
+}
+
+/* Starts st's listening (PostgreSQL) and waits until it is connected: it
+ * raises every channel once then, since it may have missed some. Returns
+ * the count of ch after. */
+static uint64_t listening(struct store *st, enum store_channel ch)
+{
+	uint64_t seen = store_notified(st, ch);
+
+	if (!pg_url)
+		return seen;
+	assert_true(store_wait(st, ch, seen, 5000) > seen);
+	return store_notified(st, ch);
+}
+
+/* A notification reaches the waiters on its channel when its transaction
+ * commits, and never when it rolls back; on PostgreSQL it reaches another
+ * store on the database (another node) too. */
+static void test_notify(void **state)
+{
+	struct fixture *f = *state;
+	struct store *other = NULL;
+	uint64_t seen, seen_other = 0, deliveries;
+
+	assert_int_equal(store_shared(f->st), pg_url != NULL);
+	if (pg_url) {
+		assert_int_equal(store_open(f->url, 1, &other), 0);
+		seen_other = listening(other, STORE_CH_OUTBOX);
+	}
+	seen = listening(f->st, STORE_CH_OUTBOX);
+	deliveries = store_notified(f->st, STORE_CH_DELIVERIES);
+	notify_in_tx(f->st, STORE_CH_OUTBOX, 0);
+	assert_true(store_wait(f->st, STORE_CH_OUTBOX, seen, 300) == seen);
+	notify_in_tx(f->st, STORE_CH_OUTBOX, 1);
+	assert_true(store_wait(f->st, STORE_CH_OUTBOX, seen, 5000) > seen);
+	if (other)
+		assert_true(store_wait(other, STORE_CH_OUTBOX, seen_other, 5000) > seen_other);
+	assert_true(store_notified(f->st, STORE_CH_DELIVERIES) == deliveries);
+	/* a kick wakes this process's waiters only */
+	seen = store_notified(f->st, STORE_CH_DELIVERIES);
+	store_kick(f->st, STORE_CH_DELIVERIES);
+	assert_true(store_wait(f->st, STORE_CH_DELIVERIES, seen, 0) > seen);
+	store_close(other);
+}
+
 /* Two processes open the same fresh database at the same moment: both
  * succeed and every migration is applied once. */
 static void test_pg_migrations_race(void **state)
@@ -1127,6 +1190,7 @@ int main(void)
 		BOTH(test_too_many_params),
 		BOTH(test_statement_cache_churn),
 		BOTH(test_two_writers),
+		BOTH(test_notify),
 		/* SQLite only */
 		BOTH(test_bad_urls),
 		BOTH(test_creates_data_dir),
@@ -1151,6 +1215,7 @@ int main(void)
 		BOTH(test_too_many_params),
 		BOTH(test_statement_cache_churn),
 		BOTH(test_two_writers),
+		BOTH(test_notify),
 		/* PostgreSQL only */
 		BOTH(test_pg_write_tx_locks_at_once),
 		BOTH(test_pg_error_mapping),
