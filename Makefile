@@ -6,7 +6,7 @@ PORT     ?= 8080
 FUZZ_SECONDS ?= 10
 FUZZ_BUILD   ?= build-fuzz
 
-.PHONY: all deps build run test npm-tools bench fuzz clean
+.PHONY: all deps build run test npm-tools bench bench-nodes fuzz clean
 
 all: build
 
@@ -31,6 +31,11 @@ test: build npm-tools
 bench: build
 	@scripts/install-deps.sh --bench
 	@bench/run.sh
+
+# PostgreSQL against SQLite, and one node against two (docs/BENCHMARKS.md).
+bench-nodes: build
+	@scripts/install-deps.sh --bench
+	@python3 bench/nodes.py
 
 # Every libFuzzer driver for FUZZ_SECONDS each, on a clang build with the
 # whole library instrumented (docs/fuzzing.md); fails on a crash, leak or

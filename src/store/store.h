@@ -84,6 +84,13 @@ int store_commit(struct store_tx *tx) WUR;
 /* Rolls back and releases the connection. NULL is ignored. */
 void store_rollback(struct store_tx *tx);
 
+/* A statement that fails (any negative status, also from store_next)
+ * leaves its transaction able only to roll back, on every backend: a
+ * later statement returns STORE_ERR without running, and store_commit
+ * rolls back and returns STORE_ERR. (PostgreSQL aborts the transaction
+ * there; undoing one statement alone would need a savepoint per
+ * statement, a subtransaction that doubled the cost of every write.) */
+
 /* Runs a statement that returns no rows. Returns the number of rows changed
  * (>= 0) or a negative enum store_status. */
 int store_exec(struct store_tx *tx, const char *sql, const struct store_val *params, int nparams) WUR;

@@ -12,12 +12,12 @@
  *    statement of a writer sees every commit before its own;
  *  - write = 0 is BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY: one
  *    snapshot, taken at the first statement, like SQLite's deferred BEGIN;
- *  - every statement runs after a savepoint, so a refused statement
- *    (STORE_CONSTRAINT, a syntax error) is undone alone and the
- *    transaction goes on, as on SQLite (PostgreSQL would otherwise abort
- *    the whole transaction). The savepoint travels with the statement in
- *    one round trip (libpq's pipeline mode; a statement's first run, which
- *    prepares it, takes one more).
+ *  - BEGIN (and the lock) travel with the transaction's first statement,
+ *    and a statement new to the connection with its Parse, in one round
+ *    trip (libpq's pipeline mode): a one-statement read is two round
+ *    trips with its ROLLBACK, and a transaction with no statement none;
+ *  - a failed statement leaves the transaction able only to roll back
+ *    (store.h), as PostgreSQL does.
  * statement_timeout and lock_timeout are 10 s, SQLite's busy timeout.
  *
  * Errors map by SQLSTATE: class 23 (unique, check, foreign key, not null,
@@ -60,14 +60,14 @@ struct pg_stmt {
 	uint64_t hash;
 	char name[16]; /* the server-side prepared statement */
 	int nslots;    /* the highest $N in sql */
-	int fresh;     /* just prepared, after its savepoint: run it without another */
 };
 
 struct pg_conn {
 	PGconn *pg;
 	struct pg_stmt cache[STMT_CACHE];
 	unsigned next_name;
-	int broken; /* the connection was lost: reconnect before use */
+	int broken;  /* the connection was lost: reconnect before use */
+	int pending; /* a reader's ROLLBACK was sent; its answer is still to read */
 };
 
 struct pg_store {
@@ -86,7 +86,9 @@ struct pg_tx {
 	struct store_tx base; /* first */
 	struct pg_store *st;
 	struct pg_conn *c;
-	int sp_open; /* the per-statement savepoint exists */
+	int write;
+	int begun;  /* BEGIN was sent (with the first statement) */
+	int failed; /* a statement failed: only ROLLBACK is left */
 };
 
 struct pg_rows {
@@ -163,6 +165,7 @@ static int conn_connect(struct pg_conn *c, const char *url)
 	cache_clear(c);
 	if (c->pg)
 		PQfinish(c->pg);
+	c->pending = 0;
 	c->pg = PQconnectdb(url);
 	if (!c->pg || PQstatus(c->pg) != CONNECTION_OK) {
 		log_pg(LOG_ERROR, "store_open", c->pg ? PQerrorMessage(c->pg) : "out of memory",
@@ -217,40 +220,6 @@ static int max_placeholder(const char *sql)
 	return max;
 }
 
-/* Prepares sql on c into slot cs, its parameter types taken from the
- * first call's values (integers int8, blobs bytea, the rest inferred by
- * the server). Returns STORE_OK or a store status. */
-static int prepare(struct pg_conn *c, struct pg_stmt *cs, const char *sql, uint64_t h,
-		   const struct store_val *params, int nparams)
-{
-	Oid types[MAX_PARAMS];
-	int nslots = max_placeholder(sql), i, rc = STORE_OK;
-	PGresult *res;
-
-	if (nslots > MAX_PARAMS) {
-		log_msg(LOG_ERROR, "store_error", "too many parameters in: %.120s", sql);
-		return STORE_ERR;
-	}
-	for (i = 0; i < nslots; i++)
-		types[i] = i >= nparams                   ? 0
-			   : params[i].kind == STORE_INT  ? OID_INT8
-			   : params[i].kind == STORE_BLOB ? OID_BYTEA
-							  : 0;
-	snprintf(cs->name, sizeof cs->name, "r%u", c->next_name++);
-	res = PQprepare(c->pg, cs->name, sql, nslots, types);
-	if (!res || PQresultStatus(res) != PGRES_COMMAND_OK)
-		rc = map_error(c, res, sql);
-	PQclear(res);
-	if (rc != STORE_OK)
-		return rc;
-	cs->sql = strdup(sql);
-	if (!cs->sql)
-		return STORE_ERR;
-	cs->hash = h;
-	cs->nslots = nslots;
-	return STORE_OK;
-}
-
 /* The statement for sql prepared on c before, or NULL. */
 static struct pg_stmt *find_stmt(struct pg_conn *c, const char *sql, uint64_t h)
 {
@@ -264,20 +233,17 @@ static struct pg_stmt *find_stmt(struct pg_conn *c, const char *sql, uint64_t h)
 	return NULL;
 }
 
-/* The prepared statement for sql on c: the cached one, else prepared now
- * (and marked fresh) in one of STMT_PROBES slots from its hash's (an empty
- * one, else the first, whose statement is deallocated). */
-static int get_stmt(struct pg_conn *c, const char *sql, const struct store_val *params, int nparams,
-		    struct pg_stmt **out)
+/* A slot for sql, new to c: an empty one of the STMT_PROBES from its
+ * hash's, else the first, whose statement is deallocated. Names it and
+ * counts its placeholders; the slot stays empty (sql NULL) until the
+ * server has prepared it. Returns STORE_OK or a store status. */
+static int claim_slot(struct pg_conn *c, const char *sql, uint64_t h, struct pg_stmt **out)
 {
-	uint64_t h = sql_hash(sql);
 	struct pg_stmt *cs, *spare = NULL;
 	char dealloc[32];
-	int i, rc;
+	int rc;
 
-	if ((*out = find_stmt(c, sql, h)))
-		return STORE_OK;
-	for (i = 0; i < STMT_PROBES; i++) {
+	for (int i = 0; i < STMT_PROBES; i++) {
 		cs = &c->cache[(h + (uint64_t)i) % STMT_CACHE];
 		if (!spare || (spare->sql && !cs->sql))
 			spare = cs;
@@ -289,29 +255,41 @@ static int get_stmt(struct pg_conn *c, const char *sql, const struct store_val *
 		if ((rc = simple(c, dealloc)) != STORE_OK)
 			return rc;
 	}
-	rc = prepare(c, spare, sql, h, params, nparams);
-	spare->fresh = rc == STORE_OK;
-	*out = spare;
-	return rc;
-}
-
-/* Opens the savepoint the next statement runs after (releasing the
- * previous statement's). */
-static int savepoint(struct pg_tx *tx)
-{
-	int rc = simple(tx->c, tx->sp_open ? "RELEASE SAVEPOINT s; SAVEPOINT s" : "SAVEPOINT s");
-
-	if (rc == STORE_OK)
-		tx->sp_open = 1;
-	return rc;
-}
-
-/* Undoes the statement that failed with rc, so the transaction goes on. */
-static int undo_statement(struct pg_tx *tx, int rc)
-{
-	if (!tx->c->broken && simple(tx->c, "ROLLBACK TO SAVEPOINT s") != STORE_OK)
+	spare->nslots = max_placeholder(sql);
+	if (spare->nslots > MAX_PARAMS) {
+		log_msg(LOG_ERROR, "store_error", "too many parameters in: %.120s", sql);
 		return STORE_ERR;
-	return rc;
+	}
+	snprintf(spare->name, sizeof spare->name, "r%u", c->next_name++);
+	spare->hash = h;
+	*out = spare;
+	return STORE_OK;
+}
+
+/* One statement's wire form: parameter values as text (integers in
+ * decimal) or binary (blobs), and, for its Parse, their types (integers
+ * int8, blobs bytea, the rest inferred by the server). */
+struct wire {
+	const char *values[MAX_PARAMS];
+	int lengths[MAX_PARAMS], formats[MAX_PARAMS];
+	Oid types[MAX_PARAMS];
+	char ints[MAX_PARAMS][24];
+};
+
+static void wire_fill(struct wire *w, const struct store_val *params, int nslots)
+{
+	for (int i = 0; i < nslots; i++) {
+		w->formats[i] = params[i].kind == STORE_BLOB;
+		w->lengths[i] = (int)params[i].n;
+		w->values[i] = params[i].kind == STORE_NULL ? NULL : params[i].s;
+		w->types[i] = params[i].kind == STORE_INT    ? OID_INT8
+			      : params[i].kind == STORE_BLOB ? OID_BYTEA
+							     : 0;
+		if (params[i].kind == STORE_INT) {
+			snprintf(w->ints[i], sizeof w->ints[i], "%lld", (long long)params[i].i);
+			w->values[i] = w->ints[i];
+		}
+	}
 }
 
 /* The result of the next command of a pipeline, having consumed the NULL
@@ -326,100 +304,107 @@ static PGresult *next_result(PGconn *pg)
 	return res;
 }
 
-/* Runs the prepared statement cs after the per-statement savepoint in one
- * round trip (libpq's pipeline mode): RELEASE the previous savepoint,
- * SAVEPOINT, execute, sync. Returns the statement's result (NULL when the
- * connection failed; PGRES_PIPELINE_ABORTED when the savepoint did). */
-static PGresult *exec_pipelined(struct pg_tx *tx, const struct pg_stmt *cs,
-				const char *const *values, const int *lengths, const int *formats)
+/* What a statement's round trip sends before the execution. */
+static const char *const begin_read = "BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY";
+static const char *const write_lock = "SELECT pg_advisory_xact_lock(" WRITE_LOCK_KEY ")";
+
+/* Sends the statement cs (sql) in one round trip, in libpq's pipeline
+ * mode: the transaction's BEGIN (and a writer's lock) when it is the
+ * first, its Parse when new to the connection, the execution, a sync.
+ * Returns the execution's result (NULL when the connection failed), with
+ * *early the store status of a failure before it (its result is then
+ * PGRES_PIPELINE_ABORTED) and *parsed 1 when the Parse succeeded. */
+static PGresult *round_trip(struct pg_tx *tx, const struct pg_stmt *cs, const char *sql, int parse,
+			    const struct wire *w, int *early, int *parsed)
 {
 	PGconn *pg = tx->c->pg;
+	const char *pre[3];
 	PGresult *res = NULL, *r;
-	int ok, nsp = 0, sp_ok = 1;
+	int npre = 0, ok, i;
 
+	*early = STORE_OK;
+	*parsed = 0;
+	if (!tx->begun) {
+		pre[npre++] = tx->write ? "BEGIN" : begin_read;
+		if (tx->write)
+			pre[npre++] = write_lock;
+	}
 	ok = PQenterPipelineMode(pg);
-	if (ok && tx->sp_open &&
-	    (ok = PQsendQueryParams(pg, "RELEASE SAVEPOINT s", 0, NULL, NULL, NULL, NULL, 0)))
-		nsp++;
-	if (ok && (ok = PQsendQueryParams(pg, "SAVEPOINT s", 0, NULL, NULL, NULL, NULL, 0)))
-		nsp++;
-	ok = ok && PQsendQueryPrepared(pg, cs->name, cs->nslots, values, lengths, formats, 0) &&
+	for (i = 0; ok && i < npre; i++)
+		ok = PQsendQueryParams(pg, pre[i], 0, NULL, NULL, NULL, NULL, 0);
+	ok = ok && (!parse || PQsendPrepare(pg, cs->name, sql, cs->nslots, w->types)) &&
+	     PQsendQueryPrepared(pg, cs->name, cs->nslots, w->values, w->lengths, w->formats, 0) &&
 	     PQpipelineSync(pg);
-	for (int i = 0; ok && i < nsp; i++) {
-		r = next_result(pg);
-		sp_ok &= r && PQresultStatus(r) == PGRES_COMMAND_OK;
-		ok = r != NULL;
+	for (i = 0; ok && i < npre + parse; i++) {
+		if (!(r = next_result(pg))) {
+			ok = 0;
+		} else if (PQresultStatus(r) != PGRES_COMMAND_OK &&
+			   PQresultStatus(r) != PGRES_TUPLES_OK) {
+			if (*early == STORE_OK)
+				*early = map_error(tx->c, r, i < npre ? pre[i] : sql);
+		} else if (i == npre) {
+			*parsed = 1;
+		}
 		PQclear(r);
 	}
-	if (ok)
-		res = next_result(pg);
+	if (ok && !(res = next_result(pg)))
+		ok = 0;
 	if (ok && (r = PQgetResult(pg))) /* the sync */
 		PQclear(r);
 	if (!ok || !PQexitPipelineMode(pg)) {
-		tx->c->broken = PQstatus(pg) != CONNECTION_OK || !ok;
+		tx->c->broken = 1;
+		log_pg(LOG_ERROR, "store_error", PQerrorMessage(pg), sql);
 		PQclear(res);
 		return NULL;
 	}
-	tx->sp_open = sp_ok;
 	return res;
 }
 
-/* The text form of params for a statement of nslots placeholders: values
- * and lengths point into params or into ints (integers in decimal). */
-static void param_values(const struct store_val *params, int nslots, const char **values,
-			 int *lengths, int *formats, char (*ints)[24])
-{
-	for (int i = 0; i < nslots; i++) {
-		formats[i] = params[i].kind == STORE_BLOB;
-		lengths[i] = (int)params[i].n;
-		values[i] = params[i].kind == STORE_NULL ? NULL : params[i].s;
-		if (params[i].kind == STORE_INT) {
-			snprintf(ints[i], sizeof ints[i], "%lld", (long long)params[i].i);
-			values[i] = ints[i];
-		}
-	}
-}
-
-/* Runs sql with params on tx's connection, after a savepoint: a statement
- * prepared before goes in one round trip with it (exec_pipelined); a new
- * one is prepared after the savepoint, since a refused Parse would abort
- * the transaction. Sets *res to its result, or returns the store status
- * of a failure to prepare (*res NULL); an execution failure is returned
- * as *exec_rc with the statement undone. */
+/* Runs sql with params on tx's connection (round_trip). Sets *res to its
+ * result, or returns the store status of a failure before the execution
+ * (*res NULL); an execution failure is returned as *exec_rc. Either
+ * failure leaves the transaction able only to roll back (store.h). */
 static int run(struct pg_tx *tx, const char *sql, const struct store_val *params, int nparams,
 	       PGresult **res, int *exec_rc)
 {
-	const char *values[MAX_PARAMS];
-	int lengths[MAX_PARAMS], formats[MAX_PARAMS], rc;
-	char ints[MAX_PARAMS][24];
-	struct pg_stmt *cs;
-	ExecStatusType s;
+	uint64_t h = sql_hash(sql);
+	struct pg_stmt *cs = find_stmt(tx->c, sql, h);
+	int parse = !cs, early, parsed, rc;
+	struct wire w;
 
 	*res = NULL;
 	*exec_rc = STORE_OK;
+	if (tx->failed) {
+		log_msg(LOG_ERROR, "store_error",
+			"a statement after a failed one in the same transaction: %.120s", sql);
+		return STORE_ERR;
+	}
 	if (tx->c->broken)
 		return STORE_ERR;
-	if (!(cs = find_stmt(tx->c, sql, sql_hash(sql)))) {
-		if ((rc = savepoint(tx)) != STORE_OK)
-			return rc;
-		if ((rc = get_stmt(tx->c, sql, params, nparams, &cs)) != STORE_OK)
-			return undo_statement(tx, rc);
+	if (parse && (rc = claim_slot(tx->c, sql, h, &cs)) != STORE_OK) {
+		tx->failed = 1;
+		return rc;
 	}
 	if (cs->nslots > nparams) {
 		log_msg(LOG_ERROR, "store_error", "placeholder $%d without a value in: %.120s",
 			cs->nslots, sql);
+		tx->failed = 1;
 		return STORE_ERR;
 	}
-	param_values(params, cs->nslots, values, lengths, formats, ints);
-	if (cs->fresh) {
-		cs->fresh = 0; /* its savepoint is open already */
-		*res = PQexecPrepared(tx->c->pg, cs->name, cs->nslots, values, lengths, formats, 0);
-	} else {
-		*res = exec_pipelined(tx, cs, values, lengths, formats);
+	wire_fill(&w, params, cs->nslots);
+	*res = round_trip(tx, cs, sql, parse, &w, &early, &parsed);
+	if (parsed && !(cs->sql = strdup(sql)))
+		early = early == STORE_OK ? STORE_ERR : early; /* forgotten: prepared again */
+	tx->begun = 1;
+	if (!*res || early != STORE_OK) {
+		tx->failed = 1;
+		PQclear(*res);
+		*res = NULL;
+		return early != STORE_OK ? early : STORE_ERR;
 	}
-	s = *res ? PQresultStatus(*res) : PGRES_FATAL_ERROR;
-	if (s != PGRES_COMMAND_OK && s != PGRES_TUPLES_OK) {
-		*exec_rc = undo_statement(tx, map_error(tx->c, *res, sql));
+	if (PQresultStatus(*res) != PGRES_COMMAND_OK && PQresultStatus(*res) != PGRES_TUPLES_OK) {
+		tx->failed = 1;
+		*exec_rc = map_error(tx->c, *res, sql);
 		PQclear(*res);
 		*res = NULL;
 	}
@@ -582,6 +567,45 @@ static void pool_put(struct pg_store *st, struct pg_conn *c)
 	store_pool_give(&st->pool, (int)(c - st->conns));
 }
 
+/* Reads the answer to the ROLLBACK a reader sent without waiting
+ * (end_read), before the connection's next use. */
+static void finish_pending(struct pg_conn *c)
+{
+	PGresult *r;
+	int ok;
+
+	if (!c->pending)
+		return;
+	c->pending = 0;
+	r = next_result(c->pg);
+	ok = r && PQresultStatus(r) == PGRES_COMMAND_OK;
+	PQclear(r);
+	r = PQgetResult(c->pg); /* the sync */
+	ok = ok && r && PQresultStatus(r) == PGRES_PIPELINE_SYNC;
+	PQclear(r);
+	if (!ok || !PQexitPipelineMode(c->pg)) {
+		log_pg(LOG_WARN, "store_error", PQerrorMessage(c->pg), "ROLLBACK");
+		c->broken = 1;
+	}
+}
+
+/* Ends a reader that read: its ROLLBACK goes out without waiting for the
+ * answer, which changes nothing a reader did (the server runs it at once,
+ * so no transaction stays open); finish_pending reads it. Returns 0, or
+ * -1 when it could not be sent (the caller ends it the usual way). */
+static int end_read(struct pg_conn *c)
+{
+	if (!PQenterPipelineMode(c->pg))
+		return -1;
+	if (!PQsendQueryParams(c->pg, "ROLLBACK", 0, NULL, NULL, NULL, NULL, 0) ||
+	    !PQpipelineSync(c->pg)) {
+		c->broken = 1; /* half a pipeline: start the session again */
+		return 0;
+	}
+	c->pending = 1;
+	return 0;
+}
+
 static int pg_begin(struct store *gst, int write, struct store_tx **out)
 {
 	struct pg_store *st = (struct pg_store *)gst;
@@ -594,18 +618,13 @@ static int pg_begin(struct store *gst, int write, struct store_tx **out)
 	tx->base.be = &pgsql_backend;
 	tx->st = st;
 	tx->c = pool_get(st);
+	finish_pending(tx->c);
 	if ((tx->c->broken || PQstatus(tx->c->pg) != CONNECTION_OK) &&
 	    conn_connect(tx->c, st->url) < 0) {
 		rc = STORE_ERR;
 		goto fail;
 	}
-	rc = simple(tx->c, write ? "BEGIN; SELECT pg_advisory_xact_lock(" WRITE_LOCK_KEY ")"
-				 : "BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY");
-	if (rc != STORE_OK) {
-		if (!tx->c->broken)
-			(void)simple(tx->c, "ROLLBACK");
-		goto fail;
-	}
+	tx->write = write; /* BEGIN goes with the first statement (round_trip) */
 	*out = &tx->base;
 	return STORE_OK;
 fail:
@@ -614,19 +633,29 @@ fail:
 	return rc;
 }
 
-/* Ends tx with sql (COMMIT or ROLLBACK) and releases its connection. */
-static int end_tx(struct pg_tx *tx, const char *sql)
+/* Ends tx (COMMIT, or ROLLBACK when commit is 0 or a statement failed)
+ * and releases its connection; a transaction no statement began costs no
+ * round trip. Committing a failed one returns STORE_ERR. */
+static int end_tx(struct pg_tx *tx, int commit)
 {
-	PGresult *res = tx->c->broken ? NULL : PQexec(tx->c->pg, sql);
-	int rc = STORE_OK;
+	const char *sql = commit && !tx->failed ? "COMMIT" : "ROLLBACK";
+	PGresult *res = NULL;
+	int rc = commit && tx->failed ? STORE_ERR : STORE_OK;
 
-	if (!res || PQresultStatus(res) != PGRES_COMMAND_OK)
-		rc = tx->c->broken ? STORE_ERR : map_error(tx->c, res, sql);
-	else if (strcmp(PQcmdStatus(res), sql) != 0)
-		rc = STORE_ERR; /* COMMIT of a failed transaction answers ROLLBACK */
-	PQclear(res);
-	if (rc != STORE_OK && !tx->c->broken && PQtransactionStatus(tx->c->pg) != PQTRANS_IDLE)
-		(void)simple(tx->c, "ROLLBACK");
+	if (tx->begun && !tx->write && !tx->failed && !tx->c->broken && end_read(tx->c) == 0) {
+		/* sent; its answer is read by the connection's next user */
+	} else if (tx->begun && !tx->c->broken) {
+		res = PQexec(tx->c->pg, sql);
+		if (!res || PQresultStatus(res) != PGRES_COMMAND_OK)
+			rc = map_error(tx->c, res, sql);
+		else if (strcmp(PQcmdStatus(res), sql) != 0)
+			rc = STORE_ERR; /* COMMIT of a failed transaction answers ROLLBACK */
+		PQclear(res);
+		if (rc != STORE_OK && !tx->c->broken && PQtransactionStatus(tx->c->pg) != PQTRANS_IDLE)
+			(void)simple(tx->c, "ROLLBACK");
+	} else if (tx->begun) {
+		rc = STORE_ERR;
+	}
 	pool_put(tx->st, tx->c);
 	free(tx);
 	return rc;
@@ -634,12 +663,12 @@ static int end_tx(struct pg_tx *tx, const char *sql)
 
 static int pg_commit(struct store_tx *gtx)
 {
-	return end_tx((struct pg_tx *)gtx, "COMMIT");
+	return end_tx((struct pg_tx *)gtx, 1);
 }
 
 static void pg_rollback(struct store_tx *gtx)
 {
-	(void)end_tx((struct pg_tx *)gtx, "ROLLBACK");
+	(void)end_tx((struct pg_tx *)gtx, 0);
 }
 
 static void listen_stop(struct pg_store *st);
@@ -704,7 +733,15 @@ static void pg_background_checkpoints(struct store *gst)
 static int pg_exec_script(struct store_tx *gtx, const char *sql, const char *name)
 {
 	struct pg_tx *tx = (struct pg_tx *)gtx;
-	int rc = simple(tx->c, "SET LOCAL statement_timeout = 0");
+	int rc = tx->begun
+			 ? STORE_OK
+			 : simple(tx->c,
+				  tx->write ? "BEGIN; SELECT pg_advisory_xact_lock(" WRITE_LOCK_KEY ")"
+					    : begin_read);
+
+	tx->begun = 1;
+	if (rc == STORE_OK)
+		rc = simple(tx->c, "SET LOCAL statement_timeout = 0");
 
 	if (rc == STORE_OK)
 		rc = simple(tx->c, sql);

@@ -74,6 +74,7 @@ struct sq_tx {
 	struct conn *c;
 	int write;
 	unsigned notify; /* channels to raise once committed (1 << channel) */
+	int failed;      /* a statement failed: only ROLLBACK is left (store.h) */
 };
 
 struct sq_rows {
@@ -304,12 +305,20 @@ static int sq_query(struct store_tx *gtx, const char *sql, const struct store_va
 	int rc, nslots, *map;
 
 	*out = NULL;
+	if (tx->failed) {
+		log_msg(LOG_ERROR, "store_error",
+			"a statement after a failed one in the same transaction: %.120s", sql);
+		return STORE_ERR;
+	}
 	rc = get_stmt(tx, sql, &cs, &own, &nslots, &map);
-	if (rc != STORE_OK)
+	if (rc != STORE_OK) {
+		tx->failed = 1;
 		return rc;
+	}
 	rc = bind_all(tx, cs ? cs->stmt : own, nslots, map, params, nparams, sql);
 	r = calloc(1, sizeof *r);
 	if (rc != STORE_OK || !r) {
+		tx->failed = 1;
 		free(r);
 		if (cs) {
 			sqlite3_reset(cs->stmt);
@@ -343,6 +352,7 @@ static int sq_next(struct store_rows *gr)
 		return 1;
 	if (rc == SQLITE_DONE)
 		return 0;
+	r->tx->failed = 1;
 	return map_rc(r->tx->c->db, rc, sqlite3_sql(s));
 }
 
@@ -447,9 +457,12 @@ static int sq_begin(struct store *gst, int write, struct store_tx **out)
 static int sq_commit(struct store_tx *gtx)
 {
 	struct sq_tx *tx = (struct sq_tx *)gtx;
-	int rc = tx_step(tx->c, TX_COMMIT);
+	int rc;
 
-	if (rc != SQLITE_OK) {
+	if (tx->failed) {
+		rc = STORE_ERR; /* store.h: a failed statement leaves only ROLLBACK */
+		tx_step(tx->c, TX_ROLLBACK);
+	} else if ((rc = tx_step(tx->c, TX_COMMIT)) != SQLITE_OK) {
 		rc = map_rc(tx->c->db, rc, "COMMIT");
 		tx_step(tx->c, TX_ROLLBACK);
 	}

@@ -750,11 +750,16 @@ static int bucket_busy(void *arg, unsigned bucket)
 	return busy;
 }
 
-/* The cluster took buckets: their lanes may have deliveries waiting. */
+/* The cluster took buckets: their lanes may have deliveries waiting.
+ * Taken from a node that stopped, they may be in its claims: those are
+ * counted first (the node is dead from the moment its leases expired),
+ * before this node sends them again. */
 static void buckets_taken(void *arg)
 {
 	struct engine *d = arg;
 
+	if (recover_claims(d->st) < 0)
+		log_msg(LOG_ERROR, "webhook", "cannot take over stopped nodes' claims");
 	if (lanes_rescan(d) < 0)
 		log_msg(LOG_ERROR, "webhook", "cannot rescan delivery lanes");
 	wake_senders(d);

@@ -136,6 +136,8 @@ static void database_refuses_changes(void **state)
 	assert_int_equal(store_begin(st, 1, &tx), STORE_OK);
 	assert_int_equal(store_exec(tx, "UPDATE audit_entries SET actor = 'x'", NULL, 0),
 			 STORE_CONSTRAINT);
+	store_rollback(tx);
+	assert_int_equal(store_begin(st, 1, &tx), STORE_OK);
 	assert_int_equal(store_exec(tx, "DELETE FROM audit_entries", NULL, 0), STORE_CONSTRAINT);
 	store_rollback(tx);
 }

@@ -157,6 +157,21 @@ static void make_table(struct store *st)
 	assert_int_equal(store_commit(tx), STORE_OK);
 }
 
+/* Runs sql in a transaction of its own (write or not) and expects it to
+ * fail with want; then, by store.h's contract, the transaction refuses
+ * any further statement and its commit rolls back with STORE_ERR. */
+static void fails_alone(struct store *st, int write, const char *sql,
+			const struct store_val *params, int n, int want)
+{
+	struct store_tx *tx;
+	int64_t v;
+
+	assert_int_equal(store_begin(st, write, &tx), STORE_OK);
+	assert_int_equal(store_exec(tx, sql, params, n), want);
+	assert_int_equal(store_query_int(tx, "SELECT 1", NULL, 0, &v), STORE_ERR);
+	assert_int_equal(store_commit(tx), STORE_ERR);
+}
+
 static int64_t count(struct store *st, const char *table_sql)
 {
 	struct store_tx *tx;
@@ -299,11 +314,6 @@ static void test_placeholders(void **state)
 					 (struct store_val[]){sv_int(4), sv_int(5)}, 2, &v),
 			 1);
 	assert_int_equal(v, 4);
-	assert_int_equal(store_query_int(tx, "SELECT $1 + $3",
-					 (struct store_val[]){sv_int(4), sv_int(5)}, 2, &v),
-			 STORE_ERR);
-	/* a syntax error */
-	assert_int_equal(store_exec(tx, "SELEKT 1", NULL, 0), STORE_ERR);
 	/* rows changed */
 	assert_int_equal(store_exec(tx, "UPDATE t SET n = $1", (struct store_val[]){sv_int(1)}, 1),
 			 2);
@@ -311,6 +321,12 @@ static void test_placeholders(void **state)
 				    (struct store_val[]){sv_int(99)}, 1),
 			 0);
 	assert_int_equal(store_commit(tx), STORE_OK);
+	/* a placeholder without a value, a syntax error: each fails its
+	 * transaction */
+	fails_alone(f->st, 0, "SELECT $1 + $3", (struct store_val[]){sv_int(4), sv_int(5)}, 2,
+		    STORE_ERR);
+	fails_alone(f->st, 1, "SELEKT 1", NULL, 0, STORE_ERR);
+	assert_int_equal(count(f->st, "SELECT COUNT(*) FROM t WHERE n = 1"), 2);
 }
 
 static void test_value_round_trip(void **state)
@@ -419,24 +435,27 @@ static void test_constraints(void **state)
 	assert_int_equal(store_exec(tx, "INSERT INTO t (k) VALUES ($1)",
 				    (struct store_val[]){sv_text("dup")}, 1),
 			 1);
-	assert_int_equal(store_exec(tx, "INSERT INTO t (k) VALUES ($1)",
-				    (struct store_val[]){sv_text("dup")}, 1),
-			 STORE_CONSTRAINT);
-	assert_int_equal(store_exec(tx, "INSERT INTO t (k, n) VALUES ($1, $2)",
-				    (struct store_val[]){sv_text("neg"), sv_int(-1)}, 2),
-			 STORE_CONSTRAINT);
+	assert_int_equal(store_commit(tx), STORE_OK);
+	fails_alone(f->st, 1, "INSERT INTO t (k) VALUES ($1)", (struct store_val[]){sv_text("dup")},
+		    1, STORE_CONSTRAINT);
+	fails_alone(f->st, 1, "INSERT INTO t (k, n) VALUES ($1, $2)",
+		    (struct store_val[]){sv_text("neg"), sv_int(-1)}, 2, STORE_CONSTRAINT);
 	/* a constraint error through store_query/store_next */
+	assert_int_equal(store_begin(f->st, 1, &tx), STORE_OK);
+	assert_int_equal(store_exec(tx, "INSERT INTO t (k) VALUES ($1)",
+				    (struct store_val[]){sv_text("other")}, 1),
+			 1);
 	assert_int_equal(store_query(tx, "INSERT INTO t (k) VALUES ($1) RETURNING k",
 				     (struct store_val[]){sv_text("dup")}, 1, &r),
 			 STORE_OK);
 	assert_int_equal(store_next(r), STORE_CONSTRAINT);
 	store_rows_close(r);
-	/* the refused statements are undone, the transaction goes on */
+	/* the whole transaction goes, the earlier insert with it */
 	assert_int_equal(store_exec(tx, "INSERT INTO t (k) VALUES ($1)",
-				    (struct store_val[]){sv_text("other")}, 1),
-			 1);
-	assert_int_equal(store_commit(tx), STORE_OK);
-	assert_int_equal(count(f->st, "SELECT COUNT(*) FROM t"), 2);
+				    (struct store_val[]){sv_text("late")}, 1),
+			 STORE_ERR);
+	assert_int_equal(store_commit(tx), STORE_ERR);
+	assert_int_equal(count(f->st, "SELECT COUNT(*) FROM t"), 1);
 	/* foreign keys are enforced */
 	assert_int_equal(store_begin(f->st, 1, &tx), STORE_OK);
 	assert_true(store_exec(tx, "CREATE TABLE parent (id TEXT PRIMARY KEY)", NULL, 0) >= 0);
@@ -608,9 +627,9 @@ static void test_too_many_params(void **state)
 	off += (size_t)snprintf(sql + off, sizeof sql - off, "SELECT 0");
 	for (i = 1; i <= 33; i++)
 		off += (size_t)snprintf(sql + off, sizeof sql - off, " + $%d", i);
-	assert_int_equal(store_begin(f->st, 0, &tx), STORE_OK);
 	for (round = 0; round < 3; round++)
-		assert_int_equal(store_query_int(tx, sql, NULL, 0, &v), STORE_ERR);
+		fails_alone(f->st, 0, sql, NULL, 0, STORE_ERR);
+	assert_int_equal(store_begin(f->st, 0, &tx), STORE_OK);
 	assert_int_equal(store_query_int(tx, "SELECT 7", NULL, 0, &v), 1);
 	assert_int_equal(v, 7);
 	store_rollback(tx);
@@ -899,7 +918,9 @@ static void test_pg_write_tx_locks_at_once(void **state)
 	struct store_tx *wt, *rt;
 	int64_t got = -1;
 
+	/* The lock goes with the writer's first statement. */
 	assert_int_equal(store_begin(f->st, 1, &wt), STORE_OK);
+	assert_int_equal(store_query_int(wt, "SELECT 1", NULL, 0, &got), 1);
 	assert_int_equal(store_begin(f->st, 0, &rt), STORE_OK);
 	assert_int_equal(store_query_int(rt, try_lock, NULL, 0, &got), 1);
 	assert_int_equal(got, 0);
@@ -913,8 +934,8 @@ static void test_pg_write_tx_locks_at_once(void **state)
 
 /* SQLSTATEs map to store statuses: the audit trail's trigger refuses
  * UPDATE and DELETE as a constraint; waiting past lock_timeout for a lock
- * and a statement cancelled by statement_timeout are STORE_BUSY; the
- * transaction goes on after each. */
+ * and a statement cancelled by statement_timeout are STORE_BUSY; each
+ * failure leaves its transaction only to roll back. */
 static void test_pg_error_mapping(void **state)
 {
 	struct fixture *f = *state;
@@ -942,37 +963,36 @@ static void test_pg_error_mapping(void **state)
 				    " 'h')",
 				    NULL, 0),
 			 1);
-	assert_int_equal(store_exec(tx, "UPDATE audit_entries SET actor = 'x'", NULL, 0),
-			 STORE_CONSTRAINT);
-	assert_int_equal(store_exec(tx, "DELETE FROM audit_entries", NULL, 0), STORE_CONSTRAINT);
-	assert_int_equal(store_exec(tx, "TRUNCATE audit_entries", NULL, 0), STORE_CONSTRAINT);
-	assert_int_equal(store_exec(tx,
-				    "INSERT INTO portfolios (id, name, plan, created_at)"
-				    " VALUES ('pf', 'again', 'group', 1)",
-				    NULL, 0),
-			 STORE_CONSTRAINT);
-	assert_int_equal(store_exec(tx,
-				    "INSERT INTO portfolios (id, name, plan, created_at)"
-				    " VALUES ('pf2', 'P', 'nope', 1)",
-				    NULL, 0),
-			 STORE_CONSTRAINT);
 	assert_int_equal(store_commit(tx), STORE_OK);
+	fails_alone(f->st, 1, "UPDATE audit_entries SET actor = 'x'", NULL, 0, STORE_CONSTRAINT);
+	fails_alone(f->st, 1, "DELETE FROM audit_entries", NULL, 0, STORE_CONSTRAINT);
+	fails_alone(f->st, 1, "TRUNCATE audit_entries", NULL, 0, STORE_CONSTRAINT);
+	fails_alone(f->st, 1,
+		    "INSERT INTO portfolios (id, name, plan, created_at)"
+		    " VALUES ('pf', 'again', 'group', 1)",
+		    NULL, 0, STORE_CONSTRAINT);
+	fails_alone(f->st, 1,
+		    "INSERT INTO portfolios (id, name, plan, created_at)"
+		    " VALUES ('pf2', 'P', 'nope', 1)",
+		    NULL, 0, STORE_CONSTRAINT);
 	assert_int_equal(count(f->st, "SELECT COUNT(*) FROM audit_entries WHERE actor = 'a'"), 1);
 
-	/* A lock held by a writer, waited for past lock_timeout. */
+	/* A lock held by a writer, waited for past lock_timeout; a statement
+	 * past statement_timeout. */
 	assert_int_equal(store_begin(f->st, 1, &wt), STORE_OK);
+	assert_int_equal(store_query_int(wt, "SELECT 1", NULL, 0, &v), 1);
 	assert_int_equal(store_begin(f->st, 0, &tx), STORE_OK);
 	assert_true(store_exec(tx, "SET LOCAL lock_timeout = '100ms'", NULL, 0) >= 0);
 	assert_int_equal(store_query_int(tx,
 					 "SELECT 1 FROM pg_advisory_xact_lock(7310593858020360193)",
 					 NULL, 0, &v),
 			 STORE_BUSY);
-	assert_true(store_exec(tx, "SET LOCAL statement_timeout = '50ms'", NULL, 0) >= 0);
-	assert_int_equal(store_exec(tx, "SELECT pg_sleep(2)", NULL, 0), STORE_BUSY);
-	assert_int_equal(store_query_int(tx, "SELECT 5", NULL, 0, &v), 1);
-	assert_int_equal(v, 5);
 	store_rollback(tx);
 	store_rollback(wt);
+	assert_int_equal(store_begin(f->st, 0, &tx), STORE_OK);
+	assert_true(store_exec(tx, "SET LOCAL statement_timeout = '50ms'", NULL, 0) >= 0);
+	assert_int_equal(store_exec(tx, "SELECT pg_sleep(2)", NULL, 0), STORE_BUSY);
+	assert_int_equal(store_commit(tx), STORE_ERR);
 }
 
 /* A connection the server drops fails its statement with STORE_ERR; the

@@ -1,0 +1,447 @@
+#!/usr/bin/env python3
+"""revops benchmark for issue 14: PostgreSQL against SQLite on one node, and
+one against two nodes of a role on PostgreSQL. Every figure is a ratio of two
+measurements taken in the same run, on the same machine, with the same build.
+
+    bench/nodes.py                    (after `make build`; needs wrk, nginx,
+                                       haproxy, postgresql-15: `make bench`
+                                       installs them)
+    DURATION=10 EVENTS=20000 bench/nodes.py
+
+1. backends: one node (`--role all`), first on SQLite, then on a fresh
+   PostgreSQL database (a throw-away cluster, fsync on, synchronous_commit
+   off: the durability of SQLite's WAL with synchronous=NORMAL):
+   - reads: wrk GET /v2/portfolios/{id}/properties (bench/auth.lua), req/s;
+   - decisions: wrk POST /v2/rate-decisions, 3 properties each, against
+     pms-sim (bench/decision.lua), 201s/s;
+   - deliveries: EVENTS events (revopsctl event emit) fanned out to 16 v2
+     subscriptions, sent to nginx over HTTPS with --webhook-uncapped;
+     delivered attempts/s between the first and the last (the node's
+     revops_webhook_attempts_total).
+2. nodes (PostgreSQL):
+   - deliveries by 1 worker node, then by 2 (`--role worker`), each node's
+     share from its metrics;
+   - reads through haproxy to 1 api node, then to 2 (`--role api`), each
+     node's share from its request counter.
+   For each: the CPU time per operation of every process group (the revopsd
+   nodes, postgres, haproxy, nginx, wrk), from /proc, so that what one more
+   core would buy can be read off.
+
+Prints a table and writes the figures as JSON to RESULTS (default
+bench-nodes.json in the working directory).
+"""
+
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.dirname(HERE)
+sys.path.insert(0, os.path.join(ROOT, "t", "api", "lib"))
+os.environ.setdefault("REVOPS_BIN_DIR", os.path.join(ROOT, os.environ.get("BUILD", "build")))
+
+DURATION = int(os.environ.get("DURATION", "10"))
+WARMUP = int(os.environ.get("WARMUP", "2"))
+EVENTS = int(os.environ.get("EVENTS", "20000"))
+LANES = 16
+RESULTS = os.environ.get("RESULTS", "bench-nodes.json")
+PHASES = os.environ.get("PHASES", "backends,workers,api").split(",")
+TICK = os.sysconf("SC_CLK_TCK")
+
+
+def log(msg):
+    sys.stderr.write("bench: %s\n" % msg)
+    sys.stderr.flush()
+
+
+# ------------------------------------------------------------------- CPU
+
+def cpu_ticks(pid):
+    """utime + stime of pid, in clock ticks (0 when it is gone)."""
+    try:
+        with open("/proc/%d/stat" % pid) as f:
+            fields = f.read().rsplit(")", 1)[1].split()
+        return int(fields[11]) + int(fields[12])
+    except (OSError, IndexError, ValueError):
+        return 0
+
+
+def children(pid):
+    out = []
+    for d in os.listdir("/proc"):
+        if d.isdigit():
+            try:
+                with open("/proc/%s/stat" % d) as f:
+                    if int(f.read().rsplit(")", 1)[1].split()[1]) == pid:
+                        out.append(int(d))
+            except (OSError, ValueError, IndexError):
+                pass
+    return out
+
+
+class Cpu:
+    """CPU seconds of named process groups between start() and stop()."""
+
+    def __init__(self, groups):
+        self.groups = groups  # name -> callable returning pids
+
+    def snap(self):
+        return {name: {p: cpu_ticks(p) for p in pids()} for name, pids in self.groups.items()}
+
+    def start(self):
+        self.before = self.snap()
+
+    def stop(self):
+        after = self.snap()
+        return {name: sum(max(0, t - self.before[name].get(p, 0)) for p, t in after[name].items())
+                / TICK for name in after}
+
+
+# ------------------------------------------------------------------ tools
+
+def run_wrk(url, script, env, connections, duration, threads=2):
+    """(requests/s, non-2xx) of one wrk run; the CPU of wrk itself is
+    measured by the caller through its pid."""
+    p = subprocess.Popen(["wrk", "-t%d" % threads, "-c%d" % connections, "-d%ds" % duration,
+                          "--latency", "-s", os.path.join(HERE, script), url],
+                         stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                         env=dict(os.environ, **env))
+    return p
+
+
+def wrk_result(p):
+    out, _ = p.communicate(timeout=600)
+    m = re.search(r"Requests/sec:\s+([0-9.]+)", out)
+    if not m:
+        raise RuntimeError("wrk printed no rate:\n" + out)
+    bad = re.search(r"Non-2xx or 3xx responses:\s+(\d+)", out)
+    bad_status = re.search(r"bench-bad-status: (\d+)", out)
+    n_bad = int(bad.group(1)) if bad else 0
+    n_bad += int(bad_status.group(1)) if bad_status else 0
+    return float(m.group(1)), n_bad, out
+
+
+def measure_wrk(url, script, env, connections, cpu):
+    """A WARMUP-second run (discarded), then DURATION seconds measured with
+    CPU accounting (wrk's own included)."""
+    wrk_result(run_wrk(url, script, env, connections, WARMUP))
+    p = run_wrk(url, script, env, connections, DURATION)
+    cpu.groups["wrk"] = lambda: [p.pid]
+    cpu.start()
+    time.sleep(DURATION - 0.2)
+    secs = cpu.stop()  # wrk is still running: its CPU is readable
+    rate, bad, out = wrk_result(p)
+    if bad:
+        raise RuntimeError("%d answers were not the expected status:\n%s" % (bad, out))
+    return rate, secs
+
+
+class Nginx:
+    """nginx over HTTPS on loopback answering every POST /hook/N with 204."""
+
+    def __init__(self, tmp, ca):
+        import haproxy
+        self.port = haproxy.free_port()
+        conf = os.path.join(tmp, "nginx.conf")
+        os.makedirs(os.path.join(tmp, "nginx-tmp"), exist_ok=True)
+        user = "user root;\n" if os.geteuid() == 0 else ""
+        with open(conf, "w") as f:
+            f.write("""%sdaemon off;
+worker_processes %d;
+error_log %s/nginx-error.log warn;
+pid %s/nginx.pid;
+events { worker_connections 4096; }
+http {
+    access_log off;
+    keepalive_requests 10000000;
+    client_body_temp_path %s/nginx-tmp/body;
+    proxy_temp_path %s/nginx-tmp/proxy;
+    fastcgi_temp_path %s/nginx-tmp/fastcgi;
+    uwsgi_temp_path %s/nginx-tmp/uwsgi;
+    scgi_temp_path %s/nginx-tmp/scgi;
+    server {
+        listen 127.0.0.1:%d ssl;
+        ssl_certificate %s;
+        ssl_certificate_key %s;
+        ssl_session_cache shared:bench:10m;
+        location /hook/ { return 204; }
+    }
+}
+""" % ((user, os.cpu_count()) + (tmp,) * 7 + (self.port, ca.cert_pem, ca.key_pem)))
+        self.proc = subprocess.Popen(["nginx", "-c", conf, "-p", tmp],
+                                     stderr=subprocess.DEVNULL)
+        time.sleep(0.5)
+        if self.proc.poll() is not None:
+            raise RuntimeError("nginx did not start; see %s/nginx-error.log" % tmp)
+
+    def pids(self):
+        return [self.proc.pid] + children(self.proc.pid)
+
+    def url(self, i):
+        return "https://127.0.0.1:%d/hook/%d" % (self.port, i)
+
+    def close(self):
+        self.proc.terminate()
+        self.proc.wait(10)
+
+
+# ------------------------------------------------------------- the setups
+
+def metric(srv, name):
+    r = srv.request("GET", "/metrics")
+    for line in r.raw.decode().splitlines():
+        if line.startswith(name + " ") or line.startswith(name + "{"):
+            if line.startswith(name + " ") or "delivered" in line:
+                return float(line.rsplit(" ", 1)[1])
+    return 0.0
+
+
+def delivered(srv):
+    return metric(srv, "revops_webhook_attempts_total")
+
+
+def requests_served(srv, route):
+    r = srv.request("GET", "/metrics")
+    total = 0.0
+    for line in r.raw.decode().splitlines():
+        if line.startswith("revops_http_requests_total{") and 'route="%s"' % route in line:
+            total += float(line.rsplit(" ", 1)[1])
+    return total
+
+
+def seed(srv, nprops=5):
+    """A portfolio with its rate limit lifted, an approver and a token."""
+    import harness
+    s = srv.seed_portfolio("enterprise", nprops)
+    srv.ctl("portfolio", "set-rate-limit", "--portfolio", s.id, "--per-minute", "100000000")
+    harness.ctl_user(srv, s.id, "approver@bench.example", ["revenue-approver"])
+    return s
+
+
+def read_env(s):
+    return {"BENCH_TOKEN": s.token, "BENCH_PORTFOLIO": s.id}
+
+
+def decision_env(s):
+    env = read_env(s)
+    env.update({"BENCH_PROPERTIES": ",".join(p["id"] for p in s.properties[:3]),
+                "BENCH_CEILING": s.ceiling["id"], "BENCH_APPROVER": "approver@bench.example",
+                "BENCH_FROM": "2027-01-10", "BENCH_TO": "2027-01-12",
+                "BENCH_MIN": "30000", "BENCH_SPAN": "50000"})
+    return env
+
+
+def subscribe(api, s, sink):
+    for i in range(LANES):
+        r = api.request("POST", "/v2/webhooks", token=s.token, portfolio=s.id,
+                        body={"url": sink.url(i), "events": ["sso.user.provisioned"]})
+        if r.status != 201:
+            raise RuntimeError("subscription: %r" % (r,))
+
+
+def drain(workers, ctl_srv, s, cpu, events=EVENTS):
+    """Emits events to the LANES subscriptions and waits until every
+    delivery is delivered. Returns (deliveries/s, cpu, shares)."""
+    total = events * LANES
+    before = [delivered(w) for w in workers]
+    cpu.start()
+    t0 = time.monotonic()
+    ctl_srv.ctl("event", "emit", "--portfolio", s.id, "--type", "sso.user.provisioned",
+                "--count", str(events))
+    while True:
+        now = [delivered(w) - b for w, b in zip(workers, before)]
+        if sum(now) >= total:
+            break
+        if time.monotonic() - t0 > 600:
+            raise RuntimeError("deliveries stuck at %d of %d" % (sum(now), total))
+        time.sleep(0.05)
+    secs = time.monotonic() - t0
+    return total / secs, cpu.stop(), [n / total for n in now]
+
+
+# ---------------------------------------------------------------- phases
+
+def one_node(db_name, tmp, ca, sink, pms, pg_pids):
+    """Reads, decisions and deliveries on one node; db_name sqlite|postgres."""
+    import backend
+    import harness
+    backend.POSTGRES = db_name == "postgres"
+    srv = harness.Server(["--allow-private-targets", "--trust-ca", ca.ca_pem,
+                          "--webhook-uncapped", "--pms-url", pms.url])
+    try:
+        s = seed(srv)
+        groups = {"revopsd": lambda: [srv.proc.pid], "nginx": sink.pids,
+                  "pms-sim": lambda: [pms.proc.pid]}
+        if backend.POSTGRES:
+            groups["postgres"] = pg_pids
+        cpu = Cpu(groups)
+        out = {}
+        rate, secs = measure_wrk(srv.base_url + "/v2/portfolios/%s/properties" % s.id,
+                                 "auth.lua", read_env(s), 64, cpu)
+        out["reads"] = {"rate": rate, "cpu_s": secs, "ops": rate * DURATION}
+        log("%s reads: %.0f/s" % (db_name, rate))
+        rate, secs = measure_wrk(srv.base_url, "decision.lua", decision_env(s), 32, cpu)
+        out["decisions"] = {"rate": rate, "cpu_s": secs, "ops": rate * DURATION}
+        log("%s decisions: %.0f/s" % (db_name, rate))
+        subscribe(srv, s, sink)
+        cpu.groups.pop("wrk", None)
+        rate, secs, _ = drain([srv], srv, s, cpu)
+        out["deliveries"] = {"rate": rate, "cpu_s": secs, "ops": EVENTS * LANES}
+        log("%s deliveries: %.0f/s" % (db_name, rate))
+        return out
+    finally:
+        srv.close()
+
+
+def workers_phase(n, tmp, ca, sink, pg_pids):
+    import backend
+    import harness
+    backend.POSTGRES = True
+    api = harness.Server(["--allow-private-targets"])
+    nodes = []
+    try:
+        s = seed(api, 1)
+        subscribe(api, s, sink)
+        for _ in range(n):
+            w = harness.Server(["--role", "worker", "--allow-private-targets", "--trust-ca",
+                                ca.ca_pem, "--webhook-uncapped"], start=False, db=api.db)
+            shutil.copy(os.path.join(api.data_dir, "revops.key"), w.data_dir)
+            w.start()
+            nodes.append(w)
+        api.stop()  # its own engine would take lanes too: workers only
+        api.start(["--role", "api", "--allow-private-targets"])
+        harness.wait_until(lambda: sum(metric(w, "revops_webhook_lane_buckets")
+                                       for w in nodes) == 64 and
+                           all(metric(w, "revops_webhook_lane_buckets") > 0 for w in nodes)
+                           or None, 60, what="lane buckets divided")
+        cpu = Cpu({"revopsd": lambda: [w.proc.pid for w in nodes], "postgres": pg_pids,
+                   "nginx": sink.pids})
+        rate, secs, shares = drain(nodes, api, s, cpu)
+        log("%d worker(s): %.0f deliveries/s, shares %s" % (n, rate, shares))
+        return {"rate": rate, "cpu_s": secs, "ops": EVENTS * LANES, "shares": shares}
+    finally:
+        for w in nodes:
+            w.close()
+        api.close()
+
+
+def api_phase(n, tmp, pg_pids):
+    import backend
+    import harness
+    import haproxy
+    backend.POSTGRES = True
+    first = harness.Server(["--role", "api"])
+    nodes = [first]
+    lb = None
+    try:
+        s = seed(first)
+        for _ in range(n - 1):
+            a = harness.Server(["--role", "api"], start=False, db=first.db)
+            shutil.copy(os.path.join(first.data_dir, "revops.key"), a.data_dir)
+            a.start()
+            nodes.append(a)
+        lb = haproxy.Haproxy([("api%d" % i, "127.0.0.1", a.port) for i, a in enumerate(nodes)],
+                             tmp)
+        route = "/v2/portfolios/{id}/properties"
+        before = [requests_served(a, route) for a in nodes]
+        cpu = Cpu({"revopsd": lambda: [a.proc.pid for a in nodes], "postgres": pg_pids,
+                   "haproxy": lambda: [lb.proc.pid]})
+        rate, secs = measure_wrk("http://127.0.0.1:%d/v2/portfolios/%s/properties"
+                                 % (lb.port, s.id), "auth.lua", read_env(s), 64, cpu)
+        served = [requests_served(a, route) - b for a, b in zip(nodes, before)]
+        shares = [x / sum(served) for x in served]
+        log("%d api node(s) behind haproxy: %.0f reads/s, shares %s" % (n, rate, shares))
+        return {"rate": rate, "cpu_s": secs, "ops": rate * DURATION, "shares": shares}
+    finally:
+        if lb:
+            lb.close()
+        for a in reversed(nodes):
+            a.close()
+
+
+def us_per_op(m):
+    return {k: round(v * 1e6 / m["ops"], 1) for k, v in m["cpu_s"].items()}
+
+
+def main():
+    import pmssim
+    import receiver
+    for tool in ("wrk", "nginx", "haproxy"):
+        if not shutil.which(tool):
+            sys.exit("bench: %s is not installed (scripts/install-deps.sh --bench)" % tool)
+    tmp = tempfile.mkdtemp(prefix="revops-bench-nodes-")
+    cluster = os.path.join(tmp, "pg-cluster")
+    env = dict(os.environ, PG_DURABLE="1")
+    subprocess.run([os.path.join(ROOT, "scripts", "pg-test-cluster.sh"), "up", cluster],
+                   check=True, env=env)
+    os.environ["REVOPS_TEST_PG_FILE"] = cluster
+    with open(cluster) as f:
+        pgdir = f.read().split()[1]
+    with open(os.path.join(pgdir, "data", "postmaster.pid")) as f:
+        postmaster = int(f.readline())
+
+    def pg_pids():
+        return [postmaster] + children(postmaster)
+
+    ca = receiver.TestCA(tmp)
+    sink = Nginx(tmp, ca)
+    pms = pmssim.PmsSim()
+    results = {"duration_s": DURATION, "events": EVENTS, "lanes": LANES,
+               "cores": os.cpu_count()}
+    try:
+        if "backends" in PHASES:
+            results["sqlite"] = one_node("sqlite", tmp, ca, sink, pms, pg_pids)
+            results["postgres"] = one_node("postgres", tmp, ca, sink, pms, pg_pids)
+        if "workers" in PHASES:
+            results["workers"] = {str(n): workers_phase(n, tmp, ca, sink, pg_pids)
+                                  for n in (1, 2)}
+        if "api" in PHASES:
+            results["api"] = {str(n): api_phase(n, tmp, pg_pids) for n in (1, 2)}
+    finally:
+        pms.cleanup()
+        sink.close()
+        subprocess.run([os.path.join(ROOT, "scripts", "pg-test-cluster.sh"), "down", cluster])
+        shutil.rmtree(tmp, ignore_errors=True)
+    report(results)
+
+
+def report(r):
+    r.setdefault("ratios", {})
+    if "sqlite" in r:
+        report_backends(r)
+    for k, what in (("workers", "deliveries"), ("api", "reads behind haproxy")):
+        if k in r:
+            report_nodes(r, k, what)
+    with open(RESULTS, "w") as f:
+        json.dump(r, f, indent=2)
+    print("figures: %s" % RESULTS)
+
+
+def report_backends(r):
+    print("== PostgreSQL against SQLite, one node (targets: reads >= 0.80, decisions >= 0.60,"
+          " deliveries >= 0.50)")
+    for k in ("reads", "decisions", "deliveries"):
+        a, b = r["sqlite"][k]["rate"], r["postgres"][k]["rate"]
+        r["ratios"][k] = b / a
+        print("  %-10s sqlite %8.0f/s  postgres %8.0f/s  ratio %.2f" % (k, a, b, b / a))
+        print("             CPU us per op: sqlite %s" % us_per_op(r["sqlite"][k]))
+        print("                            postgres %s" % us_per_op(r["postgres"][k]))
+
+def report_nodes(r, k, what):
+    print("== one node against two (PostgreSQL; target: two >= 0.95 x one, each 35-65 %)")
+    one, two = r[k]["1"], r[k]["2"]
+    r["ratios"][k] = two["rate"] / one["rate"]
+    print("  %-8s %s: one %8.0f/s  two %8.0f/s  ratio %.2f  shares %s" % (
+        k, what, one["rate"], two["rate"], two["rate"] / one["rate"],
+        ["%.0f %%" % (100 * x) for x in two["shares"]]))
+    print("             CPU us per op: one %s" % us_per_op(one))
+    print("                            two %s" % us_per_op(two))
+
+
+if __name__ == "__main__":
+    main()
