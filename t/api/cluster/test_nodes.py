@@ -10,7 +10,9 @@ buckets over once its leases run out, and resends at most what it had in
 flight, which it logs); the same Idempotency-Key sent to both API nodes at
 once publishes one decision; a user deprovisioned through one API node is
 refused by the other within a second; a portfolio's rate limit holds
-across both API nodes.
+across both API nodes, and a raised override reaches the other node within
+a second; a deprecation reaches both API nodes; a SAML assertion used
+through one node is refused by the other.
 
 On SQLite (one server per database file) the same suite checks what
 applies there: the api and worker roles are refused at start, and the one
@@ -310,6 +312,50 @@ class MultiNodeTest(unittest.TestCase):
         # and through the load balancer, still nothing more in this minute
         r = self.via_lb("GET", path, token=token, portfolio=seed.id)
         assert_error(self, r, 429, "SVC-RATE-LIMITED")
+
+    def test_6_override_reaches_the_other_node_within_a_second(self):
+        seed = self.api1.seed_portfolio("group", 1)
+        path = "/v2/portfolios/" + seed.id
+
+        def quota(srv):
+            r = srv.request("GET", path, token=seed.token, portfolio=seed.id)
+            assert_success(self, r)
+            return r.headers.get("RateLimit-Policy")
+        self.assertEqual(quota(self.api2), '"portfolio";q=2000;w=60')  # the group plan's
+        self.api1.ctl("portfolio", "set-rate-limit", "--portfolio", seed.id, "--per-minute", "777")
+        t0 = time.monotonic()
+        harness.wait_until(lambda: quota(self.api2) == '"portfolio";q=777;w=60' or None, 1.0,
+                           interval=0.02, what="the other node applying the override")
+        sys.stderr.write("    [nodes] override applied by the other node after %.0f ms\n"
+                         % ((time.monotonic() - t0) * 1000))
+
+    def test_7_deprecation_reaches_both_api_nodes(self):
+        route = "/v2/portfolios/{id}/properties"
+        path = "/v2/portfolios/%s/properties" % self.seed.id
+        out = self.api1.ctl("deprecation", "add", "--method", "GET", "--route", route,
+                            "--announced", "2026-06-01T00:00:00Z")
+        self.assertEqual(out.get("route"), route)
+        for srv in (self.api1, self.api2):
+            r = harness.wait_until(lambda: (lambda r: r if "X-Service-Deprecated" in r.headers
+                                            else None)(
+                srv.request("GET", path, token=self.seed.token, portfolio=self.seed.id)),
+                1.5, interval=0.05, what="X-Service-Deprecated on node %d" % srv.port)
+            self.assertEqual(r.headers.get("Deprecation"), "@1780272000", r)
+
+    def test_8_saml_assertion_used_once_across_nodes(self):
+        seed = self.api1.seed_portfolio("group", 1)
+        entity = "https://idp-once.example/saml/metadata"
+        i = idplib.IdP(entity, audience=PUBLIC_URL + "/saml/sp",
+                       recipient=PUBLIC_URL + "/oauth/token")
+        self.idps.append(i)
+        idp_set(self.api1, seed.id, entity, i.cert_path)
+        xml = i.assertion("once-%s@nodes.example" % uuid.uuid4().hex[:8])
+        r = saml_grant(self.api1, xml)
+        self.assertEqual(r.status, 200, r)
+        r = saml_grant(self.api2, xml)
+        self.assertEqual(r.status, 400, r)
+        self.assertEqual(r.body.get("error"), "invalid_grant", r)
+        self.assertIn("already used", r.body.get("error_description", ""), r)
 
     def test_9_worker_killed_mid_burst_loses_nothing(self):
         self.wait_divided()
