@@ -12,6 +12,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "api/pipeline.h"
 #include "api/deprecation.h"
@@ -26,6 +27,7 @@
 #include "cluster/cluster.h"
 #include "core/clock.h"
 #include "core/config.h"
+#include "core/dirlock.h"
 #include "core/log.h"
 #include "core/signals.h"
 #include "http/http_server.h"
@@ -117,10 +119,11 @@ static void start_logging(const struct config *cfg)
  * the HTTP listener (*srv); then sets the public URL from the port the
  * listener got when it was left to the default and port 0. Returns 0 or
  * -1; main's cleanup stops whatever did start. */
-static int start_serving(struct config *cfg, struct store *st, struct service *svc,
+static int start_serving(struct config *cfg, struct store *st, struct service *svc, int *lfd,
 			 struct http_server **srv)
 {
 	struct http_server_opts o;
+	int fd;
 
 	if (pms_open(cfg->pms_url, &svc->pms) < 0)
 		return -1;
@@ -133,11 +136,30 @@ static int start_serving(struct config *cfg, struct store *st, struct service *s
 		return -1;
 	o = (struct http_server_opts){cfg->listen_host,     cfg->listen_port,  cfg->threads,
 				      cfg->max_connections, cfg->idle_timeout, cfg->workers};
-	if (http_server_start(&o, pipeline_handle, svc, srv) < 0)
+	fd = *lfd;
+	*lfd = -1; /* the server's now, also if it fails */
+	if (http_server_start_fd(fd, &o, pipeline_handle, svc, srv) < 0)
 		return -1;
 	if (cfg->public_url_default && cfg->listen_port == 0)
 		snprintf(cfg->public_url, sizeof cfg->public_url, "http://%s:%d", cfg->listen_host,
 			 http_server_port(*srv));
+	return 0;
+}
+
+/* Makes sure this process is the only one on its port and on its data
+ * directory before it touches the database: binds the listening socket
+ * (*lfd, served from by start_serving) and locks the directory (*lock_fd,
+ * held until exit). Returns 0, or -1 with the reason logged. */
+static int claim_port_and_dir(const struct config *cfg, int *lfd, int *lock_fd)
+{
+	char err[1200];
+
+	if ((*lfd = http_listen(cfg->listen_host, cfg->listen_port)) < 0)
+		return -1;
+	if ((*lock_fd = dirlock_take(cfg->data_dir, err, sizeof err)) < 0) {
+		log_msg(LOG_ERROR, "start", "%s", err);
+		return -1;
+	}
 	return 0;
 }
 
@@ -209,7 +231,7 @@ int main(int argc, char **argv)
 	struct http_server *srv = NULL;
 	struct service svc;
 	sigset_t sigs;
-	int rc, app_ok = 0, exit_code = 1;
+	int rc, app_ok = 0, exit_code = 1, lfd = -1, lock_fd = -1;
 	struct route *routes = NULL;
 	size_t nroutes = 0;
 
@@ -226,6 +248,8 @@ int main(int argc, char **argv)
 	}
 	httpc_configure(&(struct httpc_opts){cfg.trust_ca[0] ? cfg.trust_ca : NULL,
 					     cfg.allow_private_targets});
+	if (claim_port_and_dir(&cfg, &lfd, &lock_fd) < 0)
+		goto out;
 	/* + the chores, the heartbeat, fan-out, the lane watcher and the
 	 * webhook senders */
 	if (store_open(cfg.database, cfg.threads + cfg.workers + 5 + cfg.webhook_senders, &st) < 0)
@@ -240,7 +264,7 @@ int main(int argc, char **argv)
 	/* SCIM clients read RFC 7644 error bodies for every answer under /scim/. */
 	svc.error_shape_prefix = "/scim/";
 	svc.error_shape = scim_error_shape;
-	if (join_cluster(&cfg, st, &svc) < 0 || start_serving(&cfg, st, &svc, &srv) < 0 ||
+	if (join_cluster(&cfg, st, &svc) < 0 || start_serving(&cfg, st, &svc, &lfd, &srv) < 0 ||
 	    serve_openapi(&cfg) < 0)
 		goto out;
 	if (cfg.demo && seed_demo(st, &cfg) < 0)
@@ -259,6 +283,10 @@ out:
 		pipeline_free(&svc);
 	}
 	store_close(st);
+	if (lfd >= 0)
+		close(lfd);
+	if (lock_fd >= 0)
+		close(lock_fd); /* the kernel would release it at exit anyway */
 	free(routes);
 	saml_global_cleanup();
 	httpc_global_cleanup();

@@ -20,6 +20,7 @@
 #include "http/http_server.h"
 
 #include <arpa/inet.h>
+#include <ctype.h>
 #include <errno.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
@@ -946,14 +947,11 @@ static void *worker_main(void *arg)
 
 /* ------------------------------------------------------------ start, stop */
 
-/* Binds host:port exclusively (no SO_REUSEPORT: a port another process
- * holds is an error) and listens. Returns the socket or -1. */
-static int listen_on(const char *host_in, int port, int *bound)
+int http_listen(const char *host_in, int port)
 {
 	struct sockaddr_storage ss;
 	struct sockaddr_in *in4 = (struct sockaddr_in *)&ss;
 	struct sockaddr_in6 *in6 = (struct sockaddr_in6 *)&ss;
-	socklen_t sl = sizeof ss;
 	char host[256];
 	size_t hl;
 	int fd = -1, one = 1;
@@ -984,12 +982,14 @@ static int listen_on(const char *host_in, int port, int *bound)
 	if (ss.ss_family == AF_INET6)
 		(void)setsockopt(fd, IPPROTO_IPV6, IPV6_V6ONLY, &one, sizeof one);
 	if (bind(fd, (struct sockaddr *)&ss, ss.ss_family == AF_INET ? sizeof *in4 : sizeof *in6) < 0 ||
-	    listen(fd, 1024) < 0 || getsockname(fd, (struct sockaddr *)&ss, &sl) < 0)
+	    listen(fd, 1024) < 0)
 		goto fail;
-	*bound = ntohs(ss.ss_family == AF_INET ? in4->sin_port : in6->sin6_port);
 	return fd;
 fail:
-	log_msg(LOG_ERROR, "listen", "listen %s:%d: %s", host_in, port, strerror(errno));
+	/* "Address already in use" reads "address already in use" here */
+	snprintf(host, sizeof host, "%s", strerror(errno));
+	host[0] = (char)tolower((unsigned char)host[0]);
+	log_msg(LOG_ERROR, "listen", "listen %s:%d: %s", host_in, port, host);
 	if (fd >= 0)
 		close(fd);
 	return -1;
@@ -1017,26 +1017,47 @@ static int loop_init(struct loop *lp, struct http_server *s)
 	return 0;
 }
 
+/* The port fd is bound to, or -1. */
+static int bound_port(int fd)
+{
+	struct sockaddr_storage ss;
+	socklen_t sl = sizeof ss;
+
+	if (getsockname(fd, (struct sockaddr *)&ss, &sl) < 0)
+		return -1;
+	return ntohs(ss.ss_family == AF_INET ? ((struct sockaddr_in *)&ss)->sin_port
+					     : ((struct sockaddr_in6 *)&ss)->sin6_port);
+}
+
 int http_server_start(const struct http_server_opts *o, http_handler_fn fn, void *arg,
 		      struct http_server **out)
 {
-	struct http_server *s = calloc(1, sizeof *s);
-	int i, fd;
+	int fd = http_listen(o->host, o->port);
 
 	*out = NULL;
-	if (!s)
+	return fd < 0 ? -1 : http_server_start_fd(fd, o, fn, arg, out);
+}
+
+int http_server_start_fd(int fd, const struct http_server_opts *o, http_handler_fn fn, void *arg,
+			 struct http_server **out)
+{
+	struct http_server *s = calloc(1, sizeof *s);
+	int i;
+
+	*out = NULL;
+	if (!s) {
+		close(fd);
 		return -1;
+	}
 	s->fn = fn;
 	s->arg = arg;
 	s->idle_ms = (o->idle_timeout_s > 0 ? o->idle_timeout_s : 30) * 1000;
 	s->max_conns = o->max_connections > 0 ? o->max_connections : 4096;
 	pthread_mutex_init(&s->qlock, NULL);
 	pthread_cond_init(&s->qcond, NULL);
-	atomic_store(&s->lfd, -1);
-	fd = listen_on(o->host, o->port, &s->port);
-	if (fd < 0)
-		goto fail;
 	atomic_store(&s->lfd, fd);
+	if ((s->port = bound_port(fd)) < 0)
+		goto fail;
 	s->workers = calloc((size_t)(o->workers > 0 ? o->workers : 1), sizeof *s->workers);
 	for (i = 0; s->workers && i < o->workers; i++) {
 		if (pthread_create(&s->workers[i], NULL, worker_main, s) != 0)

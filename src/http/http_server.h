@@ -26,6 +26,16 @@ typedef void (*http_handler_fn)(void *arg, struct request *req, struct response 
 
 int http_server_start(const struct http_server_opts *o, http_handler_fn fn, void *arg,
 		      struct http_server **out) WUR;
+/* Binds host:port exclusively (no SO_REUSEPORT: a port another process
+ * holds is an error, "listen H:P: address already in use", logged) and
+ * listens. Returns the socket, or -1. */
+int http_listen(const char *host, int port) WUR;
+/* http_server_start on fd, a socket from http_listen (o's host and port
+ * are not used): for a process that must know its port is its own before
+ * it touches anything else. fd belongs to the server from here, also on
+ * failure. */
+int http_server_start_fd(int fd, const struct http_server_opts *o, http_handler_fn fn, void *arg,
+			 struct http_server **out) WUR;
 /* The port actually bound. */
 int http_server_port(struct http_server *s);
 /* Stops accepting new connections; requests in flight go on. */
