@@ -146,6 +146,24 @@ static int start_serving(struct config *cfg, struct store *st, struct service *s
 	return 0;
 }
 
+/* xmlsec and libcurl, process-wide. Returns 0 or -1 (logged). */
+static int init_libraries(const struct config *cfg)
+{
+	if (saml_global_init() < 0 || httpc_global_init() < 0) {
+		log_msg(LOG_ERROR, "start", "cannot initialise xmlsec or libcurl");
+		return -1;
+	}
+	httpc_configure(&(struct httpc_opts){cfg->trust_ca[0] ? cfg->trust_ca : NULL,
+					     cfg->allow_private_targets});
+	return 0;
+}
+
+static void close_if_open(int fd)
+{
+	if (fd >= 0)
+		close(fd);
+}
+
 /* Makes sure this process is the only one on its port and on its data
  * directory before it touches the database: binds the listening socket
  * (*lfd, served from by start_serving) and locks the directory (*lock_fd,
@@ -242,12 +260,8 @@ int main(int argc, char **argv)
 	start_logging(&cfg);
 	signals_block(&sigs);
 
-	if (saml_global_init() < 0 || httpc_global_init() < 0) {
-		log_msg(LOG_ERROR, "start", "cannot initialise xmlsec or libcurl");
+	if (init_libraries(&cfg) < 0)
 		return 1;
-	}
-	httpc_configure(&(struct httpc_opts){cfg.trust_ca[0] ? cfg.trust_ca : NULL,
-					     cfg.allow_private_targets});
 	if (claim_port_and_dir(&cfg, &lfd, &lock_fd) < 0)
 		goto out;
 	/* + the chores, the heartbeat, fan-out, the lane watcher and the
@@ -283,10 +297,8 @@ out:
 		pipeline_free(&svc);
 	}
 	store_close(st);
-	if (lfd >= 0)
-		close(lfd);
-	if (lock_fd >= 0)
-		close(lock_fd); /* the kernel would release it at exit anyway */
+	close_if_open(lfd);
+	close_if_open(lock_fd); /* the data directory's lock: the kernel would at exit */
 	free(routes);
 	saml_global_cleanup();
 	httpc_global_cleanup();
