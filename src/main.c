@@ -164,17 +164,20 @@ static void close_if_open(int fd)
 		close(fd);
 }
 
-/* Makes sure this process is the only one on its port and on its data
- * directory before it touches the database: binds the listening socket
- * (*lfd, served from by start_serving) and locks the directory (*lock_fd,
- * held until exit). Returns 0, or -1 with the reason logged. */
+/* Makes sure this process is the only one on its port and, on SQLite, on
+ * its data directory before it touches the database: binds the listening
+ * socket (*lfd, served from by start_serving) and locks the directory
+ * (*lock_fd, held until exit). Returns 0, or -1 with the reason logged. */
 static int claim_port_and_dir(const struct config *cfg, int *lfd, int *lock_fd)
 {
 	char err[1200];
 
 	if ((*lfd = http_listen(cfg->listen_host, cfg->listen_port)) < 0)
 		return -1;
-	if ((*lock_fd = dirlock_take(cfg->data_dir, err, sizeof err)) < 0) {
+	/* One server per embedded database; PostgreSQL nodes may share a
+	 * directory (each holds a node-id slot of its own, cluster.h). */
+	if (!strncmp(cfg->database, "sqlite:", 7) &&
+	    (*lock_fd = dirlock_take(cfg->data_dir, err, sizeof err)) < 0) {
 		log_msg(LOG_ERROR, "start", "%s", err);
 		return -1;
 	}
@@ -186,12 +189,10 @@ static int claim_port_and_dir(const struct config *cfg, int *lfd, int *lock_fd)
 static int join_cluster(const struct config *cfg, struct store *st, struct service *svc)
 {
 	enum cluster_role role = CLUSTER_ALL;
-	char id_file[1100];
 
 	if (cluster_role_parse(cfg->role, &role) < 0)
 		return -1; /* config_load checked it */
-	snprintf(id_file, sizeof id_file, "%s/node-id", cfg->data_dir);
-	return cluster_join(st, role, !store_shared(st), id_file, &svc->cluster);
+	return cluster_join(st, role, !store_shared(st), cfg->data_dir, &svc->cluster);
 }
 
 /* Writes the OpenAPI document for the public URL, now that it is known.

@@ -1,10 +1,12 @@
 #include "cluster/cluster.h"
 
 #include <pthread.h>
+#include <fcntl.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/file.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -33,6 +35,7 @@ struct cluster {
 	struct cluster_hooks hooks; /* under mu; busy != NULL once serving lanes */
 	_Atomic uint64_t held;      /* bit b: this node holds bucket b */
 	_Atomic int64_t held_until; /* monotonic ms: serve them until then */
+	int slot;                   /* the locked node-id file, or -1 */
 };
 
 static const char *const role_names[] = {"all", "api", "worker"};
@@ -248,46 +251,73 @@ static int register_node(struct cluster *c, int sole, const char *prev)
 	return store_finish(tx, rc);
 }
 
-/* The node id the previous process on this data directory recorded in
- * path, into prev ("" when none). */
-static void read_previous(const char *path, char prev[ID_MAX])
-{
-	FILE *f = path ? fopen(path, "r") : NULL;
+/* Slots for node ids in a data directory: node-id, node-id.2, ... Each
+ * running node holds one with an flock, so nodes sharing a directory
+ * (PostgreSQL allows it) never take over each other's ids, and a node
+ * restarted after any stop finds the slot its predecessor held free. */
+#define ID_SLOTS 16
 
-	prev[0] = '\0';
-	if (!f)
-		return;
-	if (!fgets(prev, ID_MAX, f) || (prev[strcspn(prev, "\n")] = '\0', !id_valid("node_", prev)))
+/* Opens and locks the first free slot in dir; its fd (kept for the
+ * process's life, the kernel releases the lock), or -1 when none is free
+ * or dir is NULL. */
+static int take_slot(const char *dir)
+{
+	char path[1100];
+	int fd;
+
+	for (int i = 1; dir && i <= ID_SLOTS; i++) {
+		snprintf(path, sizeof path, i == 1 ? "%s/node-id" : "%s/node-id.%d", dir, i);
+		fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0600);
+		if (fd < 0)
+			break;
+		if (flock(fd, LOCK_EX | LOCK_NB) == 0)
+			return fd;
+		close(fd);
+	}
+	if (dir)
+		log_msg(LOG_WARN, "cluster",
+			"no free node-id slot in %s: a stopped predecessor's"
+			" work is taken over after the time-to-live",
+			dir);
+	return -1;
+}
+
+/* The node id the previous holder of slot fd recorded, into prev ("" when
+ * none). */
+static void read_previous(int fd, char prev[ID_MAX])
+{
+	ssize_t n = fd >= 0 ? pread(fd, prev, ID_MAX - 1, 0) : -1;
+
+	prev[n > 0 ? n : 0] = '\0';
+	prev[strcspn(prev, "\n")] = '\0';
+	if (!id_valid("node_", prev))
 		prev[0] = '\0';
-	fclose(f);
 }
 
-/* Records this node's id in path (written aside, then renamed). */
-static void record_id(const char *path, const char *id)
+/* Records this node's id in its slot. */
+static void record_id(int fd, const char *id)
 {
-	char tmp[1100];
-	FILE *f;
+	char line[ID_MAX + 1];
+	int n = snprintf(line, sizeof line, "%s\n", id);
 
-	if (!path || snprintf(tmp, sizeof tmp, "%s.tmp", path) >= (int)sizeof tmp)
-		return;
-	f = fopen(tmp, "w");
-	if (!f || fprintf(f, "%s\n", id) < 0 || fclose(f) != 0 || rename(tmp, path) != 0)
-		log_msg(LOG_WARN, "cluster", "cannot record the node id in %s", path);
-	else
-		f = NULL;
-	if (f)
-		fclose(f);
+	if (fd >= 0 && (ftruncate(fd, 0) < 0 || pwrite(fd, line, (size_t)n, 0) != n))
+		log_msg(LOG_WARN, "cluster", "cannot record the node id");
 }
 
-int cluster_join(struct store *st, enum cluster_role role, int sole, const char *id_file,
+int cluster_join(struct store *st, enum cluster_role role, int sole, const char *data_dir,
 		 struct cluster **out)
 {
 	struct cluster *c = calloc(1, sizeof *c);
 	char prev[ID_MAX];
 
 	*out = NULL;
-	read_previous(id_file, prev);
-	if (!c || id_new("node_", c->id, sizeof c->id) < 0) {
+	if (!c)
+		return -1;
+	c->slot = take_slot(data_dir);
+	read_previous(c->slot, prev);
+	if (id_new("node_", c->id, sizeof c->id) < 0) {
+		if (c->slot >= 0)
+			close(c->slot);
 		free(c);
 		return -1;
 	}
@@ -304,7 +334,7 @@ int cluster_join(struct store *st, enum cluster_role role, int sole, const char 
 		goto fail;
 	}
 	c->started = 1;
-	record_id(id_file, c->id);
+	record_id(c->slot, c->id);
 	log_msg(LOG_INFO, "cluster", "joined as %s, role %s", c->id, role_names[role]);
 	*out = c;
 	return 0;
@@ -353,5 +383,7 @@ void cluster_leave(struct cluster *c)
 	}
 	pthread_cond_destroy(&c->cond);
 	pthread_mutex_destroy(&c->mu);
+	if (c->slot >= 0)
+		close(c->slot);
 	free(c);
 }

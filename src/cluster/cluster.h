@@ -51,12 +51,14 @@ const char *cluster_role_name(enum cluster_role role);
 
 /* Registers this process as a node of role and starts its beat. sole = 1
  * when no other server can share the database (SQLite): every other node
- * is gone, and its rows and leases are cleared at once. id_file (or NULL)
- * keeps the node id of the last process on this data directory: that
- * process is gone too, and its work is taken over at once, not after the
+ * is gone, and its rows and leases are cleared at once. In data_dir (or
+ * NULL) the node holds a node-id slot (node-id, node-id.2, ... each locked
+ * by one running node) where the last holder recorded its id: that
+ * process is gone, and its work is taken over at once, not after the
  * time-to-live. Returns 0, or -1 with the reason logged. */
-int cluster_join(struct store *st, enum cluster_role role, int sole, const char *id_file,
+int cluster_join(struct store *st, enum cluster_role role, int sole, const char *data_dir,
 		 struct cluster **out) WUR;
+
 /* Starts taking bucket leases (nodes doing background work), the first
  * time before it returns, so a sole node serves every lane at once. */
 int cluster_serve_lanes(struct cluster *c, const struct cluster_hooks *h) WUR;

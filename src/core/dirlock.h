@@ -1,6 +1,5 @@
-/* dirlock: one server per data directory (docs/operations.md). The data
- * directory holds what one server owns alone: the SQLite database, the
- * node id its successor takes over from (cluster.h), its logs' place. */
+/* dirlock: one server per data directory of an embedded (SQLite)
+ * database, whose file no second server may share (docs/operations.md). */
 #ifndef REVOPS_DIRLOCK_H
 #define REVOPS_DIRLOCK_H
 #include <stddef.h>

@@ -432,7 +432,10 @@ class Server:
         if not os.access(REVOPSD, os.X_OK):
             raise RuntimeError("no revopsd at %s (set REVOPS_BIN_DIR)" % REVOPSD)
         self.starts += 1
-        self.log_path = os.path.join(self.data_dir, "revopsd-%d.log" % self.starts)
+        # A server sharing another's directory (a second PostgreSQL node)
+        # logs to files of its own.
+        self.log_path = os.path.join(self.data_dir, "revopsd-%s%d.log" % (
+            "" if self.own_dir else "%x-" % id(self), self.starts))
         self.log_file = open(self.log_path, "wb")
         argv = [REVOPSD, "--listen", "127.0.0.1:0", "--data-dir", self.data_dir,
                 "--log-format", "json"] + self.db.args() + self.extra_args

@@ -1,16 +1,17 @@
-"""One revopsd per port and per data directory (docs/operations.md,
-"One server per port and data directory").
+"""One revopsd per port, and per data directory on SQLite
+(docs/operations.md, "One server per port and data directory").
 
 A second server on a port another holds exits non-zero with "listen
 127.0.0.1:P: address already in use" before it touches its database, while
-the first answers every request; a second server on the same data
-directory exits non-zero naming the directory and the running server's
-pid; after SIGKILL a new server starts on the same port and directory;
+the first answers every request; on SQLite a second server on the same
+data directory exits non-zero naming the directory and the running
+server's pid (on PostgreSQL it runs, with a node id of its own); after SIGKILL a new server starts on the same port and directory;
 revopsctl writes beside a running server; two servers on two directories
 with --listen 127.0.0.1:0 both run.
 """
 
 import os
+import re
 import shutil
 import signal
 import subprocess
@@ -30,6 +31,12 @@ def second_server(data_dir, port, db):
     return subprocess.run([harness.REVOPSD, "--listen", "127.0.0.1:%d" % port, "--data-dir",
                            data_dir, "--log-format", "text"] + db.args(),
                           stdin=subprocess.DEVNULL, capture_output=True, text=True, timeout=20)
+
+
+def node_id(srv):
+    """The node id a server reports in /metrics."""
+    text = srv.request("GET", "/metrics").raw.decode()
+    return re.search(r'revops_node_info\{node="([^"]+)"', text).group(1)
 
 
 class OneServerTest(unittest.TestCase):
@@ -78,7 +85,18 @@ class OneServerTest(unittest.TestCase):
         self.assertEqual(set(answers), {200}, "the first server failed requests meanwhile")
         self.assertEqual(self.srv.request("GET", "/healthz").status, 200)
 
-    def test_same_data_dir_refused_with_the_running_pid(self):
+    def test_same_data_dir(self):
+        if backend.POSTGRES:
+            # Nodes share a PostgreSQL database, and may share a directory:
+            # each holds a node-id slot of its own (docs/operations.md).
+            with harness.Server(data_dir=self.srv.data_dir, db=self.srv.db) as other:
+                ids = {node_id(s) for s in (self.srv, other)}
+                self.assertEqual(len(ids), 2, ids)
+                for name in ("node-id", "node-id.2"):
+                    with open(os.path.join(self.srv.data_dir, name)) as f:
+                        self.assertIn(f.read().strip(), ids, name)
+            return
+        # One server per embedded database: refused, naming the running one.
         p = second_server(self.srv.data_dir, 0, self.srv.db)
         self.assertNotEqual(p.returncode, 0, p)
         self.assertIn("data directory %s is in use by another revopsd (pid %d)"
