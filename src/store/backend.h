@@ -16,7 +16,7 @@
 #include <stdint.h>
 #include "core/common.h"
 #include "core/embedded.h"
-#include "store/store.h"
+#include "store/channel.h"
 
 struct store_val;
 struct store_backend;

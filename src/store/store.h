@@ -14,6 +14,7 @@
 #include <stddef.h>
 #include <stdint.h>
 #include "core/common.h"
+#include "store/channel.h"
 
 struct store;
 struct store_tx;
@@ -127,11 +128,7 @@ int store_query_int(struct store_tx *tx, const char *sql, const struct store_val
  * (and revopsctl) reaches every other; on SQLite it stays inside the
  * process (one server per database file), so a waiter's timeout is what
  * catches another process's writes. */
-enum store_channel {
-	STORE_CH_OUTBOX,     /* events were added to the outbox */
-	STORE_CH_DELIVERIES, /* webhook deliveries were made due */
-	STORE_CHANNELS
-};
+/* The channels: store/channel.h. */
 /* Announces news on ch once tx commits (nothing when it rolls back).
  * Returns 0 or a negative store status. */
 int store_notify(struct store_tx *tx, enum store_channel ch) WUR;
