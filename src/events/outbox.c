@@ -56,7 +56,7 @@ int outbox_append(struct store_tx *tx, const char *surface, const char *type,
 		goto out;
 	if (t)
 		trace_format(t, t->span_id, tp);
-	rc = store_exec(tx,
+	rc = store_send(tx,
 			"INSERT INTO events (id, surface, type, portfolio_id, property_ids, data,"
 			" created_at, traceparent) VALUES ($1, $2, $3, $4, $5, $6, $7, $8)",
 			(struct store_val[]){sv_text(id), sv_text(surface), sv_text(type),

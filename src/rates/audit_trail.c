@@ -123,7 +123,7 @@ int audit_prepare(struct audit_chain *ch, const char *kind, const char *actor,
 
 int audit_insert(struct store_tx *tx, const char *decision_id, const struct audit_entry *e)
 {
-	int rc = store_exec(tx,
+	int rc = store_send(tx,
 			    "INSERT INTO audit_entries (decision_id, seq, at, kind, actor, details,"
 			    " prev_hash, hash) VALUES ($1, $2, $3, $4, $5, $6, $7, $8)",
 			    (struct store_val[]){sv_text(decision_id), sv_int(e->seq),

@@ -133,7 +133,7 @@ static int set_status(struct store_tx *tx, const char *id, const char *status,
 	char *fs = failure ? json_dumps(failure, JSON_COMPACT) : NULL;
 	int rc;
 
-	rc = store_exec(tx,
+	rc = store_send(tx,
 			"UPDATE rate_decisions SET status = $2, receipts = COALESCE($3, receipts),"
 			" failure = $4, updated_at = $5 WHERE id = $1",
 			(struct store_val[]){sv_text(id), sv_text(status), sv_text(rs), sv_text(fs),
@@ -152,7 +152,7 @@ static int insert_decision(struct store_tx *tx, const char *id, const char *pf, 
 	int rc = props ? 0 : STORE_ERR;
 
 	if (rc == 0)
-		rc = store_exec(tx,
+		rc = store_send(tx,
 				"INSERT INTO rate_decisions (id, portfolio_id, status, room_type_code,"
 				" date_from, date_to, currency, minor_units, brand_ceiling_id,"
 				" approver_saml_subject, justification, proposer, properties, created_at,"
@@ -173,7 +173,7 @@ static int insert_decision(struct store_tx *tx, const char *id, const char *pf, 
 static int mark_reverted(struct store_tx *tx, const char *id, const char *reason,
 			 const char *approver, int64_t now)
 {
-	int rc = store_exec(tx,
+	int rc = store_send(tx,
 			    "UPDATE rate_decisions SET status = 'reverted', revert_reason = $2,"
 			    " revert_approver = $3, reverted_at = $4, updated_at = $4 WHERE id = $1",
 			    (struct store_val[]){sv_text(id), sv_text(reason), sv_text(approver),

@@ -80,6 +80,9 @@ struct store_backend {
 	void (*rollback)(struct store_tx *tx);
 	int (*exec)(struct store_tx *tx, const char *sql, const struct store_val *params,
 		    int nparams);
+	/* NULL: store_send runs exec. */
+	int (*send)(struct store_tx *tx, const char *sql, const struct store_val *params,
+		    int nparams);
 	int (*query)(struct store_tx *tx, const char *sql, const struct store_val *params,
 		     int nparams, struct store_rows **out);
 	int (*next)(struct store_rows *r);

@@ -32,6 +32,16 @@ int store_exec(struct store_tx *tx, const char *sql, const struct store_val *par
 	return tx->be->exec(tx, sql, params, nparams);
 }
 
+int store_send(struct store_tx *tx, const char *sql, const struct store_val *params, int nparams)
+{
+	int rc;
+
+	if (tx->be->send)
+		return tx->be->send(tx, sql, params, nparams);
+	rc = tx->be->exec(tx, sql, params, nparams);
+	return rc < 0 ? rc : STORE_OK;
+}
+
 int store_query(struct store_tx *tx, const char *sql, const struct store_val *params, int nparams,
 		struct store_rows **out)
 {

@@ -95,6 +95,16 @@ void store_rollback(struct store_tx *tx);
 /* Runs a statement that returns no rows. Returns the number of rows changed
  * (>= 0) or a negative enum store_status. */
 int store_exec(struct store_tx *tx, const char *sql, const struct store_val *params, int nparams) WUR;
+/* Runs a statement whose row count the caller does not need, maybe later:
+ * PostgreSQL sends it with the transaction's next statement or its commit
+ * in one round trip, so a writer's run of inserts costs one round trip,
+ * not one each. Returns STORE_OK, or a negative status when it failed
+ * already; a failure found later is returned by the transaction's next
+ * statement (store_query, store_exec) or by store_commit / store_finish,
+ * and leaves the transaction only to roll back, as any failure does. sql
+ * must stay valid until the transaction ends (a string literal); params
+ * are copied at once. */
+int store_send(struct store_tx *tx, const char *sql, const struct store_val *params, int nparams) WUR;
 /* Runs a query; *out iterates its rows and must be closed before the tx
  * ends. Returns 0 or a negative enum store_status. */
 int store_query(struct store_tx *tx, const char *sql, const struct store_val *params, int nparams,

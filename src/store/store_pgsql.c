@@ -43,6 +43,12 @@
 #define STMT_CACHE 256
 #define STMT_PROBES 4
 #define MAX_PARAMS 32
+/* Commands a transaction sends before it reads their results (store_send
+ * defers up to this many, less the 5 one statement may add: DEALLOCATE,
+ * BEGIN, the lock, Parse, Execute). Their answers are a few bytes each,
+ * so neither side's socket buffer fills while the other waits. */
+#define QUEUE_MAX 64
+#define STMT_SENDS 5
 /* Advisory lock keys ("revops" and a number): the writers' turn and the
  * migration runner's. */
 #define WRITE_LOCK_KEY "7310593858020360193"
@@ -82,6 +88,15 @@ struct pg_store {
 	int listen_pipe[2]; /* a byte written here stops it */
 };
 
+/* A command sent into a transaction's open pipeline segment whose result
+ * is still to be read: its text (for the message of its failure) and,
+ * for a Parse, the statement slot it fills and the name it gave. */
+struct pg_sent {
+	const char *sql;
+	struct pg_stmt *parse;
+	char name[16];
+};
+
 struct pg_tx {
 	struct store_tx base; /* first */
 	struct pg_store *st;
@@ -89,6 +104,8 @@ struct pg_tx {
 	int write;
 	int begun;  /* BEGIN was sent (with the first statement) */
 	int failed; /* a statement failed: only ROLLBACK is left */
+	int queued; /* commands in the open segment (sent, no sync yet) */
+	struct pg_sent sent[QUEUE_MAX];
 };
 
 struct pg_rows {
@@ -234,14 +251,14 @@ static struct pg_stmt *find_stmt(struct pg_conn *c, const char *sql, uint64_t h)
 }
 
 /* A slot for sql, new to c: an empty one of the STMT_PROBES from its
- * hash's, else the first, whose statement is deallocated. Names it and
- * counts its placeholders; the slot stays empty (sql NULL) until the
- * server has prepared it. Returns STORE_OK or a store status. */
-static int claim_slot(struct pg_conn *c, const char *sql, uint64_t h, struct pg_stmt **out)
+ * hash's, else the first, whose statement is to be deallocated (dealloc
+ * gets the command, "" when none). Names it and counts its placeholders;
+ * the slot stays empty (sql NULL) until its Parse is sent. Returns
+ * STORE_OK or a store status. */
+static int claim_slot(struct pg_conn *c, const char *sql, uint64_t h, struct pg_stmt **out,
+		      char dealloc[32])
 {
 	struct pg_stmt *cs, *spare = NULL;
-	char dealloc[32];
-	int rc;
 
 	for (int i = 0; i < STMT_PROBES; i++) {
 		cs = &c->cache[(h + (uint64_t)i) % STMT_CACHE];
@@ -249,11 +266,9 @@ static int claim_slot(struct pg_conn *c, const char *sql, uint64_t h, struct pg_
 			spare = cs;
 	}
 	if (spare->sql) {
-		snprintf(dealloc, sizeof dealloc, "DEALLOCATE %s", spare->name);
+		snprintf(dealloc, 32, "DEALLOCATE %s", spare->name);
 		free(spare->sql);
 		spare->sql = NULL;
-		if ((rc = simple(c, dealloc)) != STORE_OK)
-			return rc;
 	}
 	spare->nslots = max_placeholder(sql);
 	if (spare->nslots > MAX_PARAMS) {
@@ -264,6 +279,16 @@ static int claim_slot(struct pg_conn *c, const char *sql, uint64_t h, struct pg_
 	spare->hash = h;
 	*out = spare;
 	return STORE_OK;
+}
+
+/* Forgets the statement a failed Parse was to prepare (s names a Parse),
+ * unless its slot was given to another since. */
+static void forget_parse(const struct pg_sent *s)
+{
+	if (s->parse && s->parse->sql && !strcmp(s->parse->name, s->name)) {
+		free(s->parse->sql);
+		s->parse->sql = NULL;
+	}
 }
 
 /* One statement's wire form: parameter values as text (integers in
@@ -304,73 +329,154 @@ static PGresult *next_result(PGconn *pg)
 	return res;
 }
 
-/* What a statement's round trip sends before the execution. */
+/* What a transaction's first statement sends before it. */
 static const char *const begin_read = "BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY";
 static const char *const write_lock = "SELECT pg_advisory_xact_lock(" WRITE_LOCK_KEY ")";
 
-/* Sends the statement cs (sql) in one round trip, in libpq's pipeline
- * mode: the transaction's BEGIN (and a writer's lock) when it is the
- * first, its Parse when new to the connection, the execution, a sync.
- * Returns the execution's result (NULL when the connection failed), with
- * *early the store status of a failure before it (its result is then
- * PGRES_PIPELINE_ABORTED) and *parsed 1 when the Parse succeeded. */
-static PGresult *round_trip(struct pg_tx *tx, const struct pg_stmt *cs, const char *sql, int parse,
-			    const struct wire *w, int *early, int *parsed)
+/* Marks tx's connection lost (a half-sent or half-read pipeline cannot be
+ * resumed) and tx failed. Returns STORE_ERR. */
+static int lost(struct pg_tx *tx, const char *sql)
 {
-	PGconn *pg = tx->c->pg;
-	const char *pre[3];
-	PGresult *res = NULL, *r;
-	int npre = 0, ok, i;
-
-	*early = STORE_OK;
-	*parsed = 0;
-	if (!tx->begun) {
-		pre[npre++] = tx->write ? "BEGIN" : begin_read;
-		if (tx->write)
-			pre[npre++] = write_lock;
-	}
-	ok = PQenterPipelineMode(pg);
-	for (i = 0; ok && i < npre; i++)
-		ok = PQsendQueryParams(pg, pre[i], 0, NULL, NULL, NULL, NULL, 0);
-	ok = ok && (!parse || PQsendPrepare(pg, cs->name, sql, cs->nslots, w->types)) &&
-	     PQsendQueryPrepared(pg, cs->name, cs->nslots, w->values, w->lengths, w->formats, 0) &&
-	     PQpipelineSync(pg);
-	for (i = 0; ok && i < npre + parse; i++) {
-		if (!(r = next_result(pg))) {
-			ok = 0;
-		} else if (PQresultStatus(r) != PGRES_COMMAND_OK &&
-			   PQresultStatus(r) != PGRES_TUPLES_OK) {
-			if (*early == STORE_OK)
-				*early = map_error(tx->c, r, i < npre ? pre[i] : sql);
-		} else if (i == npre) {
-			*parsed = 1;
-		}
-		PQclear(r);
-	}
-	if (ok && !(res = next_result(pg)))
-		ok = 0;
-	if (ok && (r = PQgetResult(pg))) /* the sync */
-		PQclear(r);
-	if (!ok || !PQexitPipelineMode(pg)) {
-		tx->c->broken = 1;
-		log_pg(LOG_ERROR, "store_error", PQerrorMessage(pg), sql);
-		PQclear(res);
-		return NULL;
-	}
-	return res;
+	if (!tx->c->broken)
+		log_pg(LOG_ERROR, "store_error", PQerrorMessage(tx->c->pg), sql);
+	tx->c->broken = 1;
+	tx->failed = 1;
+	tx->queued = 0;
+	return STORE_ERR;
 }
 
-/* Runs sql with params on tx's connection (round_trip). Sets *res to its
- * result, or returns the store status of a failure before the execution
- * (*res NULL); an execution failure is returned as *exec_rc. Either
- * failure leaves the transaction able only to roll back (store.h). */
-static int run(struct pg_tx *tx, const char *sql, const struct store_val *params, int nparams,
-	       PGresult **res, int *exec_rc)
+/* Sends one command of no parameters (BEGIN, the lock, DEALLOCATE,
+ * COMMIT) into tx's open pipeline segment. Returns STORE_OK or STORE_ERR. */
+static int send_plain(struct pg_tx *tx, const char *sql)
+{
+	if (!PQsendQueryParams(tx->c->pg, sql, 0, NULL, NULL, NULL, NULL, 0))
+		return lost(tx, sql);
+	tx->sent[tx->queued++] = (struct pg_sent){sql, NULL, ""};
+	return STORE_OK;
+}
+
+/* Opens tx's pipeline segment if none is open, with the transaction's
+ * BEGIN (and a writer's lock) when nothing was sent yet. Returns STORE_OK
+ * or STORE_ERR. */
+static int open_segment(struct pg_tx *tx)
+{
+	int rc = STORE_OK;
+
+	if (PQpipelineStatus(tx->c->pg) == PQ_PIPELINE_OFF && !PQenterPipelineMode(tx->c->pg))
+		return lost(tx, "pipeline");
+	if (!tx->begun) {
+		tx->begun = 1;
+		rc = send_plain(tx, tx->write ? "BEGIN" : begin_read);
+		if (rc == STORE_OK && tx->write)
+			rc = send_plain(tx, write_lock);
+	}
+	return rc;
+}
+
+/* Sends sql with params into tx's open segment (open_segment first): its
+ * Parse too when it is new to the connection (the slot remembers it at
+ * once and forgets it in sync_read if the Parse failed). Returns STORE_OK
+ * or a store status (tx is then failed). */
+static int send_stmt(struct pg_tx *tx, const char *sql, const struct store_val *params, int nparams)
 {
 	uint64_t h = sql_hash(sql);
 	struct pg_stmt *cs = find_stmt(tx->c, sql, h);
-	int parse = !cs, early, parsed, rc;
+	char dealloc[32] = "";
 	struct wire w;
+	int rc;
+
+	if ((rc = open_segment(tx)) != STORE_OK)
+		return rc;
+	if (!cs && (rc = claim_slot(tx->c, sql, h, &cs, dealloc)) != STORE_OK)
+		goto fail;
+	if (cs->nslots > nparams) {
+		log_msg(LOG_ERROR, "store_error", "placeholder $%d without a value in: %.120s",
+			cs->nslots, sql);
+		rc = STORE_ERR;
+		goto fail;
+	}
+	if (dealloc[0]) {
+		if (!PQsendQueryParams(tx->c->pg, dealloc, 0, NULL, NULL, NULL, NULL, 0))
+			return lost(tx, dealloc);
+		tx->sent[tx->queued++] = (struct pg_sent){"DEALLOCATE", NULL, ""};
+	}
+	wire_fill(&w, params, cs->nslots);
+	if (!cs->sql) {
+		if (!PQsendPrepare(tx->c->pg, cs->name, sql, cs->nslots, w.types))
+			return lost(tx, sql);
+		tx->sent[tx->queued] = (struct pg_sent){sql, cs, ""};
+		memcpy(tx->sent[tx->queued++].name, cs->name, sizeof cs->name);
+		cs->sql = strdup(sql); /* NULL: forgotten, prepared again next time */
+	}
+	if (!PQsendQueryPrepared(tx->c->pg, cs->name, cs->nslots, w.values, w.lengths, w.formats, 0))
+		return lost(tx, sql);
+	tx->sent[tx->queued++] = (struct pg_sent){sql, NULL, ""};
+	return STORE_OK;
+fail:
+	tx->failed = 1;
+	return rc;
+}
+
+/* Ends tx's open segment with a sync and reads its results in order,
+ * forgetting each statement whose Parse failed. Returns the store status
+ * of the first failure (STORE_OK when none; tx is then failed) with
+ * *fail_at its index, and, when last is not NULL and nothing failed, the
+ * last command's result in *last. */
+static int sync_read(struct pg_tx *tx, PGresult **last, int *fail_at)
+{
+	PGconn *pg = tx->c->pg;
+	int rc = STORE_OK, n = tx->queued, i;
+	PGresult *r;
+
+	*fail_at = -1;
+	if (last)
+		*last = NULL;
+	if (!PQpipelineSync(pg))
+		return lost(tx, "sync");
+	tx->queued = 0;
+	for (i = 0; i < n; i++) {
+		ExecStatusType s;
+
+		if (!(r = next_result(pg)))
+			return lost(tx, tx->sent[i].sql);
+		s = PQresultStatus(r);
+		if (s != PGRES_COMMAND_OK && s != PGRES_TUPLES_OK) {
+			forget_parse(&tx->sent[i]);
+			if (rc == STORE_OK) {
+				rc = map_error(tx->c, r, tx->sent[i].sql);
+				*fail_at = i;
+			}
+		}
+		if (last && i == n - 1 && rc == STORE_OK)
+			*last = r;
+		else
+			PQclear(r);
+	}
+	r = PQgetResult(pg); /* the sync */
+	i = r && PQresultStatus(r) == PGRES_PIPELINE_SYNC;
+	PQclear(r);
+	if (!i || !PQexitPipelineMode(pg)) {
+		if (last) {
+			PQclear(*last);
+			*last = NULL;
+		}
+		return lost(tx, "sync");
+	}
+	if (rc != STORE_OK)
+		tx->failed = 1;
+	return rc;
+}
+
+/* Runs sql with params on tx's connection, in one round trip with what
+ * the segment holds before it (BEGIN, the lock, a Parse, deferred
+ * statements). Sets *res to its result, or returns the store status of a
+ * failure before its execution (*res NULL); an execution failure is
+ * returned as *exec_rc. Either failure leaves the transaction able only to
+ * roll back (store.h). */
+static int run(struct pg_tx *tx, const char *sql, const struct store_val *params, int nparams,
+	       PGresult **res, int *exec_rc)
+{
+	int rc, fail_at, last;
 
 	*res = NULL;
 	*exec_rc = STORE_OK;
@@ -381,34 +487,15 @@ static int run(struct pg_tx *tx, const char *sql, const struct store_val *params
 	}
 	if (tx->c->broken)
 		return STORE_ERR;
-	if (parse && (rc = claim_slot(tx->c, sql, h, &cs)) != STORE_OK) {
-		tx->failed = 1;
+	if ((rc = send_stmt(tx, sql, params, nparams)) != STORE_OK)
 		return rc;
+	last = tx->queued - 1;
+	rc = sync_read(tx, res, &fail_at);
+	if (rc != STORE_OK && !tx->c->broken && fail_at == last) {
+		*exec_rc = rc;
+		return STORE_OK;
 	}
-	if (cs->nslots > nparams) {
-		log_msg(LOG_ERROR, "store_error", "placeholder $%d without a value in: %.120s",
-			cs->nslots, sql);
-		tx->failed = 1;
-		return STORE_ERR;
-	}
-	wire_fill(&w, params, cs->nslots);
-	*res = round_trip(tx, cs, sql, parse, &w, &early, &parsed);
-	if (parsed && !(cs->sql = strdup(sql)))
-		early = early == STORE_OK ? STORE_ERR : early; /* forgotten: prepared again */
-	tx->begun = 1;
-	if (!*res || early != STORE_OK) {
-		tx->failed = 1;
-		PQclear(*res);
-		*res = NULL;
-		return early != STORE_OK ? early : STORE_ERR;
-	}
-	if (PQresultStatus(*res) != PGRES_COMMAND_OK && PQresultStatus(*res) != PGRES_TUPLES_OK) {
-		tx->failed = 1;
-		*exec_rc = map_error(tx->c, *res, sql);
-		PQclear(*res);
-		*res = NULL;
-	}
-	return STORE_OK;
+	return rc;
 }
 
 static int pg_query(struct store_tx *gtx, const char *sql, const struct store_val *params,
@@ -557,6 +644,30 @@ static int pg_exec(struct store_tx *gtx, const char *sql, const struct store_val
 	return rc;
 }
 
+/* store_send: the statement goes into the open segment, read with the
+ * transaction's next statement or its commit; a full segment is read
+ * first (a sync of its own). */
+static int pg_send(struct store_tx *gtx, const char *sql, const struct store_val *params, int nparams)
+{
+	struct pg_tx *tx = (struct pg_tx *)gtx;
+	int fail_at;
+
+	if (tx->failed) {
+		log_msg(LOG_ERROR, "store_error",
+			"a statement after a failed one in the same transaction: %.120s", sql);
+		return STORE_ERR;
+	}
+	if (tx->c->broken)
+		return STORE_ERR;
+	if (tx->queued + STMT_SENDS > QUEUE_MAX) {
+		int rc = sync_read(tx, NULL, &fail_at);
+
+		if (rc != STORE_OK)
+			return rc;
+	}
+	return send_stmt(tx, sql, params, nparams);
+}
+
 static struct pg_conn *pool_get(struct pg_store *st)
 {
 	return &st->conns[store_pool_take(&st->pool)];
@@ -633,29 +744,48 @@ fail:
 	return rc;
 }
 
+/* Sends COMMIT after what tx's open segment holds and reads it all.
+ * Returns STORE_OK, or the status of the first failure (a deferred
+ * statement's, or the COMMIT's; a COMMIT of a failed transaction answers
+ * ROLLBACK and is STORE_ERR). */
+static int send_commit(struct pg_tx *tx)
+{
+	PGresult *res = NULL;
+	int rc, fail_at;
+
+	if ((rc = open_segment(tx)) != STORE_OK || (rc = send_plain(tx, "COMMIT")) != STORE_OK)
+		return rc;
+	rc = sync_read(tx, &res, &fail_at);
+	if (rc == STORE_OK && strcmp(PQcmdStatus(res), "COMMIT") != 0)
+		rc = STORE_ERR;
+	PQclear(res);
+	return rc;
+}
+
 /* Ends tx (COMMIT, or ROLLBACK when commit is 0 or a statement failed)
  * and releases its connection; a transaction no statement began costs no
  * round trip. Committing a failed one returns STORE_ERR. */
 static int end_tx(struct pg_tx *tx, int commit)
 {
-	const char *sql = commit && !tx->failed ? "COMMIT" : "ROLLBACK";
-	PGresult *res = NULL;
-	int rc = commit && tx->failed ? STORE_ERR : STORE_OK;
+	int rc = commit && tx->failed ? STORE_ERR : STORE_OK, fail_at;
 
-	if (tx->begun && !tx->write && !tx->failed && !tx->c->broken && end_read(tx->c) == 0) {
-		/* sent; its answer is read by the connection's next user */
-	} else if (tx->begun && !tx->c->broken) {
-		res = PQexec(tx->c->pg, sql);
-		if (!res || PQresultStatus(res) != PGRES_COMMAND_OK)
-			rc = map_error(tx->c, res, sql);
-		else if (strcmp(PQcmdStatus(res), sql) != 0)
-			rc = STORE_ERR; /* COMMIT of a failed transaction answers ROLLBACK */
-		PQclear(res);
-		if (rc != STORE_OK && !tx->c->broken && PQtransactionStatus(tx->c->pg) != PQTRANS_IDLE)
-			(void)simple(tx->c, "ROLLBACK");
-	} else if (tx->begun) {
+	if (!tx->begun)
+		goto out;
+	if (tx->c->broken) {
 		rc = STORE_ERR;
+		goto out;
 	}
+	if (!tx->write && !tx->failed && !tx->queued && end_read(tx->c) == 0)
+		goto out; /* sent; its answer is read by the connection's next user */
+	if (commit && !tx->failed)
+		rc = send_commit(tx);
+	else if (tx->queued)
+		(void)sync_read(tx, NULL, &fail_at);
+	if (!tx->c->broken && PQtransactionStatus(tx->c->pg) != PQTRANS_IDLE)
+		(void)simple(tx->c, "ROLLBACK");
+	if (tx->c->broken)
+		rc = STORE_ERR;
+out:
 	pool_put(tx->st, tx->c);
 	free(tx);
 	return rc;
@@ -733,11 +863,14 @@ static void pg_background_checkpoints(struct store *gst)
 static int pg_exec_script(struct store_tx *gtx, const char *sql, const char *name)
 {
 	struct pg_tx *tx = (struct pg_tx *)gtx;
-	int rc = tx->begun
-			 ? STORE_OK
-			 : simple(tx->c,
-				  tx->write ? "BEGIN; SELECT pg_advisory_xact_lock(" WRITE_LOCK_KEY ")"
-					    : begin_read);
+	int fail_at, rc = tx->queued ? sync_read(tx, NULL, &fail_at) : STORE_OK;
+
+	if (rc != STORE_OK)
+		return rc;
+	rc = tx->begun ? STORE_OK
+		       : simple(tx->c,
+				tx->write ? "BEGIN; SELECT pg_advisory_xact_lock(" WRITE_LOCK_KEY ")"
+					  : begin_read);
 
 	tx->begun = 1;
 	if (rc == STORE_OK)
@@ -796,9 +929,7 @@ static int pg_notify(struct store_tx *gtx, enum store_channel ch)
 		"SELECT pg_notify('revops_outbox', '')",
 		"SELECT pg_notify('revops_deliveries', '')",
 	};
-	int rc = pg_exec(gtx, sql[ch], NULL, 0);
-
-	return rc < 0 ? rc : STORE_OK;
+	return pg_send(gtx, sql[ch], NULL, 0);
 }
 
 /* A session of its own that LISTENs on every channel, or NULL. */
@@ -907,6 +1038,7 @@ static const struct store_backend pgsql_backend = {
 	.commit = pg_commit,
 	.rollback = pg_rollback,
 	.exec = pg_exec,
+	.send = pg_send,
 	.query = pg_query,
 	.next = pg_next,
 	.text = pg_text,

@@ -410,7 +410,7 @@ static int add_delivery(const struct fan *f, const struct subscription *s, const
 			const char *lane, int rate)
 {
 	const struct outbox_event *ev = f->ev;
-	int rc = store_exec(
+	int rc = store_send(
 		f->tx,
 		"INSERT INTO webhook_deliveries (id, portfolio_id, subscription_id, surface, target,"
 		" primary_id, event_id, event_type, event_created_at, url, lane, lane_hash,"
@@ -582,7 +582,7 @@ static int fan_out_batch(struct engine *d, struct engine_touched *touched)
 	b = (struct batch){tx, subs, nsubs, touched, d->cursor, 0, 0};
 	if ((rc = outbox_each_after(tx, d->cursor, FANOUT_BATCH, fan_out_one, &b)) < 0)
 		goto out;
-	rc = store_exec(tx, "UPDATE webhook_dispatch SET last_event_seq = $1 WHERE id = 1",
+	rc = store_send(tx, "UPDATE webhook_dispatch SET last_event_seq = $1 WHERE id = 1",
 			(struct store_val[]){sv_int(b.last)}, 1);
 	if (rc >= 0 && (touched->n || touched->overflow))
 		rc = store_notify(tx, STORE_CH_DELIVERIES); /* lanes other workers serve */
@@ -849,7 +849,7 @@ static int record_outcome(struct store_tx *tx, struct flight *f, int64_t now, in
 		next = origin + clock_business_ms(offs[f->attempt - 1]);
 	}
 	*next_ms = next;
-	rc = store_exec(tx,
+	rc = store_send(tx,
 			"INSERT INTO webhook_attempts (delivery_id, n, started_at, duration_ms,"
 			" http_status, error, response_snippet) VALUES ($1, $2, $3, $4, $5, $6, $7)"
 			" ON CONFLICT (delivery_id, n) DO NOTHING",
@@ -860,7 +860,7 @@ static int record_outcome(struct store_tx *tx, struct flight *f, int64_t now, in
 			7);
 	if (rc < 0)
 		return rc;
-	rc = store_exec(tx,
+	rc = store_send(tx,
 			"UPDATE webhook_deliveries SET state = $2, attempt_count = $3,"
 			" schedule_origin = $4, next_attempt_at = $5, manual = 0,"
 			" delivered_at = CASE WHEN $2 = 'delivered' THEN $6 ELSE delivered_at END,"

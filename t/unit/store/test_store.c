@@ -466,6 +466,74 @@ static void test_constraints(void **state)
 	store_rollback(tx);
 }
 
+/* store_send: deferred statements take effect with the commit; one that
+ * fails is reported by the next statement or by the commit (with its own
+ * status), and the whole transaction goes; more than a pipeline holds
+ * still all arrive; a statement new to the connection whose Parse failed
+ * is prepared again next time. */
+static void test_send(void **state)
+{
+	struct fixture *f = *state;
+	struct store_tx *tx;
+	int64_t v = -1;
+	int i;
+
+	make_table(f->st);
+	assert_int_equal(store_begin(f->st, 1, &tx), STORE_OK);
+	for (i = 0; i < 150; i++)
+		assert_int_equal(store_send(tx, "INSERT INTO t (a, k) VALUES ($1, $2)",
+					    (struct store_val[]){sv_int(i), sv_int(i)}, 2),
+				 STORE_OK);
+	assert_int_equal(store_query_int(tx, "SELECT COUNT(*) FROM t", NULL, 0, &v), 1);
+	assert_int_equal(v, 150); /* the transaction sees its own deferred rows */
+	assert_int_equal(store_send(tx, "UPDATE t SET b = 'x' WHERE a = $1",
+				    (struct store_val[]){sv_int(7)}, 1),
+			 STORE_OK);
+	assert_int_equal(store_commit(tx), STORE_OK);
+	assert_int_equal(count(f->st, "SELECT COUNT(*) FROM t WHERE b = 'x'"), 1);
+
+	/* a refused one, found by the commit: nothing of the transaction stays */
+	assert_int_equal(store_begin(f->st, 1, &tx), STORE_OK);
+	assert_int_equal(store_send(tx, "INSERT INTO t (k) VALUES ('new')", NULL, 0), STORE_OK);
+	i = store_send(tx, "INSERT INTO t (k) VALUES ('3')", NULL, 0);
+	assert_true(i == STORE_OK || i == STORE_CONSTRAINT); /* SQLite knows at once */
+	if (i == STORE_OK)
+		assert_int_equal(store_commit(tx), STORE_CONSTRAINT);
+	else
+		assert_int_equal(store_commit(tx), STORE_ERR);
+	assert_int_equal(count(f->st, "SELECT COUNT(*) FROM t WHERE k = 'new'"), 0);
+
+	/* ... or by the next statement */
+	assert_int_equal(store_begin(f->st, 1, &tx), STORE_OK);
+	i = store_send(tx, "INSERT INTO t (k, n) VALUES ('neg', -1)", NULL, 0);
+	if (i == STORE_OK)
+		assert_int_equal(store_query_int(tx, "SELECT 1", NULL, 0, &v), STORE_CONSTRAINT);
+	else
+		assert_int_equal(i, STORE_CONSTRAINT);
+	assert_int_equal(store_exec(tx, "INSERT INTO t (k) VALUES ('late')", NULL, 0), STORE_ERR);
+	assert_int_equal(store_commit(tx), STORE_ERR);
+
+	/* a statement that cannot be prepared, then a good one on the same
+	 * connection, then the bad one again: the same error, not a stale name */
+	for (i = 0; i < 2; i++) {
+		assert_int_equal(store_begin(f->st, 1, &tx), STORE_OK);
+		assert_true(store_send(tx, "INSERT INTO no_such_table VALUES (1)", NULL, 0) <= 0);
+		assert_int_equal(store_commit(tx), STORE_ERR);
+		assert_int_equal(store_begin(f->st, 1, &tx), STORE_OK);
+		assert_int_equal(store_send(tx, "INSERT INTO t (a) VALUES ($1)",
+					    (struct store_val[]){sv_int(1000 + i)}, 1),
+				 STORE_OK);
+		assert_int_equal(store_commit(tx), STORE_OK);
+	}
+	assert_int_equal(count(f->st, "SELECT COUNT(*) FROM t WHERE a >= 1000"), 2);
+
+	/* a rolled-back one leaves nothing */
+	assert_int_equal(store_begin(f->st, 1, &tx), STORE_OK);
+	assert_int_equal(store_send(tx, "INSERT INTO t (k) VALUES ('gone')", NULL, 0), STORE_OK);
+	store_rollback(tx);
+	assert_int_equal(count(f->st, "SELECT COUNT(*) FROM t WHERE k = 'gone'"), 0);
+}
+
 static void test_rollback_discards(void **state)
 {
 	struct fixture *f = *state;
@@ -1204,6 +1272,7 @@ int main(void)
 		BOTH(test_value_round_trip),
 		BOTH(test_query_int),
 		BOTH(test_constraints),
+		BOTH(test_send),
 		BOTH(test_rollback_discards),
 		BOTH(test_read_snapshot),
 		BOTH(test_nested_same_sql),
@@ -1229,6 +1298,7 @@ int main(void)
 		BOTH(test_value_round_trip),
 		BOTH(test_query_int),
 		BOTH(test_constraints),
+		BOTH(test_send),
 		BOTH(test_rollback_discards),
 		BOTH(test_read_snapshot),
 		BOTH(test_nested_same_sql),
