@@ -46,7 +46,7 @@ start() {
     port=$(free_port)
     if as_owner "$PGBIN/pg_ctl" -D "$dir/data" -l "$dir/server.log" -w -t 60 start \
       -o "-p $port -c listen_addresses=127.0.0.1 -c unix_socket_directories=$dir
-          $durability -c max_connections=600 -c shared_buffers=$buffers" >/dev/null 2>&1; then
+          $durability -c max_connections=1000 -c shared_buffers=$buffers" >/dev/null 2>&1; then
       echo "postgres://revops@127.0.0.1:$port/postgres $dir"
       return 0
     fi

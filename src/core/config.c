@@ -20,6 +20,8 @@ struct opt {
 
 /* An initialiser macro, which clang-format 14 would lay out as a body. */
 /* clang-format off */
+/* threads not given: chosen by the database in finish. */
+#define THREADS_AUTO (-1)
 #define O(n, k, f, h) {n, k, offsetof(struct config, f), sizeof(((struct config *)0)->f), h}
 /* clang-format on */
 static const struct opt opts[] = {
@@ -42,7 +44,8 @@ static const struct opt opts[] = {
 	O("time-scale", OPT_NUM, time_scale, "testing only: divide business durations by N"),
 	O("token-ttl", OPT_INT, token_ttl, "access token lifetime in seconds (3600)"),
 	O("log-format", OPT_LOGFMT, log_json, "json|text (text on a TTY, else json)"),
-	O("threads", OPT_INT, threads, "HTTP threads that read requests and serve reads (cores)"),
+	O("threads", OPT_INT, threads,
+	  "HTTP threads that read requests and serve reads (cores; 4 x cores on PostgreSQL)"),
 	O("workers", OPT_INT, workers, "threads that run writes, which may wait on the PMS (8)"),
 	O("max-connections", OPT_INT, max_connections, "concurrent connections (4096)"),
 	O("idle-timeout", OPT_INT, idle_timeout,
@@ -136,8 +139,6 @@ bad:
 /* The built-in defaults, before the environment and the command line. */
 static void set_defaults(struct config *cfg)
 {
-	long cores = sysconf(_SC_NPROCESSORS_ONLN);
-
 	memset(cfg, 0, sizeof *cfg);
 	strcpy(cfg->listen_host, "127.0.0.1");
 	cfg->listen_port = 8080;
@@ -147,7 +148,7 @@ static void set_defaults(struct config *cfg)
 	cfg->time_scale = 1.0;
 	cfg->token_ttl = 3600;
 	cfg->log_json = !isatty(STDERR_FILENO);
-	cfg->threads = cores > 0 ? (int)cores : 2;
+	cfg->threads = THREADS_AUTO;
 	cfg->max_connections = 4096;
 	cfg->workers = 8;
 	cfg->webhook_senders = 2;
@@ -232,6 +233,16 @@ unknown:
  * not given, and drops the public URL's trailing slashes. Returns 0 or -1 with a message on stderr. */
 static int finish(struct config *cfg)
 {
+	long cores = sysconf(_SC_NPROCESSORS_ONLN);
+
+	if (!cfg->database[0])
+		snprintf(cfg->database, sizeof cfg->database, "sqlite:%s/revops.db", cfg->data_dir);
+	/* A read on PostgreSQL waits for a round trip: more loops keep the
+	 * cores busy while some wait (one loop per core stayed idle half the
+	 * time, docs/BENCHMARKS.md). */
+	if (cfg->threads == THREADS_AUTO)
+		cfg->threads = (cores > 0 ? (int)cores : 2) *
+			       (strncmp(cfg->database, "sqlite:", 7) ? 4 : 1);
 	if (cfg->threads < 1)
 		cfg->threads = 1;
 	if (cfg->webhook_senders < 1 || cfg->webhook_senders > 16) {
@@ -240,8 +251,6 @@ static int finish(struct config *cfg)
 	}
 	if (cfg->idle_timeout < 1)
 		cfg->idle_timeout = 1;
-	if (!cfg->database[0])
-		snprintf(cfg->database, sizeof cfg->database, "sqlite:%s/revops.db", cfg->data_dir);
 	if (strcmp(cfg->role, "all") && strcmp(cfg->role, "api") && strcmp(cfg->role, "worker")) {
 		fprintf(stderr, "revopsd: --role must be all, api or worker\n");
 		return -1;

@@ -85,6 +85,22 @@ class SoleNodeTest(unittest.TestCase):
             self.assertEqual(m.get("revops_webhook_lane_buckets"), BUCKETS, m)
             self.assertEqual(srv.request("GET", "/v2/openapi.json").status, 200)
 
+    def test_event_loops_by_backend(self):
+        """--threads defaults to the cores on SQLite and to 4 x the cores on
+        PostgreSQL (a read there holds its loop for a round trip); given,
+        it is taken as it is. Counted as the process's http-loop threads."""
+        def loops(srv):
+            n = 0
+            for task in os.listdir("/proc/%d/task" % srv.proc.pid):
+                with open("/proc/%d/task/%s/comm" % (srv.proc.pid, task)) as f:
+                    n += f.read().strip() == "http-loop"
+            return n
+        cores = os.cpu_count()
+        with harness.Server() as srv:
+            self.assertEqual(loops(srv), cores * (4 if backend.POSTGRES else 1))
+        with harness.Server(["--threads", "3"]) as srv:
+            self.assertEqual(loops(srv), 3)
+
 
 class SqliteRolesTest(unittest.TestCase):
     """SQLite has one server per file: roles that leave work to other
