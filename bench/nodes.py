@@ -7,6 +7,7 @@ measurements taken in the same run, on the same machine, with the same build.
                                        haproxy, postgresql-15: `make bench`
                                        installs them)
     DURATION=10 EVENTS=20000 bench/nodes.py
+    PHASES=backends MEASURES=reads bench/nodes.py     (one figure only)
 
 1. backends: one node (`--role all`), first on SQLite, then on a fresh
    PostgreSQL database (a throw-away cluster, fsync on, synchronous_commit
@@ -51,6 +52,8 @@ EVENTS = int(os.environ.get("EVENTS", "20000"))
 LANES = 16
 RESULTS = os.environ.get("RESULTS", "bench-nodes.json")
 PHASES = os.environ.get("PHASES", "backends,workers,api").split(",")
+# Which figures the backends phase measures (all three unless narrowed).
+MEASURES = os.environ.get("MEASURES", "reads,decisions,deliveries").split(",")
 TICK = os.sysconf("SC_CLK_TCK")
 
 
@@ -281,18 +284,21 @@ def one_node(db_name, tmp, ca, sink, pms, pg_pids):
             groups["postgres"] = pg_pids
         cpu = Cpu(groups)
         out = {}
-        rate, secs = measure_wrk(srv.base_url + "/v2/portfolios/%s/properties" % s.id,
-                                 "auth.lua", read_env(s), 64, cpu)
-        out["reads"] = {"rate": rate, "cpu_s": secs, "ops": rate * DURATION}
-        log("%s reads: %.0f/s" % (db_name, rate))
-        rate, secs = measure_wrk(srv.base_url, "decision.lua", decision_env(s), 32, cpu)
-        out["decisions"] = {"rate": rate, "cpu_s": secs, "ops": rate * DURATION}
-        log("%s decisions: %.0f/s" % (db_name, rate))
-        subscribe(srv, s, sink)
-        cpu.groups.pop("wrk", None)
-        rate, secs, _ = drain([srv], srv, s, cpu)
-        out["deliveries"] = {"rate": rate, "cpu_s": secs, "ops": EVENTS * LANES}
-        log("%s deliveries: %.0f/s" % (db_name, rate))
+        if "reads" in MEASURES:
+            rate, secs = measure_wrk(srv.base_url + "/v2/portfolios/%s/properties" % s.id,
+                                     "auth.lua", read_env(s), 64, cpu)
+            out["reads"] = {"rate": rate, "cpu_s": secs, "ops": rate * DURATION}
+            log("%s reads: %.0f/s" % (db_name, rate))
+        if "decisions" in MEASURES:
+            rate, secs = measure_wrk(srv.base_url, "decision.lua", decision_env(s), 32, cpu)
+            out["decisions"] = {"rate": rate, "cpu_s": secs, "ops": rate * DURATION}
+            log("%s decisions: %.0f/s" % (db_name, rate))
+        if "deliveries" in MEASURES:
+            subscribe(srv, s, sink)
+            cpu.groups.pop("wrk", None)
+            rate, secs, _ = drain([srv], srv, s, cpu)
+            out["deliveries"] = {"rate": rate, "cpu_s": secs, "ops": EVENTS * LANES}
+            log("%s deliveries: %.0f/s" % (db_name, rate))
         return out
     finally:
         srv.close()
@@ -426,6 +432,8 @@ def report_backends(r):
     print("== PostgreSQL against SQLite, one node (targets: reads >= 0.80, decisions >= 0.60,"
           " deliveries >= 0.50)")
     for k in ("reads", "decisions", "deliveries"):
+        if k not in r["sqlite"]:
+            continue
         a, b = r["sqlite"][k]["rate"], r["postgres"][k]["rate"]
         r["ratios"][k] = b / a
         print("  %-10s sqlite %8.0f/s  postgres %8.0f/s  ratio %.2f" % (k, a, b, b / a))

@@ -238,7 +238,7 @@ int auth_lookup_token(struct store *st, const char *token, int64_t now_ms, struc
 	crypto_sha256_hex(token, strlen(token), hash);
 	if (cache_get(hash, now_ms, p))
 		return AUTH_OK;
-	if (store_begin(st, 0, &tx) != STORE_OK)
+	if (store_begin(st, STORE_READ_ONE, &tx) != STORE_OK)
 		return AUTH_ERROR;
 	if (store_query(tx, sql, (struct store_val[]){sv_text(hash)}, 1, &r) != STORE_OK)
 		goto out;
@@ -292,7 +292,7 @@ int auth_lookup_scim_token(struct store *st, const char *token, struct principal
 
 	memset(p, 0, sizeof *p);
 	crypto_sha256_hex(token, strlen(token), hash);
-	if (store_begin(st, 0, &tx) != STORE_OK)
+	if (store_begin(st, STORE_READ_ONE, &tx) != STORE_OK)
 		return AUTH_ERROR;
 	if (store_query(tx,
 			"SELECT s.portfolio_id, p.plan, p.rate_limit_per_minute FROM scim_tokens s"

@@ -121,17 +121,29 @@ int audit_prepare(struct audit_chain *ch, const char *kind, const char *actor,
 	return 0;
 }
 
-int audit_insert(struct store_tx *tx, const char *decision_id, const struct audit_entry *e)
+int audit_insert(struct store_tx *tx, const char *decision_id, const struct audit_entry *e, size_t n)
 {
-	int rc = store_send(tx,
-			    "INSERT INTO audit_entries (decision_id, seq, at, kind, actor, details,"
-			    " prev_hash, hash) VALUES ($1, $2, $3, $4, $5, $6, $7, $8)",
-			    (struct store_val[]){sv_text(decision_id), sv_int(e->seq),
-						 sv_int(e->at_ms), sv_text(e->kind),
-						 sv_text(e->actor), sv_text(e->details),
-						 sv_text(e->prev), sv_text(e->hash)},
-			    8);
+	struct store_val v[STORE_ROWS * 8];
+	size_t from, k, i;
+	int rc = 0;
 
+	for (from = 0; rc == 0 && from < n; from += k) {
+		k = n - from < STORE_ROWS ? n - from : STORE_ROWS;
+		for (i = 0; i < k; i++) {
+			const struct audit_entry *x = &e[from + i];
+
+			memcpy(&v[i * 8],
+			       (struct store_val[]){sv_text(decision_id), sv_int(x->seq),
+						    sv_int(x->at_ms), sv_text(x->kind),
+						    sv_text(x->actor), sv_text(x->details),
+						    sv_text(x->prev), sv_text(x->hash)},
+			       8 * sizeof *v);
+		}
+		rc = store_send_rows(tx,
+				     "INSERT INTO audit_entries (decision_id, seq, at, kind, actor,"
+				     " details, prev_hash, hash)",
+				     "", 8, v, k);
+	}
 	return rc < 0 ? rc : 0;
 }
 
@@ -150,7 +162,7 @@ int audit_append(struct store_tx *tx, struct audit_chain *ch, const char *kind, 
 
 	if (audit_prepare(&next, kind, actor, details, at_ms, &e) < 0)
 		return STORE_ERR;
-	rc = audit_insert(tx, ch->decision_id, &e);
+	rc = audit_insert(tx, ch->decision_id, &e, 1);
 	audit_entry_free(&e);
 	if (rc < 0)
 		return rc;

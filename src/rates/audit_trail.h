@@ -46,9 +46,10 @@ struct audit_entry {
 /* Computes the next entry of ch (no I/O) and advances ch. Returns 0 or -1. */
 int audit_prepare(struct audit_chain *ch, const char *kind, const char *actor,
 		  const json_t *details, int64_t at_ms, struct audit_entry *e) WUR;
-/* Inserts a prepared entry of ch's decision inside tx. Returns 0 or a
- * negative store status. */
-int audit_insert(struct store_tx *tx, const char *decision_id, const struct audit_entry *e) WUR;
+/* Inserts n prepared entries e[] of one decision inside tx (as few
+ * statements as carry them). Returns 0 or a negative store status. */
+int audit_insert(struct store_tx *tx, const char *decision_id, const struct audit_entry *e,
+		 size_t n) WUR;
 void audit_entry_free(struct audit_entry *e);
 /* Appends one entry inside tx and advances ch. details is borrowed.
  * Returns 0 or a negative store status. */

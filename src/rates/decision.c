@@ -428,10 +428,8 @@ static int prepare_proposal(struct publish *pub, const char *id)
 /* Inserts pub's prepared entries of decision id inside tx and frees them. */
 static int insert_entries(struct store_tx *tx, struct publish *pub, const char *id)
 {
-	int i, rc = 0;
+	int i, rc = audit_insert(tx, id, pub->ent, (size_t)pub->nent);
 
-	for (i = 0; i < pub->nent && rc >= 0; i++)
-		rc = audit_insert(tx, id, &pub->ent[i]);
 	for (i = 0; i < pub->nent; i++)
 		audit_entry_free(&pub->ent[i]);
 	pub->nent = 0;

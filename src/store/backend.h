@@ -63,6 +63,8 @@ static inline void store_hub_raise(struct store_hub *h, unsigned mask)
 
 struct store_tx {
 	const struct store_backend *be;
+	int one;  /* STORE_READ_ONE: store.c refuses a second statement */
+	int runs; /* statements run so far */
 };
 
 struct store_rows {
@@ -75,7 +77,8 @@ struct store_backend {
 	const char *name; /* "sqlite", "postgres" */
 	/* Its migrations, applied by store.c in order. */
 	const struct embedded_migration *migrations;
-	int (*begin)(struct store *st, int write, struct store_tx **out);
+	/* mode: enum store_mode. */
+	int (*begin)(struct store *st, int mode, struct store_tx **out);
 	int (*commit)(struct store_tx *tx);
 	void (*rollback)(struct store_tx *tx);
 	int (*exec)(struct store_tx *tx, const char *sql, const struct store_val *params,

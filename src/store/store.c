@@ -3,6 +3,8 @@
  * written once over the store.h interface (a backend must not copy it). */
 #include "store/store.h"
 
+#include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <time.h>
 
@@ -11,9 +13,25 @@
 #include "core/log.h"
 #include "store/backend.h"
 
-int store_begin(struct store *st, int write, struct store_tx **out)
+int store_begin(struct store *st, int mode, struct store_tx **out)
 {
-	return st->be->begin(st, write, out);
+	int rc = st->be->begin(st, mode, out);
+
+	if (rc == STORE_OK)
+		(*out)->one = mode == STORE_READ_ONE;
+	return rc;
+}
+
+/* 0 when tx may run another statement, else STORE_ERR (logged): a
+ * STORE_READ_ONE transaction ran one already. */
+static int may_run(struct store_tx *tx, const char *sql)
+{
+	if (tx->one && tx->runs++ > 0) {
+		log_msg(LOG_ERROR, "store_error",
+			"a second statement in a one-statement read: %.120s", sql);
+		return STORE_ERR;
+	}
+	return 0;
 }
 
 int store_commit(struct store_tx *tx)
@@ -29,22 +47,68 @@ void store_rollback(struct store_tx *tx)
 
 int store_exec(struct store_tx *tx, const char *sql, const struct store_val *params, int nparams)
 {
-	return tx->be->exec(tx, sql, params, nparams);
+	return may_run(tx, sql) ? STORE_ERR : tx->be->exec(tx, sql, params, nparams);
 }
 
 int store_send(struct store_tx *tx, const char *sql, const struct store_val *params, int nparams)
 {
 	int rc;
 
+	if (may_run(tx, sql))
+		return STORE_ERR;
 	if (tx->be->send)
 		return tx->be->send(tx, sql, params, nparams);
 	rc = tx->be->exec(tx, sql, params, nparams);
 	return rc < 0 ? rc : STORE_OK;
 }
 
+/* "head VALUES ($1, $2), ($3, $4)tail" for nrows rows of ncols, or NULL
+ * (no memory). */
+static char *rows_sql(const char *head, const char *tail, int ncols, size_t nrows)
+{
+	size_t cap = strlen(head) + strlen(tail) + 16 + nrows * ((size_t)ncols * 7 + 4), n;
+	char *sql = malloc(cap);
+	int p = 1;
+
+	if (!sql)
+		return NULL;
+	n = (size_t)snprintf(sql, cap, "%s VALUES ", head);
+	for (size_t r = 0; r < nrows; r++)
+		for (int c = 0; c < ncols; c++, p++)
+			n += (size_t)snprintf(sql + n, cap - n, "%s$%d%s",
+					      c   ? ""
+					      : r ? ", ("
+						  : "(",
+					      p, c + 1 < ncols ? ", " : ")");
+	snprintf(sql + n, cap - n, "%s", tail);
+	return sql;
+}
+
+int store_send_rows(struct store_tx *tx, const char *head, const char *tail, int ncols,
+		    const struct store_val *vals, size_t nrows)
+{
+	size_t per = (size_t)(STORE_MAX_PARAMS / ncols), k;
+	int rc = STORE_OK;
+	char *sql;
+
+	per = per > STORE_ROWS ? STORE_ROWS : per;
+	for (size_t from = 0; rc == STORE_OK && from < nrows; from += k) {
+		k = nrows - from < per ? nrows - from : per;
+		if (!(sql = rows_sql(head, tail, ncols, k)))
+			return STORE_ERR;
+		rc = store_send(tx, sql, vals + from * (size_t)ncols, (int)k * ncols);
+		free(sql);
+	}
+	return rc;
+}
+
 int store_query(struct store_tx *tx, const char *sql, const struct store_val *params, int nparams,
 		struct store_rows **out)
 {
+	if (may_run(tx, sql)) {
+		*out = NULL;
+		return STORE_ERR;
+	}
 	return tx->be->query(tx, sql, params, nparams, out);
 }
 

@@ -76,10 +76,20 @@ int store_checkpoint(struct store *st);
 /* The schema version after migrations. */
 int store_schema_version(struct store *st);
 
-/* Begins a transaction: write = 1 takes the write lock at once (so two
- * writers never deadlock on upgrade), write = 0 reads a consistent snapshot.
- * Blocks while every pooled connection is in use. */
-int store_begin(struct store *st, int write, struct store_tx **out) WUR;
+/* The most $N placeholders one statement may have, on every backend. */
+#define STORE_MAX_PARAMS 128
+
+/* store_begin's modes. STORE_READ_ONE is a read of exactly one statement,
+ * which needs no transaction around it: PostgreSQL runs it alone (no
+ * BEGIN and ROLLBACK, so one round trip and one wake-up of the server); a
+ * second statement in it returns STORE_ERR on every backend. */
+enum store_mode { STORE_READ = 0, STORE_WRITE = 1, STORE_READ_ONE = 2 };
+
+/* Begins a transaction of mode (enum store_mode): STORE_WRITE takes the
+ * write lock at once (so two writers never deadlock on upgrade), the reads
+ * see one consistent snapshot. Blocks while every pooled connection is in
+ * use. */
+int store_begin(struct store *st, int mode, struct store_tx **out) WUR;
 /* Commits and releases the connection; the tx is gone either way. */
 int store_commit(struct store_tx *tx) WUR;
 /* Rolls back and releases the connection. NULL is ignored. */
@@ -102,9 +112,19 @@ int store_exec(struct store_tx *tx, const char *sql, const struct store_val *par
  * already; a failure found later is returned by the transaction's next
  * statement (store_query, store_exec) or by store_commit / store_finish,
  * and leaves the transaction only to roll back, as any failure does. sql
- * must stay valid until the transaction ends (a string literal); params
- * are copied at once. */
+ * and params are copied at once. */
 int store_send(struct store_tx *tx, const char *sql, const struct store_val *params, int nparams) WUR;
+/* Inserts nrows rows of ncols values each (vals row after row) with as few
+ * statements as carry them, sent as store_send sends: head is the
+ * statement before its VALUES ("INSERT INTO t (a, b)"), tail what follows
+ * the rows ("" or " ON CONFLICT ... DO NOTHING"). A multi-row VALUES list
+ * is written the same on every backend; one statement carries up to
+ * STORE_ROWS rows and STORE_MAX_PARAMS values, so a run of inserts pays a
+ * statement's fixed cost once per STORE_ROWS rows. Returns STORE_OK or a
+ * negative store status. */
+#define STORE_ROWS 16
+int store_send_rows(struct store_tx *tx, const char *head, const char *tail, int ncols,
+		    const struct store_val *vals, size_t nrows) WUR;
 /* Runs a query; *out iterates its rows and must be closed before the tx
  * ends. Returns 0 or a negative enum store_status. */
 int store_query(struct store_tx *tx, const char *sql, const struct store_val *params, int nparams,

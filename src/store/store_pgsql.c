@@ -12,10 +12,14 @@
  *    statement of a writer sees every commit before its own;
  *  - write = 0 is BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY: one
  *    snapshot, taken at the first statement, like SQLite's deferred BEGIN;
+ *  - STORE_READ_ONE sends no BEGIN: its one statement is an implicit
+ *    transaction of its own, ended by its sync;
  *  - BEGIN (and the lock) travel with the transaction's first statement,
  *    and a statement new to the connection with its Parse, in one round
- *    trip (libpq's pipeline mode): a one-statement read is two round
- *    trips with its ROLLBACK, and a transaction with no statement none;
+ *    trip (libpq's pipeline mode); store_send's statements wait in the
+ *    same pipeline for the next statement or the COMMIT, so a writer that
+ *    only inserts is one round trip; a reader's ROLLBACK goes out without
+ *    waiting; a transaction with no statement costs nothing;
  *  - a failed statement leaves the transaction able only to roll back
  *    (store.h), as PostgreSQL does.
  * statement_timeout and lock_timeout are 10 s, SQLite's busy timeout.
@@ -42,7 +46,7 @@
 
 #define STMT_CACHE 256
 #define STMT_PROBES 4
-#define MAX_PARAMS 32
+#define MAX_PARAMS STORE_MAX_PARAMS
 /* Commands a transaction sends before it reads their results (store_send
  * defers up to this many, less the 5 one statement may add: DEALLOCATE,
  * BEGIN, the lock, Parse, Execute). Their answers are a few bytes each,
@@ -89,10 +93,11 @@ struct pg_store {
 };
 
 /* A command sent into a transaction's open pipeline segment whose result
- * is still to be read: its text (for the message of its failure) and,
+ * is still to be read: the start of its text (for the message of its
+ * failure) and,
  * for a Parse, the statement slot it fills and the name it gave. */
 struct pg_sent {
-	const char *sql;
+	char what[64]; /* the start of its text (the text may be gone) */
 	struct pg_stmt *parse;
 	char name[16];
 };
@@ -104,6 +109,7 @@ struct pg_tx {
 	int write;
 	int begun;  /* BEGIN was sent (with the first statement) */
 	int failed; /* a statement failed: only ROLLBACK is left */
+	int alone;  /* STORE_READ_ONE: its statement runs without BEGIN */
 	int queued; /* commands in the open segment (sent, no sync yet) */
 	struct pg_sent sent[QUEUE_MAX];
 };
@@ -345,13 +351,25 @@ static int lost(struct pg_tx *tx, const char *sql)
 	return STORE_ERR;
 }
 
+/* Notes a command sent into tx's open segment: sql's start, and for a
+ * Parse the slot it fills (parse) under its name. */
+static void note_sent(struct pg_tx *tx, const char *sql, struct pg_stmt *parse)
+{
+	struct pg_sent *s = &tx->sent[tx->queued++];
+
+	snprintf(s->what, sizeof s->what, "%s", sql);
+	s->parse = parse;
+	if (parse)
+		memcpy(s->name, parse->name, sizeof s->name);
+}
+
 /* Sends one command of no parameters (BEGIN, the lock, DEALLOCATE,
  * COMMIT) into tx's open pipeline segment. Returns STORE_OK or STORE_ERR. */
 static int send_plain(struct pg_tx *tx, const char *sql)
 {
 	if (!PQsendQueryParams(tx->c->pg, sql, 0, NULL, NULL, NULL, NULL, 0))
 		return lost(tx, sql);
-	tx->sent[tx->queued++] = (struct pg_sent){sql, NULL, ""};
+	note_sent(tx, sql, NULL);
 	return STORE_OK;
 }
 
@@ -366,6 +384,8 @@ static int open_segment(struct pg_tx *tx)
 		return lost(tx, "pipeline");
 	if (!tx->begun) {
 		tx->begun = 1;
+		if (tx->alone)
+			return STORE_OK; /* an implicit transaction, ended by the sync */
 		rc = send_plain(tx, tx->write ? "BEGIN" : begin_read);
 		if (rc == STORE_OK && tx->write)
 			rc = send_plain(tx, write_lock);
@@ -398,19 +418,18 @@ static int send_stmt(struct pg_tx *tx, const char *sql, const struct store_val *
 	if (dealloc[0]) {
 		if (!PQsendQueryParams(tx->c->pg, dealloc, 0, NULL, NULL, NULL, NULL, 0))
 			return lost(tx, dealloc);
-		tx->sent[tx->queued++] = (struct pg_sent){"DEALLOCATE", NULL, ""};
+		note_sent(tx, dealloc, NULL);
 	}
 	wire_fill(&w, params, cs->nslots);
 	if (!cs->sql) {
 		if (!PQsendPrepare(tx->c->pg, cs->name, sql, cs->nslots, w.types))
 			return lost(tx, sql);
-		tx->sent[tx->queued] = (struct pg_sent){sql, cs, ""};
-		memcpy(tx->sent[tx->queued++].name, cs->name, sizeof cs->name);
+		note_sent(tx, sql, cs);
 		cs->sql = strdup(sql); /* NULL: forgotten, prepared again next time */
 	}
 	if (!PQsendQueryPrepared(tx->c->pg, cs->name, cs->nslots, w.values, w.lengths, w.formats, 0))
 		return lost(tx, sql);
-	tx->sent[tx->queued++] = (struct pg_sent){sql, NULL, ""};
+	note_sent(tx, sql, NULL);
 	return STORE_OK;
 fail:
 	tx->failed = 1;
@@ -438,12 +457,12 @@ static int sync_read(struct pg_tx *tx, PGresult **last, int *fail_at)
 		ExecStatusType s;
 
 		if (!(r = next_result(pg)))
-			return lost(tx, tx->sent[i].sql);
+			return lost(tx, tx->sent[i].what);
 		s = PQresultStatus(r);
 		if (s != PGRES_COMMAND_OK && s != PGRES_TUPLES_OK) {
 			forget_parse(&tx->sent[i]);
 			if (rc == STORE_OK) {
-				rc = map_error(tx->c, r, tx->sent[i].sql);
+				rc = map_error(tx->c, r, tx->sent[i].what);
 				*fail_at = i;
 			}
 		}
@@ -717,7 +736,7 @@ static int end_read(struct pg_conn *c)
 	return 0;
 }
 
-static int pg_begin(struct store *gst, int write, struct store_tx **out)
+static int pg_begin(struct store *gst, int mode, struct store_tx **out)
 {
 	struct pg_store *st = (struct pg_store *)gst;
 	struct pg_tx *tx = calloc(1, sizeof *tx);
@@ -735,7 +754,8 @@ static int pg_begin(struct store *gst, int write, struct store_tx **out)
 		rc = STORE_ERR;
 		goto fail;
 	}
-	tx->write = write; /* BEGIN goes with the first statement (round_trip) */
+	tx->write = mode == STORE_WRITE; /* BEGIN goes with the first statement */
+	tx->alone = mode == STORE_READ_ONE;
 	*out = &tx->base;
 	return STORE_OK;
 fail:
@@ -775,6 +795,8 @@ static int end_tx(struct pg_tx *tx, int commit)
 		rc = STORE_ERR;
 		goto out;
 	}
+	if (tx->alone)
+		goto out; /* its statement's sync ended it */
 	if (!tx->write && !tx->failed && !tx->queued && end_read(tx->c) == 0)
 		goto out; /* sent; its answer is read by the connection's next user */
 	if (commit && !tx->failed)

@@ -24,7 +24,7 @@ struct cached_stmt {
 	uint64_t hash; /* sql_hash(sql) */
 	sqlite3_stmt *stmt;
 	int nparams;
-	int map[32]; /* SQL parameter index -> $N number */
+	int map[STORE_MAX_PARAMS]; /* SQL parameter index -> $N number */
 	int in_use;
 };
 
@@ -159,7 +159,7 @@ static void conn_close(struct conn *c)
 /* Prepares sql and records which $N each SQLite parameter slot stands for,
  * so params[N-1] binds to it whatever order the placeholders appear in. */
 static int prepare(struct conn *c, const char *sql, int persistent, sqlite3_stmt **stmt,
-		   int *nparams, int map[32])
+		   int *nparams, int map[STORE_MAX_PARAMS])
 {
 	int rc, i, n;
 	const char *name;
@@ -169,7 +169,7 @@ static int prepare(struct conn *c, const char *sql, int persistent, sqlite3_stmt
 	if (rc != SQLITE_OK)
 		return map_rc(c->db, rc, sql);
 	n = sqlite3_bind_parameter_count(*stmt);
-	if (n > 32) {
+	if (n > STORE_MAX_PARAMS) {
 		sqlite3_finalize(*stmt);
 		*stmt = NULL; /* a cache slot must not keep it */
 		log_msg(LOG_ERROR, "store_error", "too many parameters in: %.120s", sql);
@@ -218,7 +218,7 @@ static uint64_t sql_hash(const char *sql)
 static int get_stmt(struct sq_tx *tx, const char *sql, struct cached_stmt **cs_out,
 		    sqlite3_stmt **own, int *nparams, int **map)
 {
-	static __thread int tmpmap[32];
+	static __thread int tmpmap[STORE_MAX_PARAMS];
 	uint64_t h = sql_hash(sql);
 	struct cached_stmt *cs, *spare = NULL;
 	int rc, i;
@@ -425,11 +425,11 @@ static void pool_put(struct sq_store *st, struct conn *c)
 	store_pool_give(&st->pool, (int)(c - st->conns));
 }
 
-static int sq_begin(struct store *gst, int write, struct store_tx **out)
+static int sq_begin(struct store *gst, int mode, struct store_tx **out)
 {
 	struct sq_store *st = (struct sq_store *)gst;
 	struct sq_tx *tx = calloc(1, sizeof *tx);
-	int which = write ? TX_BEGIN_IMMEDIATE : TX_BEGIN;
+	int write = mode == STORE_WRITE, which = write ? TX_BEGIN_IMMEDIATE : TX_BEGIN;
 	int rc;
 
 	*out = NULL;

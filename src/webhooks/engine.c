@@ -393,7 +393,18 @@ out:
 	return rc;
 }
 
-/* What every delivery made for one event shares. */
+/* The columns of a delivery row, in the order of DELIVERY_INSERT. */
+#define DELIVERY_COLS 18
+#define DELIVERY_INSERT                                                                       \
+	"INSERT INTO webhook_deliveries (id, portfolio_id, subscription_id, surface, target," \
+	" primary_id, event_id, event_type, event_created_at, url, lane, rate_per_s, body,"   \
+	" next_attempt_at, lane_hash, traceparent, state, created_at)"
+/* Delivery rows gathered before one multi-row insert (STORE_MAX_PARAMS /
+ * DELIVERY_COLS: one statement each). */
+#define FAN_ROWS (STORE_MAX_PARAMS / DELIVERY_COLS)
+
+/* What every delivery made for one event shares, and the rows gathered
+ * for the next insert with the copies of their own values. */
 struct fan {
 	struct store_tx *tx;
 	const struct outbox_event *ev;
@@ -401,37 +412,69 @@ struct fan {
 	int64_t now;
 	json_t *created; /* when not NULL, gets {id, target} per delivery */
 	struct engine_touched *touched;
+	struct store_val vals[FAN_ROWS * DELIVERY_COLS];
+	char *owned[FAN_ROWS * 4];
+	size_t nrows, nowned;
 };
 
-/* Inserts one delivery of f->ev to s (its primary URL, or its mirror with
- * primary_id naming the primary), notes its lane and reports it. */
-static int add_delivery(const struct fan *f, const struct subscription *s, const char *id,
+/* A copy of n bytes at p (NUL-terminated) that f keeps until fan_flush;
+ * NULL when out of memory. */
+static const char *fan_keep(struct fan *f, const char *p, size_t n)
+{
+	char *c = malloc(n + 1);
+
+	if (!c)
+		return NULL;
+	memcpy(c, p, n);
+	c[n] = '\0';
+	f->owned[f->nowned++] = c;
+	return c;
+}
+
+/* Inserts f's gathered rows (none when rc < 0) and frees their copies.
+ * Returns rc, or the insert's store status when it failed. */
+static int fan_flush(struct fan *f, int rc)
+{
+	if (rc >= 0 && f->nrows) {
+		int st = store_send_rows(f->tx, DELIVERY_INSERT, "", DELIVERY_COLS, f->vals,
+					 f->nrows);
+
+		rc = st < 0 ? st : rc;
+	}
+	while (f->nowned)
+		free(f->owned[--f->nowned]);
+	f->nrows = 0;
+	return rc;
+}
+
+/* Adds one delivery of f->ev to s (its primary URL, or its mirror with
+ * primary_id naming the primary) to f's rows, notes its lane and reports
+ * it; a full set of rows is inserted at once. */
+static int add_delivery(struct fan *f, const struct subscription *s, const char *id,
 			const char *target, const char *primary_id, const char *url,
 			const char *lane, int rate)
 {
 	const struct outbox_event *ev = f->ev;
-	int rc = store_send(
-		f->tx,
-		"INSERT INTO webhook_deliveries (id, portfolio_id, subscription_id, surface, target,"
-		" primary_id, event_id, event_type, event_created_at, url, lane, lane_hash,"
-		" rate_per_s, body, state, next_attempt_at, created_at, traceparent) VALUES ($1,"
-		" $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $15, $12, $13, 'pending', $14, $14,"
-		" $16)",
-		(struct store_val[]){sv_text(id), sv_text(s->portfolio_id), sv_text(s->id),
-				     sv_text(s->surface), sv_text(target), sv_text(primary_id),
-				     sv_text(ev->id), sv_text(ev->type), sv_int(ev->created_at),
-				     sv_text(url), sv_text(lane), sv_int(rate),
-				     sv_blob(f->body->data, f->body->len), sv_int(f->now),
-				     sv_int(engine_lane_hash(lane)), sv_text(ev->traceparent)},
-		16);
+	const char *cid = fan_keep(f, id, strlen(id)), *clane = fan_keep(f, lane, strlen(lane));
+	const char *cbody = fan_keep(f, f->body->data, f->body->len);
+	const char *cprimary = primary_id ? fan_keep(f, primary_id, strlen(primary_id)) : NULL;
 
-	if (rc < 0)
-		return rc;
+	if (!cid || !clane || !cbody || (primary_id && !cprimary))
+		return STORE_ERR;
+	memcpy(&f->vals[f->nrows++ * DELIVERY_COLS],
+	       (struct store_val[]){sv_text(cid), sv_text(s->portfolio_id), sv_text(s->id),
+				    sv_text(s->surface), sv_text(target), sv_text(cprimary),
+				    sv_text(ev->id), sv_text(ev->type), sv_int(ev->created_at),
+				    sv_text(url), sv_text(clane), sv_int(rate),
+				    sv_blob(cbody, f->body->len), sv_int(f->now),
+				    sv_int(engine_lane_hash(lane)), sv_text(ev->traceparent),
+				    sv_text("pending"), sv_int(f->now)},
+	       DELIVERY_COLS * sizeof *f->vals);
 	engine_touch(f->touched, lane, rate);
 	if (f->created)
 		json_array_append_new(f->created,
 				      json_pack("{s:s, s:s}", "id", id, "target", target));
-	return 0;
+	return f->nrows == FAN_ROWS ? fan_flush(f, 0) : 0;
 }
 
 /* Creates the deliveries of ev for the subscriptions in subs that want it
@@ -442,7 +485,12 @@ static int fan_out_event(struct store_tx *tx, const struct outbox_event *ev,
 {
 	struct buf pre, suf, body, lane;
 	char id[ID_MAX], mid[ID_MAX];
-	struct fan f = {tx, ev, &body, clock_now_ms(), created, touched};
+	struct fan f = {.tx = tx,
+			.ev = ev,
+			.body = &body,
+			.now = clock_now_ms(),
+			.created = created,
+			.touched = touched};
 	int rc = 0, count = 0, rate;
 	size_t i;
 
@@ -489,6 +537,7 @@ static int fan_out_event(struct store_tx *tx, const struct outbox_event *ev,
 	}
 	rc = count;
 out:
+	rc = fan_flush(&f, rc);
 	buf_free(&pre);
 	buf_free(&suf);
 	buf_free(&body);
@@ -817,20 +866,23 @@ static const char *error_class(const struct httpc_request *r)
 	}
 }
 
-/* Records one finished attempt f in tx: its attempt row, and its
- * delivery moved on (delivered; retry scheduled at origin + offset; or
- * dead-lettered: schedule exhausted, or a manual retry/replay failed).
- * Sets *next_ms to the next due time or NO_DUE. One prepared statement
- * each per attempt: a turn's outcomes as one UPDATE ... FROM json_each
- * over a JSON array cost ~4 us more per row (SQLite materialises every
- * updated row, body included, before writing it). */
-static int record_outcome(struct store_tx *tx, struct flight *f, int64_t now, int64_t *next_ms)
+#define ATTEMPT_COLS 7
+
+/* Records one finished attempt f in tx: its attempt row's values into
+ * row[ATTEMPT_COLS] (the snippet of the answer written to snippet), for
+ * the caller to insert, and its delivery moved on (delivered; retry
+ * scheduled at origin + offset; or dead-lettered: schedule exhausted, or a
+ * manual retry/replay failed). Sets *next_ms to the next due time or
+ * NO_DUE. One UPDATE per attempt: a turn's outcomes as one UPDATE ... FROM
+ * json_each over a JSON array cost ~4 us more per row (SQLite materialises
+ * every updated row, body included, before writing it). */
+static int record_outcome(struct store_tx *tx, struct flight *f, int64_t now, int64_t *next_ms,
+			  struct store_val *row, char snippet[SNIPPET_MAX + 1])
 {
 	const char *err = error_class(&f->req);
 	const int64_t *offs;
 	int noffs = engine_schedule(f->surface, &offs);
 	int64_t origin = f->origin ? f->origin : f->started_at, next = NO_DUE;
-	char snippet[SNIPPET_MAX + 1];
 	const char *state;
 	size_t n = f->req.response.len < SNIPPET_MAX ? f->req.response.len : SNIPPET_MAX;
 	int rc;
@@ -838,7 +890,7 @@ static int record_outcome(struct store_tx *tx, struct flight *f, int64_t now, in
 	memcpy(snippet, f->req.response.data ? f->req.response.data : "", n);
 	snippet[n] = '\0';
 	if (!n && err && f->req.errmsg[0])
-		snprintf(snippet, sizeof snippet, "%s", f->req.errmsg);
+		snprintf(snippet, SNIPPET_MAX + 1, "%s", f->req.errmsg);
 	jsonw_sanitize(snippet);
 	if (!err) {
 		state = "delivered";
@@ -849,17 +901,12 @@ static int record_outcome(struct store_tx *tx, struct flight *f, int64_t now, in
 		next = origin + clock_business_ms(offs[f->attempt - 1]);
 	}
 	*next_ms = next;
-	rc = store_send(tx,
-			"INSERT INTO webhook_attempts (delivery_id, n, started_at, duration_ms,"
-			" http_status, error, response_snippet) VALUES ($1, $2, $3, $4, $5, $6, $7)"
-			" ON CONFLICT (delivery_id, n) DO NOTHING",
-			(struct store_val[]){sv_text(f->id), sv_int(f->attempt), sv_int(f->started_at),
-					     sv_int((int64_t)llround(f->req.duration_ms)),
-					     f->req.status > 0 ? sv_int(f->req.status) : sv_null(),
-					     err ? sv_text(err) : sv_null(), sv_text(snippet)},
-			7);
-	if (rc < 0)
-		return rc;
+	memcpy(row,
+	       (struct store_val[]){sv_text(f->id), sv_int(f->attempt), sv_int(f->started_at),
+				    sv_int((int64_t)llround(f->req.duration_ms)),
+				    f->req.status > 0 ? sv_int(f->req.status) : sv_null(),
+				    err ? sv_text(err) : sv_null(), sv_text(snippet)},
+	       ATTEMPT_COLS * sizeof *row);
 	rc = store_send(tx,
 			"UPDATE webhook_deliveries SET state = $2, attempt_count = $3,"
 			" schedule_origin = $4, next_attempt_at = $5, manual = 0,"
@@ -873,17 +920,32 @@ static int record_outcome(struct store_tx *tx, struct flight *f, int64_t now, in
 	return rc < 0 ? rc : 0;
 }
 
-/* Records the n finished attempts f[]; next[i] gets f[i]'s next due time
- * or NO_DUE. */
+/* Records the n finished attempts f[]: their deliveries, and their
+ * attempt rows STORE_ROWS to a statement; next[i] gets f[i]'s next due
+ * time or NO_DUE. */
 static int record_outcomes(struct store_tx *tx, struct flight **f, size_t n, int64_t *next)
 {
+	struct store_val rows[STORE_ROWS * ATTEMPT_COLS];
+	char(*snips)[SNIPPET_MAX + 1] = malloc(STORE_ROWS * sizeof *snips);
 	int64_t now = clock_now_ms();
-	size_t i;
-	int rc;
+	size_t i, k, j;
+	int rc = snips ? 0 : STORE_ERR;
 
-	for (i = 0; i < n; i++)
-		if ((rc = record_outcome(tx, f[i], now, &next[i])) < 0)
-			return rc;
+	for (i = 0; rc == 0 && i < n; i += k) {
+		k = n - i < STORE_ROWS ? n - i : STORE_ROWS;
+		for (j = 0; rc == 0 && j < k; j++)
+			rc = record_outcome(tx, f[i + j], now, &next[i + j],
+					    &rows[j * ATTEMPT_COLS], snips[j]);
+		if (rc == 0)
+			rc = store_send_rows(tx,
+					     "INSERT INTO webhook_attempts (delivery_id, n, started_at,"
+					     " duration_ms, http_status, error, response_snippet)",
+					     " ON CONFLICT (delivery_id, n) DO NOTHING",
+					     ATTEMPT_COLS, rows, k);
+	}
+	free(snips);
+	if (rc < 0)
+		return rc;
 	for (i = 0; i < n; i++)
 		if (next[i] == NO_DUE && error_class(&f[i]->req))
 			log_msg(LOG_INFO, "webhook_dead_lettered", "delivery=%s attempts=%d",

@@ -19,7 +19,7 @@ void portfolio_h_list(struct ctx *c)
 	snprintf(scope, sizeof scope, "portfolios|%s", c->p.portfolio_id);
 	if (respond_page_args(c, scope, &limit, after, sizeof after) < 0)
 		return;
-	if ((rc = store_begin(c->svc->store, 0, &tx)) != STORE_OK) {
+	if ((rc = store_begin(c->svc->store, STORE_READ, &tx)) != STORE_OK) {
 		respond_store_error(c, rc);
 		return;
 	}
@@ -55,7 +55,7 @@ void portfolio_h_get(struct ctx *c)
 
 	if (!own_portfolio(c))
 		return;
-	if ((rc = store_begin(c->svc->store, 0, &tx)) != STORE_OK) {
+	if ((rc = store_begin(c->svc->store, STORE_READ, &tx)) != STORE_OK) {
 		respond_store_error(c, rc);
 		return;
 	}
@@ -97,7 +97,7 @@ void portfolio_h_properties(struct ctx *c)
 		 c->property_header ? c->property_header : "");
 	if (respond_page_args(c, scope, &limit, after, sizeof after) < 0)
 		return;
-	if ((rc = store_begin(c->svc->store, 0, &tx)) != STORE_OK) {
+	if ((rc = store_begin(c->svc->store, STORE_READ_ONE, &tx)) != STORE_OK) {
 		respond_store_error(c, rc);
 		return;
 	}

@@ -534,6 +534,104 @@ static void test_send(void **state)
 	assert_int_equal(count(f->st, "SELECT COUNT(*) FROM t WHERE k = 'gone'"), 0);
 }
 
+/* STORE_READ_ONE: its statement reads (rows and errors as usual), a
+ * second one is refused on every backend, and the connection is fine for
+ * the next transaction; on PostgreSQL it runs outside BEGIN (the
+ * session's default isolation, not the readers' REPEATABLE READ). */
+static void test_read_one(void **state)
+{
+	struct fixture *f = *state;
+	struct store_tx *tx;
+	struct store_rows *r;
+	int64_t v = -1;
+
+	make_table(f->st);
+	for (int i = 0; i < 3; i++) { /* more rounds than the pool has connections */
+		assert_int_equal(store_begin(f->st, STORE_READ_ONE, &tx), STORE_OK);
+		assert_int_equal(store_query_int(tx, "SELECT COUNT(*) + $1 FROM t",
+						 (struct store_val[]){sv_int(i)}, 1, &v),
+				 1);
+		assert_int_equal(v, i);
+		assert_int_equal(store_query_int(tx, "SELECT 1", NULL, 0, &v), STORE_ERR);
+		assert_int_equal(store_query(tx, "SELECT 1", NULL, 0, &r), STORE_ERR);
+		assert_null(r);
+		store_rollback(tx);
+	}
+	assert_int_equal(store_begin(f->st, STORE_READ_ONE, &tx), STORE_OK);
+	assert_true(store_query_int(tx, "SELECT no_such_column FROM t", NULL, 0, &v) < 0);
+	assert_int_equal(store_commit(tx), STORE_ERR);
+	if (pg_url) {
+		assert_int_equal(store_begin(f->st, STORE_READ_ONE, &tx), STORE_OK);
+		assert_int_equal(store_query(tx, "SELECT current_setting('transaction_isolation')",
+					     NULL, 0, &r),
+				 STORE_OK);
+		assert_int_equal(store_next(r), 1);
+		assert_string_equal(store_text(r, 0), "read committed");
+		store_rows_close(r);
+		assert_int_equal(store_commit(tx), STORE_OK);
+	}
+	assert_int_equal(count(f->st, "SELECT COUNT(*) FROM t"), 0);
+}
+
+/* store_send_rows: rows across several statements (more rows than one
+ * carries, and more values than one statement may have) all arrive in
+ * order with their values; its tail applies to every statement. */
+static void test_send_rows(void **state)
+{
+	enum { N = 40, WIDE = 16 };
+	struct fixture *f = *state;
+	struct store_val v[N * 3], w[N * WIDE];
+	char keys[N][8], cols[512];
+	struct store_tx *tx;
+	int i, c;
+
+	make_table(f->st);
+	for (i = 0; i < N; i++) {
+		snprintf(keys[i], sizeof keys[i], "k%d", i);
+		v[i * 3] = sv_int(i);
+		v[i * 3 + 1] = i % 2 ? sv_text("odd") : sv_null();
+		v[i * 3 + 2] = sv_text(keys[i]);
+	}
+	assert_int_equal(store_begin(f->st, 1, &tx), STORE_OK);
+	assert_int_equal(store_send_rows(tx, "INSERT INTO t (a, b, k)", "", 3, v, N), STORE_OK);
+	/* again: every row collides, and the tail skips them */
+	assert_int_equal(store_send_rows(tx, "INSERT INTO t (a, b, k)",
+					 " ON CONFLICT (k) DO NOTHING", 3, v, N),
+			 STORE_OK);
+	assert_int_equal(store_commit(tx), STORE_OK);
+	assert_int_equal(count(f->st, "SELECT COUNT(*) FROM t"), N);
+	assert_int_equal(count(f->st, "SELECT SUM(a) FROM t"), N * (N - 1) / 2);
+	assert_int_equal(count(f->st, "SELECT COUNT(*) FROM t WHERE b = 'odd'"), N / 2);
+	assert_int_equal(count(f->st, "SELECT a FROM t WHERE k = 'k37'"), 37);
+
+	/* WIDE columns: STORE_MAX_PARAMS / WIDE rows per statement */
+	assert_int_equal(store_begin(f->st, 1, &tx), STORE_OK);
+	c = snprintf(cols, sizeof cols, "CREATE TABLE wide (c0 BIGINT");
+	for (i = 1; i < WIDE; i++)
+		c += snprintf(cols + c, sizeof cols - (size_t)c, ", c%d BIGINT", i);
+	snprintf(cols + c, sizeof cols - (size_t)c, ")");
+	assert_true(store_exec(tx, cols, NULL, 0) >= 0);
+	for (i = 0; i < N * WIDE; i++)
+		w[i] = sv_int(i);
+	assert_int_equal(store_send_rows(tx, "INSERT INTO wide", "", WIDE, w, N), STORE_OK);
+	assert_int_equal(store_commit(tx), STORE_OK);
+	assert_int_equal(count(f->st, "SELECT COUNT(*) FROM wide"), N);
+	assert_int_equal(count(f->st, "SELECT SUM(c15) FROM wide"),
+			 (int64_t)N * (WIDE - 1) + (int64_t)WIDE * N * (N - 1) / 2);
+
+	/* one refused row, in the last statement: none of the rows stays */
+	for (i = 0; i < N; i++) {
+		snprintf(keys[i], sizeof keys[i], i + 1 < N ? "n%d" : "k0", i);
+		v[i * 3 + 2] = sv_text(keys[i]);
+	}
+	assert_int_equal(store_begin(f->st, 1, &tx), STORE_OK);
+	i = store_send_rows(tx, "INSERT INTO t (a, b, k)", "", 3, v, N);
+	assert_true(i == STORE_OK || i == STORE_CONSTRAINT);
+	assert_true(store_commit(tx) < 0);
+	assert_int_equal(count(f->st, "SELECT COUNT(*) FROM t"), N);
+	assert_int_equal(count(f->st, "SELECT COUNT(*) FROM t WHERE k = 'n0'"), 0);
+}
+
 static void test_rollback_discards(void **state)
 {
 	struct fixture *f = *state;
@@ -1273,6 +1371,8 @@ int main(void)
 		BOTH(test_query_int),
 		BOTH(test_constraints),
 		BOTH(test_send),
+		BOTH(test_read_one),
+		BOTH(test_send_rows),
 		BOTH(test_rollback_discards),
 		BOTH(test_read_snapshot),
 		BOTH(test_nested_same_sql),
@@ -1299,6 +1399,8 @@ int main(void)
 		BOTH(test_query_int),
 		BOTH(test_constraints),
 		BOTH(test_send),
+		BOTH(test_read_one),
+		BOTH(test_send_rows),
 		BOTH(test_rollback_discards),
 		BOTH(test_read_snapshot),
 		BOTH(test_nested_same_sql),
