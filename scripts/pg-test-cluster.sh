@@ -45,8 +45,16 @@ start() {
   for try in 1 2 3; do
     port=$(free_port)
     if as_owner "$PGBIN/pg_ctl" -D "$dir/data" -l "$dir/server.log" -w -t 60 start \
-      -o "-p $port -c listen_addresses=127.0.0.1 -c unix_socket_directories=$dir
-          $durability -c max_connections=1000 -c shared_buffers=$buffers" >/dev/null 2>&1; then
+      -o "-p $port -c listen_addresses=127.0.0.1 -c unix_socket_directories=$dir $durability -c max_connections=1000 -c shared_buffers=$buffers" \
+      >/dev/null 2>&1; then
+      # The settings above are what the tests and benchmarks assume: check
+      # that the server took them (a line break in -o once dropped them).
+      if [ "$("$PGBIN/psql" -X -qAt -h "$dir" -p "$port" -U revops -d postgres \
+          -c "SHOW synchronous_commit" -c "SHOW max_connections" | tr '\n' ' ')" != "off 1000 " ]; then
+        echo "pg-test-cluster: the server did not take its settings" >&2
+        stop "$dir"
+        return 1
+      fi
       echo "postgres://revops@127.0.0.1:$port/postgres $dir"
       return 0
     fi
