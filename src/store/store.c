@@ -250,8 +250,7 @@ int store_query_int(struct store_tx *tx, const char *sql, const struct store_val
 	return rc;
 }
 
-/* The values of the group of ids starting at from (see STORE_IDS). */
-static void ids_group(struct store_val *v, const int64_t *ids, size_t n, size_t from)
+void store_ids_group(struct store_val *v, const int64_t *ids, size_t n, size_t from)
 {
 	for (size_t i = 0; i < STORE_IDS; i++)
 		v[i] = sv_int(ids[from + i < n ? from + i : n - 1]);
@@ -263,7 +262,7 @@ int store_exec_ids(struct store_tx *tx, const char *sql, const int64_t *ids, siz
 	int rc, total = 0;
 
 	for (size_t from = 0; from < n; from += STORE_IDS) {
-		ids_group(v, ids, n, from);
+		store_ids_group(v, ids, n, from);
 		if ((rc = store_exec(tx, sql, v, STORE_IDS)) < 0)
 			return rc;
 		total += rc;
@@ -279,7 +278,7 @@ int store_count_ids(struct store_tx *tx, const char *sql, const int64_t *ids, si
 
 	*out = 0;
 	for (size_t from = 0; from < n; from += STORE_IDS) {
-		ids_group(v, ids, n, from);
+		store_ids_group(v, ids, n, from);
 		one = 0;
 		if ((rc = store_query_int(tx, sql, v, STORE_IDS, &one)) < 0)
 			return rc;

@@ -187,6 +187,9 @@ int store_shared(struct store *st);
 #define STORE_IDS 16
 #define STORE_IDS_LIST "($1,$2,$3,$4,$5,$6,$7,$8,$9,$10,$11,$12,$13,$14,$15,$16)"
 int store_exec_ids(struct store_tx *tx, const char *sql, const int64_t *ids, size_t n) WUR;
+/* The group of the n ids starting at from as v[0..STORE_IDS), padded with
+ * the last id: for a statement that has other values after the list. */
+void store_ids_group(struct store_val *v, const int64_t *ids, size_t n, size_t from);
 int store_count_ids(struct store_tx *tx, const char *sql, const int64_t *ids, size_t n,
 		    int64_t *out) WUR;
 

@@ -1033,8 +1033,11 @@ static int flight_sign(struct flight *f, struct signing_key *key)
 	"SELECT seq, id, surface, event_id, event_type, portfolio_id, url, body," \
 	" attempt_count, schedule_origin, manual, subscription_id, traceparent"   \
 	" FROM webhook_deliveries"
-/* One of them, if it is the lane's ($2; a hash collision is not). */
-#define DUE_ROW_SQL DUE_COLS " WHERE seq = $1 AND lane = $2 AND next_attempt_at IS NOT NULL"
+/* Those of a group of them ($1..$16) that are the lane's ($17; a hash
+ * collision is not). */
+#define DUE_ROWS_SQL                                                   \
+	DUE_COLS " WHERE seq IN " STORE_IDS_LIST " AND lane = $17 AND" \
+		 " next_attempt_at IS NOT NULL ORDER BY next_attempt_at, seq"
 /* The lane's ($4) due deliveries by the text: used when the hash is shared
  * with another lane, whose rows would otherwise fill DUE_SEQS_SQL's LIMIT
  * (hash collisions are rare, but lane text comes partly from users). */
@@ -1167,17 +1170,20 @@ static int pick_seqs(struct pick *p, int64_t *seqs, int cap)
 	return rc < 0 ? rc : nseqs;
 }
 
-/* Loads the deliveries seqs names one row each (DUE_ROW_SQL) into p->out,
- * stopping at the first that is not the lane's (another lane with the same
- * hash). Returns 0 or a negative store status. */
+/* Loads the deliveries seqs names into p->out, STORE_IDS to a statement
+ * (DUE_ROWS_SQL), leaving out those that are not the lane's (another lane
+ * with the same hash: the caller sees fewer than nseqs). Returns 0 or a
+ * negative store status. */
 static int pick_by_seq(struct pick *p, const int64_t *seqs, int nseqs)
 {
+	struct store_val v[STORE_IDS + 1];
 	struct store_rows *r;
-	int rc = 0, i;
+	int rc = 0;
 
-	for (i = 0; rc >= 0 && i < nseqs && p->n == i; i++) {
-		rc = store_query(p->tx, DUE_ROW_SQL,
-				 (struct store_val[]){sv_int(seqs[i]), sv_text(p->l->key)}, 2, &r);
+	for (size_t from = 0; rc >= 0 && from < (size_t)nseqs; from += STORE_IDS) {
+		store_ids_group(v, seqs, (size_t)nseqs, from);
+		v[STORE_IDS] = sv_text(p->l->key);
+		rc = store_query(p->tx, DUE_ROWS_SQL, v, STORE_IDS + 1, &r);
 		if (rc != STORE_OK)
 			break;
 		rc = take_rows(p->d, p->tx, p->l, r, p->want, p->out, &p->n, &p->key);
