@@ -82,8 +82,13 @@ int store_schema_version(struct store *st);
 /* store_begin's modes. STORE_READ_ONE is a read of exactly one statement,
  * which needs no transaction around it: PostgreSQL runs it alone (no
  * BEGIN and ROLLBACK, so one round trip and one wake-up of the server); a
- * second statement in it returns STORE_ERR on every backend. */
-enum store_mode { STORE_READ = 0, STORE_WRITE = 1, STORE_READ_ONE = 2 };
+ * second statement in it returns STORE_ERR on every backend.
+ * STORE_WRITE_OWN is a writer of rows that no other writer changes
+ * meanwhile (work its process claimed) and that reads nothing another
+ * writer's turn must order: it does not wait for the writers' turn on
+ * PostgreSQL (row locks only, READ COMMITTED, so it runs beside the other
+ * writers); SQLite has one writer, so there it is STORE_WRITE. */
+enum store_mode { STORE_READ = 0, STORE_WRITE = 1, STORE_READ_ONE = 2, STORE_WRITE_OWN = 3 };
 
 /* Begins a transaction of mode (enum store_mode): STORE_WRITE takes the
  * write lock at once (so two writers never deadlock on upgrade), the reads

@@ -12,6 +12,7 @@
  *    statement of a writer sees every commit before its own;
  *  - write = 0 is BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY: one
  *    snapshot, taken at the first statement, like SQLite's deferred BEGIN;
+ *  - STORE_WRITE_OWN is BEGIN without the lock: row locks only;
  *  - STORE_READ_ONE sends no BEGIN: its one statement is an implicit
  *    transaction of its own, ended by its sync;
  *  - BEGIN (and the lock) travel with the transaction's first statement,
@@ -110,6 +111,7 @@ struct pg_tx {
 	int begun;  /* BEGIN was sent (with the first statement) */
 	int failed; /* a statement failed: only ROLLBACK is left */
 	int alone;  /* STORE_READ_ONE: its statement runs without BEGIN */
+	int own;    /* STORE_WRITE_OWN: a writer that does not take the lock */
 	int queued; /* commands in the open segment (sent, no sync yet) */
 	struct pg_sent sent[QUEUE_MAX];
 };
@@ -387,7 +389,7 @@ static int open_segment(struct pg_tx *tx)
 		if (tx->alone)
 			return STORE_OK; /* an implicit transaction, ended by the sync */
 		rc = send_plain(tx, tx->write ? "BEGIN" : begin_read);
-		if (rc == STORE_OK && tx->write)
+		if (rc == STORE_OK && tx->write && !tx->own)
 			rc = send_plain(tx, write_lock);
 	}
 	return rc;
@@ -754,7 +756,8 @@ static int pg_begin(struct store *gst, int mode, struct store_tx **out)
 		rc = STORE_ERR;
 		goto fail;
 	}
-	tx->write = mode == STORE_WRITE; /* BEGIN goes with the first statement */
+	tx->write = mode == STORE_WRITE || mode == STORE_WRITE_OWN; /* BEGIN: with the first */
+	tx->own = mode == STORE_WRITE_OWN;
 	tx->alone = mode == STORE_READ_ONE;
 	*out = &tx->base;
 	return STORE_OK;

@@ -429,7 +429,8 @@ static int sq_begin(struct store *gst, int mode, struct store_tx **out)
 {
 	struct sq_store *st = (struct sq_store *)gst;
 	struct sq_tx *tx = calloc(1, sizeof *tx);
-	int write = mode == STORE_WRITE, which = write ? TX_BEGIN_IMMEDIATE : TX_BEGIN;
+	int write = mode == STORE_WRITE || mode == STORE_WRITE_OWN,
+	    which = write ? TX_BEGIN_IMMEDIATE : TX_BEGIN;
 	int rc;
 
 	*out = NULL;

@@ -603,6 +603,24 @@ static int fan_out_one(const struct outbox_event *ev, void *arg)
  * cursor moves, in one transaction. Returns how many events were read (0:
  * nothing new; FANOUT_BATCH: more may be waiting, also when the batch
  * stopped at FANOUT_MAX_DELIVERIES) or a negative store status. */
+/* 1 when a lane of t may be another node's to send: its bucket is not
+ * held here, or t overflowed. Only then are the other nodes told (their
+ * watch thread reads every lane again, a scan of every delivery due);
+ * this node's own senders learn of t from engine_notify. A bucket changing
+ * hands between this check and the commit is caught by the new holder's
+ * rescan on taking it, or by the watch's periodic one. */
+static int touched_elsewhere(const struct engine *d, const struct engine_touched *t)
+{
+	uint64_t held = cluster_held(d->o.cluster);
+
+	if (t->overflow)
+		return 1;
+	for (int i = 0; i < t->n; i++)
+		if (!(held >> ((uint64_t)engine_lane_hash(t->lanes[i]) % CLUSTER_BUCKETS) & 1))
+			return 1;
+	return 0;
+}
+
 static int fan_out_batch(struct engine *d, struct engine_touched *touched)
 {
 	struct store_tx *tx = NULL;
@@ -633,8 +651,8 @@ static int fan_out_batch(struct engine *d, struct engine_touched *touched)
 		goto out;
 	rc = store_send(tx, "UPDATE webhook_dispatch SET last_event_seq = $1 WHERE id = 1",
 			(struct store_val[]){sv_int(b.last)}, 1);
-	if (rc >= 0 && (touched->n || touched->overflow))
-		rc = store_notify(tx, STORE_CH_DELIVERIES); /* lanes other workers serve */
+	if (rc >= 0 && touched_elsewhere(d, touched))
+		rc = store_notify(tx, STORE_CH_DELIVERIES);
 	if (rc < 0)
 		goto out;
 	rc = store_commit(tx);
@@ -1521,8 +1539,12 @@ static void turn_select(struct engine *d, struct turn *t, struct turn_work *w, i
 
 /* The write transaction of a turn: records t->fin's outcomes (w->next gets
  * their next due times), deletes the claim rows they complete (listed in
- * w->done_rows) and writes the claim row of w->claimed. Returns 0, or a
- * negative store status with every claim row's count as it was. */
+ * w->done_rows) and writes the claim row of w->claimed. Every row it
+ * changes is this sender's (its lanes' claimed deliveries, their attempts,
+ * its claim rows), so it does not take the writers' turn (STORE_WRITE_OWN):
+ * on PostgreSQL the senders record beside each other and beside the
+ * fan-out. Returns 0, or a negative store status with every claim row's
+ * count as it was. */
 static int turn_write(struct engine *d, struct turn *t, struct turn_work *w, int64_t now)
 {
 	struct store_tx *tx = NULL;
@@ -1530,7 +1552,7 @@ static int turn_write(struct engine *d, struct turn *t, struct turn_work *w, int
 	size_t i, recorded = 0;
 	int rc;
 
-	if ((rc = store_begin(d->st, 1, &tx)) != STORE_OK) {
+	if ((rc = store_begin(d->st, STORE_WRITE_OWN, &tx)) != STORE_OK) {
 		tx = NULL;
 		goto out;
 	}

@@ -1098,6 +1098,28 @@ static void test_pg_write_tx_locks_at_once(void **state)
 	store_rollback(rt);
 }
 
+/* STORE_WRITE_OWN takes no writers' turn: it writes and commits while a
+ * STORE_WRITE holds the lock, and another writer's row lock is what it
+ * waits for (none here: its rows are its own). */
+static void test_pg_write_own_skips_the_lock(void **state)
+{
+	static const char *try_lock = "SELECT pg_try_advisory_xact_lock(7310593858020360193)";
+	struct fixture *f = *state;
+	struct store_tx *wt, *ot;
+	int64_t got = -1;
+
+	make_table(f->st);
+	assert_int_equal(store_begin(f->st, STORE_WRITE, &wt), STORE_OK);
+	assert_int_equal(store_exec(wt, "INSERT INTO t (k) VALUES ('locked')", NULL, 0), 1);
+	assert_int_equal(store_begin(f->st, STORE_WRITE_OWN, &ot), STORE_OK);
+	assert_int_equal(store_send(ot, "INSERT INTO t (k) VALUES ('own')", NULL, 0), STORE_OK);
+	assert_int_equal(store_query_int(ot, try_lock, NULL, 0, &got), 1);
+	assert_int_equal(got, 0); /* the writer holds the turn, and ot still runs */
+	assert_int_equal(store_commit(ot), STORE_OK);
+	assert_int_equal(store_commit(wt), STORE_OK);
+	assert_int_equal(count(f->st, "SELECT COUNT(*) FROM t"), 2);
+}
+
 /* SQLSTATEs map to store statuses: the audit trail's trigger refuses
  * UPDATE and DELETE as a constraint; waiting past lock_timeout for a lock
  * and a statement cancelled by statement_timeout are STORE_BUSY; each
@@ -1410,6 +1432,7 @@ int main(void)
 		BOTH(test_notify),
 		/* PostgreSQL only */
 		BOTH(test_pg_write_tx_locks_at_once),
+		BOTH(test_pg_write_own_skips_the_lock),
 		BOTH(test_pg_error_mapping),
 		BOTH(test_pg_reconnects),
 		BOTH(test_pg_pool_contention),
