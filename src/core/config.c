@@ -18,10 +18,11 @@ struct opt {
 	const char *help;
 };
 
-/* An initialiser macro, which clang-format 14 would lay out as a body. */
-/* clang-format off */
 /* threads not given: chosen by the database in finish. */
 #define THREADS_AUTO (-1)
+
+/* An initialiser macro, which clang-format 14 would lay out as a body. */
+/* clang-format off */
 #define O(n, k, f, h) {n, k, offsetof(struct config, f), sizeof(((struct config *)0)->f), h}
 /* clang-format on */
 static const struct opt opts[] = {

@@ -87,10 +87,15 @@ static char *rows_sql(const char *head, const char *tail, int ncols, size_t nrow
 int store_send_rows(struct store_tx *tx, const char *head, const char *tail, int ncols,
 		    const struct store_val *vals, size_t nrows)
 {
-	size_t per = (size_t)(STORE_MAX_PARAMS / ncols), k;
+	size_t per, k;
 	int rc = STORE_OK;
 	char *sql;
 
+	if (ncols < 1 || ncols > STORE_MAX_PARAMS) {
+		log_msg(LOG_ERROR, "store_error", "%d values in a row of: %.120s", ncols, head);
+		return STORE_ERR;
+	}
+	per = (size_t)(STORE_MAX_PARAMS / ncols);
 	per = per > STORE_ROWS ? STORE_ROWS : per;
 	for (size_t from = 0; rc == STORE_OK && from < nrows; from += k) {
 		k = nrows - from < per ? nrows - from : per;

@@ -619,6 +619,13 @@ static void test_send_rows(void **state)
 	assert_int_equal(count(f->st, "SELECT SUM(c15) FROM wide"),
 			 (int64_t)N * (WIDE - 1) + (int64_t)WIDE * N * (N - 1) / 2);
 
+	/* a row wider than a statement may carry is refused, not looped on */
+	assert_int_equal(store_begin(f->st, 1, &tx), STORE_OK);
+	assert_int_equal(store_send_rows(tx, "INSERT INTO t (a)", "", 0, v, 1), STORE_ERR);
+	assert_int_equal(store_send_rows(tx, "INSERT INTO wide", "", STORE_MAX_PARAMS + 1, w, 1),
+			 STORE_ERR);
+	store_rollback(tx);
+
 	/* one refused row, in the last statement: none of the rows stays */
 	for (i = 0; i < N; i++) {
 		snprintf(keys[i], sizeof keys[i], i + 1 < N ? "n%d" : "k0", i);
