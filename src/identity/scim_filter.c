@@ -450,7 +450,10 @@ static int split_path(struct parser *p, size_t start, size_t len, struct apath *
 		if (w[i] == ':')
 			colon = i;
 	if (colon < len) {
-		if (colon == 0 || colon + 1 == len) {
+		/* The prefix is a schema URI (RFC 7644 3.10), so it has a scheme
+		 * of its own: "meta:created" names no schema, and would otherwise
+		 * reach "meta" as if it were an extension's object. */
+		if (colon == 0 || colon + 1 == len || !memchr(w, ':', colon)) {
 			fail(p, "invalid attribute path \"%.*s\" at position %zu",
 			     (int)(len > 64 ? 64 : len), w, start + 1);
 			return -1;

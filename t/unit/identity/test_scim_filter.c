@@ -591,6 +591,11 @@ static void test_path_parse(void **state)
 	assert_string_equal(p.attr, "");
 	scim_path_free(&p);
 
+	/* a prefix that is no URI names no schema (it reached "meta" once) */
+	assert_int_equal(scim_path_parse("meta:created", &p, err, sizeof err), -1);
+	assert_non_null(strstr(err, "invalid attribute path"));
+	assert_int_equal(scim_path_parse("urn:created", &p, err, sizeof err), -1);
+
 	assert_int_equal(scim_path_parse("emails[type eq \"work\"].value", &p, err, sizeof err), 0);
 	assert_string_equal(p.attr, "emails");
 	assert_string_equal(p.sub, "value");

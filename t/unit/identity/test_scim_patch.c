@@ -362,6 +362,11 @@ static void test_nopath_keys(void **state)
 	       "invalid attribute \"name..x\"");
 	refuse(u, "[{\"op\": \"add\", \"value\": {\"title\": \"ok\", \"bad key\": 1}}]",
 	       SCIM_PATCH_INVALID_PATH, "invalid attribute \"bad key\"");
+	/* a prefix that is no schema URI does not reach meta (found by the fuzzer) */
+	refuse(u, "[{\"op\": \"replace\", \"path\": \"meta:created\", \"value\": \"x\"}]",
+	       SCIM_PATCH_INVALID_PATH, "invalid attribute path");
+	refuse(u, "[{\"op\": \"add\", \"value\": {\"meta:created\": \"x\"}}]",
+	       SCIM_PATCH_INVALID_PATH, "invalid attribute");
 	json_decref(u);
 }
 
