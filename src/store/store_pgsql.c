@@ -48,10 +48,11 @@
 #define STMT_CACHE 256
 #define STMT_PROBES 4
 #define MAX_PARAMS STORE_MAX_PARAMS
-/* Commands a transaction sends before it reads their results (store_send
- * defers up to this many, less the 5 one statement may add: DEALLOCATE,
- * BEGIN, the lock, Parse, Execute). Their answers are a few bytes each,
- * so neither side's socket buffer fills while the other waits. */
+/* Commands a transaction sends before it reads their results: a
+ * statement whose STMT_SENDS commands (DEALLOCATE, BEGIN, the lock,
+ * Parse, Execute) would not fit reads the segment first (make_room).
+ * Their answers are a few bytes each, so neither side's socket buffer
+ * fills while the other waits. */
 #define QUEUE_MAX 64
 #define STMT_SENDS 5
 /* Advisory lock keys ("revops" and a number): the writers' turn and the
@@ -395,6 +396,17 @@ static int open_segment(struct pg_tx *tx)
 	return rc;
 }
 
+static int sync_read(struct pg_tx *tx, PGresult **last, int *fail_at);
+
+/* Reads what tx's open segment holds when n more commands would not fit
+ * in it (tx->sent). Returns STORE_OK or the first failure's status. */
+static int make_room(struct pg_tx *tx, int n)
+{
+	int fail_at;
+
+	return tx->queued + n > QUEUE_MAX ? sync_read(tx, NULL, &fail_at) : STORE_OK;
+}
+
 /* Sends sql with params into tx's open segment (open_segment first): its
  * Parse too when it is new to the connection (the slot remembers it at
  * once and forgets it in sync_read if the Parse failed). Returns STORE_OK
@@ -407,7 +419,7 @@ static int send_stmt(struct pg_tx *tx, const char *sql, const struct store_val *
 	struct wire w;
 	int rc;
 
-	if ((rc = open_segment(tx)) != STORE_OK)
+	if ((rc = make_room(tx, STMT_SENDS)) != STORE_OK || (rc = open_segment(tx)) != STORE_OK)
 		return rc;
 	if (!cs && (rc = claim_slot(tx->c, sql, h, &cs, dealloc)) != STORE_OK)
 		goto fail;
@@ -671,7 +683,6 @@ static int pg_exec(struct store_tx *gtx, const char *sql, const struct store_val
 static int pg_send(struct store_tx *gtx, const char *sql, const struct store_val *params, int nparams)
 {
 	struct pg_tx *tx = (struct pg_tx *)gtx;
-	int fail_at;
 
 	if (tx->failed) {
 		log_msg(LOG_ERROR, "store_error",
@@ -680,12 +691,6 @@ static int pg_send(struct store_tx *gtx, const char *sql, const struct store_val
 	}
 	if (tx->c->broken)
 		return STORE_ERR;
-	if (tx->queued + STMT_SENDS > QUEUE_MAX) {
-		int rc = sync_read(tx, NULL, &fail_at);
-
-		if (rc != STORE_OK)
-			return rc;
-	}
 	return send_stmt(tx, sql, params, nparams);
 }
 
@@ -776,7 +781,8 @@ static int send_commit(struct pg_tx *tx)
 	PGresult *res = NULL;
 	int rc, fail_at;
 
-	if ((rc = open_segment(tx)) != STORE_OK || (rc = send_plain(tx, "COMMIT")) != STORE_OK)
+	if ((rc = make_room(tx, 1)) != STORE_OK || (rc = open_segment(tx)) != STORE_OK ||
+	    (rc = send_plain(tx, "COMMIT")) != STORE_OK)
 		return rc;
 	rc = sync_read(tx, &res, &fail_at);
 	if (rc == STORE_OK && strcmp(PQcmdStatus(res), "COMMIT") != 0)

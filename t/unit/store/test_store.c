@@ -527,6 +527,25 @@ static void test_send(void **state)
 	}
 	assert_int_equal(count(f->st, "SELECT COUNT(*) FROM t WHERE a >= 1000"), 2);
 
+	/* every filling of the pipeline, then a statement new to the
+	 * connection and the commit: the segment is read when they would not
+	 * fit, whatever it held */
+	for (i = 1; i <= 70; i++) {
+		char sql[64];
+		int j;
+
+		snprintf(sql, sizeof sql, "SELECT COUNT(*) + %d FROM t WHERE a >= 2000", i);
+		assert_int_equal(store_begin(f->st, 1, &tx), STORE_OK);
+		for (j = 0; j < i; j++)
+			assert_int_equal(store_send(tx, "INSERT INTO t (a) VALUES ($1)",
+						    (struct store_val[]){sv_int(2000 + j)}, 1),
+					 STORE_OK);
+		assert_int_equal(store_query_int(tx, sql, NULL, 0, &v), 1);
+		assert_int_equal(v, i + i);
+		assert_int_equal(store_send(tx, "DELETE FROM t WHERE a >= 2000", NULL, 0), STORE_OK);
+		assert_int_equal(store_commit(tx), STORE_OK);
+	}
+
 	/* a rolled-back one leaves nothing */
 	assert_int_equal(store_begin(f->st, 1, &tx), STORE_OK);
 	assert_int_equal(store_send(tx, "INSERT INTO t (k) VALUES ('gone')", NULL, 0), STORE_OK);
