@@ -407,7 +407,8 @@ static int make_room(struct pg_tx *tx, int n)
 	return tx->queued + n > QUEUE_MAX ? sync_read(tx, NULL, &fail_at) : STORE_OK;
 }
 
-/* Sends sql with params into tx's open segment (open_segment first): its
+/* Sends sql with params into tx's open segment (open_segment first),
+ * unless a statement of tx failed already or its connection is lost: its
  * Parse too when it is new to the connection (the slot remembers it at
  * once and forgets it in sync_read if the Parse failed). Returns STORE_OK
  * or a store status (tx is then failed). */
@@ -419,6 +420,13 @@ static int send_stmt(struct pg_tx *tx, const char *sql, const struct store_val *
 	struct wire w;
 	int rc;
 
+	if (tx->failed) {
+		log_msg(LOG_ERROR, "store_error",
+			"a statement after a failed one in the same transaction: %.120s", sql);
+		return STORE_ERR;
+	}
+	if (tx->c->broken)
+		return STORE_ERR;
 	if ((rc = make_room(tx, STMT_SENDS)) != STORE_OK || (rc = open_segment(tx)) != STORE_OK)
 		return rc;
 	if (!cs && (rc = claim_slot(tx->c, sql, h, &cs, dealloc)) != STORE_OK)
@@ -513,13 +521,6 @@ static int run(struct pg_tx *tx, const char *sql, const struct store_val *params
 
 	*res = NULL;
 	*exec_rc = STORE_OK;
-	if (tx->failed) {
-		log_msg(LOG_ERROR, "store_error",
-			"a statement after a failed one in the same transaction: %.120s", sql);
-		return STORE_ERR;
-	}
-	if (tx->c->broken)
-		return STORE_ERR;
 	if ((rc = send_stmt(tx, sql, params, nparams)) != STORE_OK)
 		return rc;
 	last = tx->queued - 1;
@@ -682,16 +683,7 @@ static int pg_exec(struct store_tx *gtx, const char *sql, const struct store_val
  * first (a sync of its own). */
 static int pg_send(struct store_tx *gtx, const char *sql, const struct store_val *params, int nparams)
 {
-	struct pg_tx *tx = (struct pg_tx *)gtx;
-
-	if (tx->failed) {
-		log_msg(LOG_ERROR, "store_error",
-			"a statement after a failed one in the same transaction: %.120s", sql);
-		return STORE_ERR;
-	}
-	if (tx->c->broken)
-		return STORE_ERR;
-	return send_stmt(tx, sql, params, nparams);
+	return send_stmt((struct pg_tx *)gtx, sql, params, nparams);
 }
 
 static struct pg_conn *pool_get(struct pg_store *st)
