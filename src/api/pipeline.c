@@ -15,7 +15,6 @@
 #include "api/idempotency.h"
 #include "api/metrics.h"
 #include "api/negotiate.h"
-#include "portfolio/portfolio.h"
 #include "api/ratelimit.h"
 #include "api/ratelimit_shared.h"
 #include "api/respond.h"
@@ -26,6 +25,7 @@
 #include "core/log.h"
 #include "core/trace.h"
 #include "core/validate.h"
+#include "portfolio/snapshot.h"
 #include "store/store.h"
 #include "webhooks/engine.h"
 
@@ -196,7 +196,6 @@ static int check_scope(struct ctx *c)
 	const struct route *rt = c->match.route;
 	const char *pf = http_header(c->req, "X-Service-Portfolio");
 	const char *prop = http_header(c->req, "X-Service-Property");
-	struct store_tx *tx;
 	int rc;
 
 	if (rt->v2 && (!pf || !*pf)) {
@@ -223,12 +222,7 @@ static int check_scope(struct ctx *c)
 			      "X-Service-Property names a property outside this token");
 		return -1;
 	}
-	if ((rc = store_begin(c->svc->store, 0, &tx)) != STORE_OK) {
-		respond_store_error(c, rc);
-		return -1;
-	}
-	rc = portfolio_has_property(tx, c->p.portfolio_id, prop);
-	store_rollback(tx);
+	rc = portfolio_known_property(c->svc->store, c->p.portfolio_id, prop);
 	if (rc != 1) {
 		if (rc < 0)
 			respond_store_error(c, rc);

@@ -204,11 +204,19 @@ void respond_store_error(struct ctx *c, int rc)
 		respond_error(c, ERR_INTERNAL, NULL, "internal error");
 }
 
+void respond_page_items(struct ctx *c, const struct buf *items, const char *scope, const char *last)
+{
+	char next[PAGINATION_CURSOR_MAX + 1];
+
+	if (last && pagination_cursor_encode(c->svc->cursor_key, scope, last, next, sizeof next) < 0)
+		last = NULL;
+	respond_list_text(c, items, last ? next : NULL);
+}
+
 void respond_rows_page_text(struct ctx *c, struct store_tx *tx, int rc, struct store_rows *r,
 			    int limit, const char *scope, respond_write_fn fn, void *arg)
 {
 	char key[PAGINATION_CURSOR_MAX], last[PAGINATION_CURSOR_MAX] = "";
-	char next[PAGINATION_CURSOR_MAX + 1];
 	struct buf items = {NULL, 0, 0, 0};
 	size_t mark;
 	int n = 0, more = 0, w = 0;
@@ -241,9 +249,7 @@ void respond_rows_page_text(struct ctx *c, struct store_tx *tx, int rc, struct s
 		goto fail;
 	store_rows_close(r);
 	store_rollback(tx);
-	if (more && pagination_cursor_encode(c->svc->cursor_key, scope, last, next, sizeof next) < 0)
-		more = 0;
-	respond_list_text(c, &items, more ? next : NULL);
+	respond_page_items(c, &items, scope, more ? last : NULL);
 	buf_free(&items);
 	return;
 fail:

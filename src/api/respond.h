@@ -47,6 +47,10 @@ typedef int (*respond_write_fn)(struct buf *b, struct store_tx *tx, struct store
 				char *key, size_t keycap);
 void respond_rows_page_text(struct ctx *c, struct store_tx *tx, int rc, struct store_rows *r,
 			    int limit, const char *scope, respond_write_fn fn, void *arg);
+/* Answers a page whose items the caller wrote into items as a JSON array
+ * text; last is the key of the page's last item when more follow (a cursor
+ * for scope is made from it), NULL on the last page. */
+void respond_page_items(struct ctx *c, const struct buf *items, const char *scope, const char *last);
 /* A body that is not the envelope (OAuth token responses, /healthz). */
 void respond_raw_json(struct ctx *c, int status, json_t *body);
 

@@ -293,6 +293,8 @@ int portfolio_property_add(struct store_tx *tx, const struct portfolio_property_
 						 sv_text(p->nip), sv_int(clock_now_ms())},
 			    10);
 
+	if (rc >= 0) /* every node's snapshot (portfolio/snapshot.h) reloads */
+		rc = store_notify(tx, STORE_CH_PROPERTIES);
 	return rc < 0 ? rc : 0;
 }
 

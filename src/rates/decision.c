@@ -9,6 +9,7 @@
 #include "events/outbox.h"
 #include "identity/directory.h"
 #include "portfolio/portfolio.h"
+#include "portfolio/snapshot.h"
 #include "rates/audit_trail.h"
 #include "rates/governance.h"
 #include "rates/rate_writes.h"
@@ -302,17 +303,27 @@ struct publish {
 	int64_t now;
 };
 
-/* Loads every target property into pub->batch->t (not yet as writes).
+/* Loads every target property into pub->batch->t (not yet as writes):
+ * from this node's snapshot of the portfolio's properties (snap, may be
+ * NULL), and through tx for one the snapshot lacks (added since it was
+ * made: properties never change once added, so what it has is exact).
  * Returns 0, 1 (out: properties[index] is not of the portfolio) or < 0. */
-static int load_targets(struct store_tx *tx, struct publish *pub, struct decision_outcome *out)
+static int load_targets(struct store_tx *tx, const struct portfolio_snapshot *snap,
+			struct publish *pub, struct decision_outcome *out)
 {
 	size_t i, n = json_array_size(pub->p->properties);
+	const struct portfolio_snap_prop *sp;
+	const char *id;
 	int rc;
 
 	for (i = 0; i < n; i++) {
-		rc = portfolio_property_get(tx, pub->who->portfolio_id,
-					    json_string_value(json_array_get(pub->p->properties, i)),
-					    &pub->batch->t[i]);
+		id = json_string_value(json_array_get(pub->p->properties, i));
+		sp = snap ? portfolio_snapshot_find(snap, id) : NULL;
+		if (sp) {
+			pub->batch->t[i] = sp->p;
+			continue;
+		}
+		rc = portfolio_property_get(tx, pub->who->portfolio_id, id, &pub->batch->t[i]);
 		if (rc < 0)
 			return rc;
 		if (rc == 0) {
@@ -347,13 +358,18 @@ static json_t *ceiling_detail(const json_t *chk, size_t i)
  * set) or a negative status. */
 static int govern(struct store *st, struct publish *pub, struct decision_outcome *out)
 {
+	const struct portfolio_snapshot *snap;
 	struct store_tx *tx;
 	size_t i, n = json_array_size(pub->p->properties);
-	int rc = store_begin(st, 0, &tx);
+	int rc = portfolio_snapshot_get(st, pub->who->portfolio_id, &snap);
 
-	if (rc != STORE_OK)
+	if (rc < 0)
 		return rc;
-	if ((rc = load_targets(tx, pub, out)) != 0 ||
+	if ((rc = store_begin(st, 0, &tx)) != STORE_OK) {
+		portfolio_snapshot_put(snap);
+		return rc;
+	}
+	if ((rc = load_targets(tx, snap, pub, out)) != 0 ||
 	    (rc = portfolio_ceiling_get(tx, pub->who->portfolio_id, pub->p->ceiling_id, &pub->ce)) <
 		    0 ||
 	    (rc = actor_of(tx, pub->who, pub->actor, sizeof pub->actor)) < 0)
@@ -372,6 +388,7 @@ static int govern(struct store *st, struct publish *pub, struct decision_outcome
 	rc = rc < 0 ? rc : 0;
 out:
 	store_rollback(tx);
+	portfolio_snapshot_put(snap);
 	return rc;
 }
 

@@ -225,6 +225,14 @@ void store_kick(struct store *st, enum store_channel ch)
 	store_hub_raise(&st->hub, 1u << ch);
 }
 
+uint64_t store_changes(struct store *st, enum store_channel ch)
+{
+	uint64_t n = store_notified(st, ch);
+
+	/* A sum of two counts that only grow moves when either does. */
+	return st->be->changes ? n + st->be->changes(st) : n;
+}
+
 int store_shared(struct store *st)
 {
 	return st->be->listen != NULL;

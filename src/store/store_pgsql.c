@@ -942,7 +942,8 @@ static void pg_unlock_migrations(struct store *gst)
 
 /* ---------------------------------------------------- NOTIFY / LISTEN */
 
-static const char *const channel_names[STORE_CHANNELS] = {"revops_outbox", "revops_deliveries"};
+static const char *const channel_names[STORE_CHANNELS] = {"revops_outbox", "revops_deliveries",
+							  "revops_properties"};
 
 /* NOTIFY is transactional: sent when tx commits, dropped if it rolls back,
  * and sent once however often a transaction repeats it. */
@@ -951,6 +952,7 @@ static int pg_notify(struct store_tx *gtx, enum store_channel ch)
 	static const char *const sql[STORE_CHANNELS] = {
 		"SELECT pg_notify('revops_outbox', '')",
 		"SELECT pg_notify('revops_deliveries', '')",
+		"SELECT pg_notify('revops_properties', '')",
 	};
 	return pg_send(gtx, sql[ch], NULL, 0);
 }
@@ -963,7 +965,8 @@ static PGconn *listen_connect(const char *url)
 	int ok = 0;
 
 	if (pg && PQstatus(pg) == CONNECTION_OK) {
-		res = PQexec(pg, "LISTEN revops_outbox; LISTEN revops_deliveries");
+		res = PQexec(pg, "LISTEN revops_outbox; LISTEN revops_deliveries;"
+				 " LISTEN revops_properties");
 		ok = res && PQresultStatus(res) == PGRES_COMMAND_OK;
 		PQclear(res);
 	}

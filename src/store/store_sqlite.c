@@ -6,6 +6,7 @@
 
 #include <errno.h>
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdint.h>
 #include <sqlite3.h>
 #include <stdlib.h>
@@ -34,6 +35,8 @@ struct conn {
 	sqlite3 *db;
 	struct cached_stmt cache[STMT_CACHE];
 	sqlite3_stmt *tx[TX__COUNT]; /* prepared once: re-parsing them cost ~9 % per request */
+	sqlite3_stmt *data_version;  /* PRAGMA data_version (sq_changes) */
+	int64_t seen_version;        /* its value when this connection last looked */
 };
 
 static const char *const tx_sql[TX__COUNT] = {"BEGIN", "BEGIN IMMEDIATE", "COMMIT", "ROLLBACK"};
@@ -64,6 +67,7 @@ struct sq_store {
 	pthread_mutex_t ckpt_mu;
 	pthread_cond_t ckpt_cond;
 	int ckpt_due, ckpt_stop;
+	atomic_uint_fast64_t changes; /* sq_changes's count */
 	struct conn *conns;
 	int nconns;
 };
@@ -137,6 +141,9 @@ static int conn_open(const char *path, struct conn *c)
 		if (sqlite3_prepare_v3(c->db, tx_sql[i], -1, SQLITE_PREPARE_PERSISTENT, &c->tx[i],
 				       NULL) != SQLITE_OK)
 			return map_rc(c->db, SQLITE_ERROR, tx_sql[i]);
+	if (sqlite3_prepare_v3(c->db, "PRAGMA data_version", -1, SQLITE_PREPARE_PERSISTENT,
+			       &c->data_version, NULL) != SQLITE_OK)
+		return map_rc(c->db, SQLITE_ERROR, "PRAGMA data_version");
 	return 0;
 }
 
@@ -151,6 +158,7 @@ static void conn_close(struct conn *c)
 	}
 	for (i = 0; i < TX__COUNT; i++)
 		sqlite3_finalize(c->tx[i]);
+	sqlite3_finalize(c->data_version);
 	if (c->db)
 		sqlite3_close(c->db);
 	c->db = NULL;
@@ -682,6 +690,30 @@ static int sq_exec_script(struct store_tx *gtx, const char *sql, const char *nam
 	return STORE_ERR;
 }
 
+/* store_changes's part for writes nobody announces: other processes
+ * (revopsctl) write the file without reaching this one. PRAGMA
+ * data_version moves when another connection (of any process, this one's
+ * included) has committed since the asking connection last looked; each
+ * look that sees it moved counts one, so the count moves after every
+ * foreign commit before anything read after that commit. A failed look
+ * counts one too: the caller then reloads, which is always safe. */
+static uint64_t sq_changes(struct store *gst)
+{
+	struct sq_store *st = (struct sq_store *)gst;
+	struct conn *c = pool_get(st);
+	int64_t v = -1;
+
+	if (sqlite3_step(c->data_version) == SQLITE_ROW)
+		v = sqlite3_column_int64(c->data_version, 0);
+	sqlite3_reset(c->data_version);
+	if (v < 0 || v != c->seen_version) {
+		c->seen_version = v;
+		atomic_fetch_add(&st->changes, 1);
+	}
+	pool_put(st, c);
+	return atomic_load(&st->changes);
+}
+
 static const struct store_backend sqlite_backend = {
 	.name = "sqlite",
 	.migrations = embedded_migrations_sqlite,
@@ -704,4 +736,5 @@ static const struct store_backend sqlite_backend = {
 	.unlock_migrations = NULL,
 	.notify = sq_notify,
 	.listen = NULL, /* no other process serves the database */
+	.changes = sq_changes,
 };

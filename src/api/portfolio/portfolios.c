@@ -5,7 +5,10 @@
 
 #include "api/ctx.h"
 #include "api/respond.h"
+#include "core/buf.h"
+#include "http/http.h"
 #include "portfolio/portfolio.h"
+#include "portfolio/snapshot.h"
 #include "store/store.h"
 
 /* The one-portfolio list: a token belongs to exactly one portfolio. */
@@ -82,11 +85,58 @@ static int property_row(struct buf *b, struct store_tx *tx, struct store_rows *r
 	return portfolio_property_write(b, r) < 0 ? -1 : 1;
 }
 
+/* Whether the list leaves property id out: at or before the cursor,
+ * another than X-Service-Property names, or outside the token. */
+static int property_skipped(const struct ctx *c, const char *id, const char *after)
+{
+	return strcmp(id, after) <= 0 ||
+	       (c->property_header && strcmp(id, c->property_header) != 0) ||
+	       !auth_property_allowed(&c->p, id);
+}
+
+/* The page of the properties list from this node's snapshot of them
+ * (portfolio/snapshot.h), in the same id order as the database's. */
+static void properties_page(struct ctx *c, const struct portfolio_snapshot *s, const char *after,
+			    int limit, const char *scope)
+{
+	struct buf items;
+	const char *last = NULL;
+	int n = 0, more = 0;
+	size_t i;
+
+	buf_init(&items, HTTP_BODY_MAX * 4);
+	if (buf_putc(&items, '[') < 0)
+		goto fail;
+	for (i = 0; i < s->n; i++) {
+		if (property_skipped(c, s->props[i].p.id, after))
+			continue;
+		if (n == limit) {
+			more = 1;
+			break;
+		}
+		if ((n && buf_putc(&items, ',') < 0) ||
+		    buf_append(&items, s->props[i].json, s->props[i].json_len) < 0)
+			goto fail;
+		last = s->props[i].p.id;
+		n++;
+	}
+	if (buf_putc(&items, ']') < 0)
+		goto fail;
+	respond_page_items(c, &items, scope, more ? last : NULL);
+	buf_free(&items);
+	return;
+fail:
+	buf_free(&items);
+	respond_store_error(c, STORE_ERR);
+}
+
 /* Lists properties in id order after the cursor, limited to those the
- * token (and X-Service-Property) allow. */
+ * token (and X-Service-Property) allow: from this node's snapshot, or from
+ * the database for a portfolio too large to keep one. */
 void portfolio_h_properties(struct ctx *c)
 {
 	char after[ID_MAX], scope[192];
+	const struct portfolio_snapshot *s;
 	struct store_tx *tx = NULL;
 	struct store_rows *r = NULL;
 	int limit, rc;
@@ -97,7 +147,13 @@ void portfolio_h_properties(struct ctx *c)
 		 c->property_header ? c->property_header : "");
 	if (respond_page_args(c, scope, &limit, after, sizeof after) < 0)
 		return;
-	if ((rc = store_begin(c->svc->store, STORE_READ_ONE, &tx)) != STORE_OK) {
+	rc = portfolio_snapshot_get(c->svc->store, c->p.portfolio_id, &s);
+	if (rc == 1) {
+		properties_page(c, s, after, limit, scope);
+		portfolio_snapshot_put(s);
+		return;
+	}
+	if (rc < 0 || (rc = store_begin(c->svc->store, STORE_READ_ONE, &tx)) != STORE_OK) {
 		respond_store_error(c, rc);
 		return;
 	}

@@ -150,6 +150,21 @@ class PortfolioTest(harness.ServerCase):
         r = self.a.get(self.props_path(self.a), token=tok, property=outside)
         assert_error(self, r, 403, "SVC-AUTH-INSUFFICIENT-ROLE")
 
+    def test_added_property_is_served_at_once(self):
+        # The server keeps each portfolio's properties between requests;
+        # revopsctl, another process, adds one: the very next requests
+        # list it and accept it in X-Service-Property (no waiting).
+        pf = self.srv.seed_portfolio("group", 2)
+        for _ in range(3):
+            data, _ = self.list_props(pf)
+            self.assertEqual(len(data), 2)
+        new = self.srv.add_property(pf.id)["id"]
+        data, _ = self.list_props(pf, property=new)
+        self.assertEqual([p["id"] for p in data], [new])
+        data, _ = self.list_props(pf)
+        self.assertEqual(sorted(p["id"] for p in data),
+                         sorted([p["id"] for p in pf.properties] + [new]))
+
     def test_property_header_from_other_portfolio(self):
         r = self.a.get(self.props_path(self.a), property=self.b.properties[0]["id"])
         assert_error(self, r, 403, "SVC-AUTH-INSUFFICIENT-ROLE")

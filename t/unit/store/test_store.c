@@ -1338,6 +1338,55 @@ static void test_notify(void **state)
 	store_close(other);
 }
 
+/* store_changes after every connection of st's pool (2) has looked once. */
+static uint64_t settled_changes(struct store *st, enum store_channel ch)
+{
+	(void)store_changes(st, ch);
+	(void)store_changes(st, ch);
+	return store_changes(st, ch);
+}
+
+/* store_changes moves on a notification of its channel, and on SQLite
+ * also after a commit another store on the file made without one (what
+ * revopsctl, another process, does); it holds still while nothing is
+ * committed. */
+static void test_changes(void **state)
+{
+	struct fixture *f = *state;
+	struct store *other = NULL;
+	struct store_tx *tx;
+	uint64_t c0, seen;
+
+	make_table(f->st);
+	assert_int_equal(store_open(f->url, 1, &other), 0);
+	(void)listening(f->st, STORE_CH_PROPERTIES);
+	c0 = settled_changes(f->st, STORE_CH_PROPERTIES);
+	assert_true(store_changes(f->st, STORE_CH_PROPERTIES) == c0);
+	assert_true(store_changes(f->st, STORE_CH_PROPERTIES) == c0);
+
+	/* another store's commit that announces nothing */
+	assert_int_equal(store_begin(other, STORE_WRITE, &tx), STORE_OK);
+	assert_int_equal(store_exec(tx, "INSERT INTO t (a) VALUES (1)", NULL, 0), 1);
+	assert_int_equal(store_commit(tx), STORE_OK);
+	if (pg_url) {
+		assert_true(store_changes(f->st, STORE_CH_PROPERTIES) == c0);
+	} else {
+		assert_true(store_changes(f->st, STORE_CH_PROPERTIES) != c0);
+		c0 = settled_changes(f->st, STORE_CH_PROPERTIES);
+	}
+
+	/* another store's announced write (portfolio_property_add's): every backend */
+	seen = store_notified(f->st, STORE_CH_PROPERTIES);
+	assert_int_equal(store_begin(other, STORE_WRITE, &tx), STORE_OK);
+	assert_int_equal(store_exec(tx, "INSERT INTO t (a) VALUES (2)", NULL, 0), 1);
+	assert_int_equal(store_notify(tx, STORE_CH_PROPERTIES), STORE_OK);
+	assert_int_equal(store_commit(tx), STORE_OK);
+	if (pg_url)
+		assert_true(store_wait(f->st, STORE_CH_PROPERTIES, seen, 5000) > seen);
+	assert_true(store_changes(f->st, STORE_CH_PROPERTIES) != c0);
+	store_close(other);
+}
+
 /* Two processes open the same fresh database at the same moment: both
  * succeed and every migration is applied once. */
 static void test_pg_migrations_race(void **state)
@@ -1428,6 +1477,7 @@ int main(void)
 		BOTH(test_statement_cache_churn),
 		BOTH(test_two_writers),
 		BOTH(test_notify),
+		BOTH(test_changes),
 		/* SQLite only */
 		BOTH(test_bad_urls),
 		BOTH(test_creates_data_dir),
@@ -1456,6 +1506,7 @@ int main(void)
 		BOTH(test_statement_cache_churn),
 		BOTH(test_two_writers),
 		BOTH(test_notify),
+		BOTH(test_changes),
 		/* PostgreSQL only */
 		BOTH(test_pg_write_tx_locks_at_once),
 		BOTH(test_pg_write_own_skips_the_lock),
