@@ -647,17 +647,6 @@ static void lower_name(const char *user_name, char *out, size_t cap)
 	out[i] = '\0';
 }
 
-int directory_user_find(struct store_tx *tx, const char *portfolio_id, const char *user_name,
-			char *id_out, size_t cap)
-{
-	char lower[DIRECTORY_USER_NAME_MAX * 4 + 1];
-
-	lower_name(user_name, lower, sizeof lower);
-	return query_text(tx, "SELECT id FROM users WHERE portfolio_id = $1 AND user_name_lower = $2",
-			  (struct store_val[]){sv_text(portfolio_id), sv_text(lower)}, 2, id_out,
-			  cap);
-}
-
 /* Appends name to roles when it is a role name not yet there. */
 static void add_role(json_t *roles, const char *name)
 {
@@ -672,45 +661,45 @@ static void add_role(json_t *roles, const char *name)
 	json_array_append_new(roles, json_string(name));
 }
 
-/* The roles column of an active user into *own: 0, 1 when the user is
- * unknown or inactive, or a negative store status. */
-static int own_roles(struct store_tx *tx, const char *portfolio_id, const char *user_id, json_t **own)
+/* The user of the portfolio whose column col (a fixed name) equals key:
+ * its id into id_out and its roles column into *own. Returns 0 when the
+ * user is active, 1 when unknown, 2 when inactive (*own NULL), or a
+ * negative store status. */
+static int user_by(struct store_tx *tx, const char *sql, const char *portfolio_id, const char *key,
+		   char *id_out, size_t cap, json_t **own)
 {
 	struct store_rows *r;
 	int rc, active = 0;
 
 	*own = NULL;
-	rc = store_query(tx, "SELECT active, roles FROM users WHERE portfolio_id = $1 AND id = $2",
-			 (struct store_val[]){sv_text(portfolio_id), sv_text(user_id)}, 2, &r);
+	rc = store_query(tx, sql, (struct store_val[]){sv_text(portfolio_id), sv_text(key)}, 2, &r);
 	if (rc != STORE_OK)
 		return rc;
 	rc = store_next(r);
 	if (rc == 1) {
-		active = store_int(r, 0) == 1;
-		*own = json_loads(store_text(r, 1), 0, NULL);
+		snprintf(id_out, cap, "%s", store_text(r, 0));
+		active = store_int(r, 1) == 1;
+		if (active)
+			*own = json_loads(store_text(r, 2), 0, NULL);
 	}
 	store_rows_close(r);
-	if (rc == 1 && active)
-		return 0;
-	json_decref(*own);
-	*own = NULL;
-	return rc < 0 ? rc : 1;
+	return rc < 0 ? rc : rc == 0 ? 1 : active ? 0 : 2;
 }
 
-int directory_user_roles(struct store_tx *tx, const char *portfolio_id, const char *user_id,
-			 json_t **roles)
+/* *roles of user_id: the role names among its own values (own), then the
+ * display names of the groups listing it. Returns 0 or a negative store
+ * status (*roles NULL). */
+static int roles_with_groups(struct store_tx *tx, const char *portfolio_id, const char *user_id,
+			     const json_t *own, json_t **roles)
 {
-	json_t *own = NULL, *groups = NULL, *v, *g, *doc, *name;
+	json_t *groups = NULL, *v, *g, *doc, *name;
 	size_t i;
 	int rc;
 
 	*roles = NULL;
-	rc = own_roles(tx, portfolio_id, user_id, &own);
-	if (rc != 0)
-		return rc;
 	rc = directory_list(tx, DIRECTORY_GROUP, portfolio_id, &groups);
 	if (rc < 0)
-		goto out;
+		return rc;
 	*roles = json_array();
 	json_array_foreach(own, i, v)
 		if (json_is_string(v))
@@ -721,9 +710,42 @@ int directory_user_roles(struct store_tx *tx, const char *portfolio_id, const ch
 		if (json_is_string(name) && has_member(doc, user_id))
 			add_role(*roles, json_string_value(name));
 	}
-out:
-	json_decref(own);
 	json_decref(groups);
+	return 0;
+}
+
+int directory_user_roles(struct store_tx *tx, const char *portfolio_id, const char *user_id,
+			 json_t **roles)
+{
+	char id[ID_MAX];
+	json_t *own;
+	int rc = user_by(tx,
+			 "SELECT id, active, roles FROM users WHERE portfolio_id = $1 AND id = $2",
+			 portfolio_id, user_id, id, sizeof id, &own);
+
+	*roles = NULL;
+	if (rc == 0)
+		rc = roles_with_groups(tx, portfolio_id, id, own, roles);
+	json_decref(own);
+	return rc == 2 ? 1 : rc;
+}
+
+int directory_user_find_roles(struct store_tx *tx, const char *portfolio_id, const char *user_name,
+			      char *id_out, size_t cap, json_t **roles)
+{
+	char lower[DIRECTORY_USER_NAME_MAX * 4 + 1];
+	json_t *own;
+	int rc;
+
+	*roles = NULL;
+	lower_name(user_name, lower, sizeof lower);
+	rc = user_by(tx,
+		     "SELECT id, active, roles FROM users WHERE portfolio_id = $1"
+		     " AND user_name_lower = $2",
+		     portfolio_id, lower, id_out, cap, &own);
+	if (rc == 0)
+		rc = roles_with_groups(tx, portfolio_id, id_out, own, roles);
+	json_decref(own);
 	return rc;
 }
 

@@ -67,17 +67,14 @@ int governance_check_approver(struct store_tx *tx, const char *pf, const char *s
 	int rc, has = 0;
 
 	*roles = NULL;
-	rc = directory_user_find(tx, pf, subject, user_id, ID_MAX);
+	rc = directory_user_find_roles(tx, pf, subject, user_id, ID_MAX, roles);
 	if (rc < 0)
 		return rc;
 	if (rc == 1) {
 		*why = "the approver is not a user of this portfolio";
 		return 1;
 	}
-	rc = directory_user_roles(tx, pf, user_id, roles);
-	if (rc < 0)
-		return rc;
-	if (rc == 1) {
+	if (rc == 2) {
 		*why = "the approver is deactivated";
 		return 1;
 	}

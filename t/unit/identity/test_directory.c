@@ -197,9 +197,6 @@ static void test_user_roles(void **state)
 	json_t *roles, *group;
 
 	make_user(f->tx, "Bob@Example.com", "[\"finance-operator\", \"pilot\"]", id);
-	assert_int_equal(directory_user_find(f->tx, PF, "bob@EXAMPLE.com", found, sizeof found), 0);
-	assert_string_equal(found, id);
-	assert_int_equal(directory_user_find(f->tx, PF, "nobody", found, sizeof found), 1);
 	assert_int_equal(directory_user_name(f->tx, PF, id, name, sizeof name), 0);
 	assert_string_equal(name, "Bob@Example.com");
 	assert_int_equal(directory_user_name(f->tx, PF, "usr_none", name, sizeof name), 1);
@@ -215,6 +212,17 @@ static void test_user_roles(void **state)
 	assert_string_equal(json_string_value(json_array_get(roles, 1)), "ops-manager");
 	json_decref(roles);
 	assert_int_equal(directory_user_roles(f->tx, PF, "usr_none", &roles), 1);
+	assert_null(roles);
+	/* by userName, case-insensitively: the same roles, and the user's id */
+	assert_int_equal(directory_user_find_roles(f->tx, PF, "bob@EXAMPLE.com", found,
+						   sizeof found, &roles),
+			 0);
+	assert_string_equal(found, id);
+	assert_int_equal(json_array_size(roles), 2);
+	assert_string_equal(json_string_value(json_array_get(roles, 1)), "ops-manager");
+	json_decref(roles);
+	assert_int_equal(directory_user_find_roles(f->tx, PF, "nobody", found, sizeof found, &roles),
+			 1);
 	assert_null(roles);
 	json_decref(group);
 }
@@ -279,6 +287,13 @@ static void test_deactivate_delete(void **state)
 	assert_int_equal(directory_user_login(f->tx, PF, "carol@example.com", "", NULL, err,
 					      sizeof err, &ev),
 			 1);
+	/* an inactive user has no roles: 2 by name (governance names it), 1 by id */
+	assert_int_equal(directory_user_find_roles(f->tx, PF, "Carol@example.com", err, sizeof err,
+						   &group),
+			 2);
+	assert_null(group);
+	assert_int_equal(directory_user_roles(f->tx, PF, id, &group), 1);
+	assert_null(group);
 	group = json_pack("{s:s, s:[{s:s}]}", "displayName", "g", "members", "value", id);
 	assert_int_equal(directory_group_save(f->tx, PF, "grp_2", group, 1), 0);
 	assert_int_equal(directory_user_delete(f->tx, PF, &row, &ev), 0);
