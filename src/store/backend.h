@@ -112,10 +112,11 @@ struct store_backend {
 	/* Starts receiving other processes' notifications into st's hub (NULL
 	 * when only this process's reach it). Returns 0 or -1 (logged). */
 	int (*listen)(struct store *st);
-	/* A count that moves after every commit of another connection that
-	 * nobody announced (store_changes), looked at now; NULL when every
-	 * writer announces its news (PostgreSQL's NOTIFY reaches every node). */
-	uint64_t (*changes)(struct store *st);
+	/* The part of store_changes(ch) that other processes' announcements
+	 * move where they cannot notify this one (SQLite: a count kept in the
+	 * file), read now; NULL where every announcement reaches every
+	 * process (PostgreSQL's NOTIFY). */
+	uint64_t (*changes)(struct store *st, enum store_channel ch);
 };
 
 /* Opens the SQLite database at path (creating it and its directory if

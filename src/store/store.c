@@ -230,7 +230,7 @@ uint64_t store_changes(struct store *st, enum store_channel ch)
 	uint64_t n = store_notified(st, ch);
 
 	/* A sum of two counts that only grow moves when either does. */
-	return st->be->changes ? n + st->be->changes(st) : n;
+	return st->be->changes ? n + st->be->changes(st, ch) : n;
 }
 
 int store_shared(struct store *st)

@@ -176,12 +176,13 @@ uint64_t store_wait(struct store *st, enum store_channel ch, uint64_t seen, int 
 /* Wakes this process's waiters on ch (as a notification would): for a
  * stopping thread. */
 void store_kick(struct store *st, enum store_channel ch);
-/* A count that moves whenever ch may have news: store_notified, and on a
- * backend where other processes' writes are not announced (SQLite, which
- * revopsctl writes directly) also after each commit by another connection,
- * looked at now (a cheap read of the database's change counter). Read it
- * before reading the data a cache keeps, keep it with the copy, and the
- * copy is current while the count has not moved. Thread-safe. */
+/* A count that moves whenever ch has news, from this process or any
+ * other: store_notified where notifications reach every process
+ * (PostgreSQL); on SQLite, where they cannot, STORE_CH_PROPERTIES's
+ * announcements are also counted in the database file and read now (a
+ * header field: no table read). Read it before reading the data a cache
+ * keeps, keep it with the copy: the copy is current while the count has
+ * not moved. Thread-safe. */
 uint64_t store_changes(struct store *st, enum store_channel ch);
 /* 1 when several server processes may share the database, and their
  * notifications reach one another (PostgreSQL); 0 when one server has it

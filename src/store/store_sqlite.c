@@ -8,6 +8,7 @@
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdint.h>
+#include <stdio.h>
 #include <sqlite3.h>
 #include <stdlib.h>
 #include <string.h>
@@ -19,6 +20,9 @@
 #define STMT_CACHE 128
 #define STMT_PROBES 4
 #define BUSY_TIMEOUT_MS 10000
+/* The channel other processes' announcements must reach this one on:
+ * counted in the file (sq_notify). */
+#define STORE_KEPT_CHANNEL STORE_CH_PROPERTIES
 
 struct cached_stmt {
 	char *sql;     /* a copy of the statement text; compared by content */
@@ -35,8 +39,7 @@ struct conn {
 	sqlite3 *db;
 	struct cached_stmt cache[STMT_CACHE];
 	sqlite3_stmt *tx[TX__COUNT]; /* prepared once: re-parsing them cost ~9 % per request */
-	sqlite3_stmt *data_version;  /* PRAGMA data_version (sq_changes) */
-	int64_t seen_version;        /* its value when this connection last looked */
+	sqlite3_stmt *user_version;  /* PRAGMA user_version: the kept channel's count */
 };
 
 static const char *const tx_sql[TX__COUNT] = {"BEGIN", "BEGIN IMMEDIATE", "COMMIT", "ROLLBACK"};
@@ -48,6 +51,18 @@ static int tx_step(struct conn *c, int which)
 
 	sqlite3_reset(c->tx[which]);
 	return rc == SQLITE_DONE ? SQLITE_OK : rc;
+}
+
+/* The count of the channel kept in the file (STORE_KEPT_CHANNEL: see
+ * sq_notify) as c reads it now, or -1. */
+static int64_t read_kept(struct conn *c)
+{
+	int64_t v = -1;
+
+	if (sqlite3_step(c->user_version) == SQLITE_ROW)
+		v = sqlite3_column_int64(c->user_version, 0);
+	sqlite3_reset(c->user_version);
+	return v;
 }
 
 struct sq_store {
@@ -67,7 +82,7 @@ struct sq_store {
 	pthread_mutex_t ckpt_mu;
 	pthread_cond_t ckpt_cond;
 	int ckpt_due, ckpt_stop;
-	atomic_uint_fast64_t changes; /* sq_changes's count */
+	atomic_uint_fast64_t unread; /* failed reads of user_version (sq_changes) */
 	struct conn *conns;
 	int nconns;
 };
@@ -78,6 +93,7 @@ struct sq_tx {
 	struct conn *c;
 	int write;
 	unsigned notify; /* channels to raise once committed (1 << channel) */
+	int kept;        /* user_version counted (sq_notify) */
 	int failed;      /* a statement failed: only ROLLBACK is left (store.h) */
 };
 
@@ -141,9 +157,9 @@ static int conn_open(const char *path, struct conn *c)
 		if (sqlite3_prepare_v3(c->db, tx_sql[i], -1, SQLITE_PREPARE_PERSISTENT, &c->tx[i],
 				       NULL) != SQLITE_OK)
 			return map_rc(c->db, SQLITE_ERROR, tx_sql[i]);
-	if (sqlite3_prepare_v3(c->db, "PRAGMA data_version", -1, SQLITE_PREPARE_PERSISTENT,
-			       &c->data_version, NULL) != SQLITE_OK)
-		return map_rc(c->db, SQLITE_ERROR, "PRAGMA data_version");
+	if (sqlite3_prepare_v3(c->db, "PRAGMA user_version", -1, SQLITE_PREPARE_PERSISTENT,
+			       &c->user_version, NULL) != SQLITE_OK)
+		return map_rc(c->db, SQLITE_ERROR, "PRAGMA user_version");
 	return 0;
 }
 
@@ -158,7 +174,7 @@ static void conn_close(struct conn *c)
 	}
 	for (i = 0; i < TX__COUNT; i++)
 		sqlite3_finalize(c->tx[i]);
-	sqlite3_finalize(c->data_version);
+	sqlite3_finalize(c->user_version);
 	if (c->db)
 		sqlite3_close(c->db);
 	c->db = NULL;
@@ -486,9 +502,26 @@ static int sq_commit(struct store_tx *gtx)
 
 /* This process is the database's only server: a notification is raised
  * in its own hub when tx commits. */
+/* Raises ch in this process once tx commits. A notification cannot reach
+ * another process on SQLite, yet the server must see what revopsctl
+ * announces on STORE_KEPT_CHANNEL (a new property): that channel is also
+ * counted in the file, in the header's user_version, written by this
+ * transaction (which holds the write lock) and read by sq_changes. */
 static int sq_notify(struct store_tx *gtx, enum store_channel ch)
 {
-	((struct sq_tx *)gtx)->notify |= 1u << ch;
+	struct sq_tx *tx = (struct sq_tx *)gtx;
+	char sql[48];
+	int64_t v;
+
+	tx->notify |= 1u << ch;
+	if (ch != STORE_KEPT_CHANNEL || tx->kept)
+		return STORE_OK;
+	if (!tx->write || (v = read_kept(tx->c)) < 0)
+		return STORE_ERR;
+	snprintf(sql, sizeof sql, "PRAGMA user_version = %lld", (long long)(v + 1) & 0x7fffffff);
+	if (sqlite3_exec(tx->c->db, sql, NULL, NULL, NULL) != SQLITE_OK)
+		return map_rc(tx->c->db, SQLITE_ERROR, sql);
+	tx->kept = 1;
 	return STORE_OK;
 }
 
@@ -690,28 +723,21 @@ static int sq_exec_script(struct store_tx *gtx, const char *sql, const char *nam
 	return STORE_ERR;
 }
 
-/* store_changes's part for writes nobody announces: other processes
- * (revopsctl) write the file without reaching this one. PRAGMA
- * data_version moves when another connection (of any process, this one's
- * included) has committed since the asking connection last looked; each
- * look that sees it moved counts one, so the count moves after every
- * foreign commit before anything read after that commit. A failed look
- * counts one too: the caller then reloads, which is always safe. */
-static uint64_t sq_changes(struct store *gst)
+/* store_changes's part that other processes' writes move: the kept
+ * channel's count in the file. A failed read returns a value no read gave
+ * before (the caller reloads, which is always safe). */
+static uint64_t sq_changes(struct store *gst, enum store_channel ch)
 {
 	struct sq_store *st = (struct sq_store *)gst;
-	struct conn *c = pool_get(st);
-	int64_t v = -1;
+	struct conn *c;
+	int64_t v;
 
-	if (sqlite3_step(c->data_version) == SQLITE_ROW)
-		v = sqlite3_column_int64(c->data_version, 0);
-	sqlite3_reset(c->data_version);
-	if (v < 0 || v != c->seen_version) {
-		c->seen_version = v;
-		atomic_fetch_add(&st->changes, 1);
-	}
+	if (ch != STORE_KEPT_CHANNEL)
+		return 0;
+	c = pool_get(st);
+	v = read_kept(c);
 	pool_put(st, c);
-	return atomic_load(&st->changes);
+	return v >= 0 ? (uint64_t)v : UINT64_MAX - atomic_fetch_add(&st->unread, 1);
 }
 
 static const struct store_backend sqlite_backend = {
