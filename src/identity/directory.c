@@ -661,6 +661,16 @@ static void add_role(json_t *roles, const char *name)
 	json_array_append_new(roles, json_string(name));
 }
 
+/* Appends the display name of the group doc to roles when it lists user_id
+ * and is a role name not yet there. */
+static void add_group_role(json_t *roles, const json_t *doc, const char *user_id)
+{
+	json_t *name = directory_get_ci(doc, "displayName");
+
+	if (json_is_string(name) && has_member(doc, user_id))
+		add_role(roles, json_string_value(name));
+}
+
 /* The user of the portfolio whose column col (a fixed name) equals key:
  * its id into id_out and its roles column into *own. Returns 0 when the
  * user is active, 1 when unknown, 2 when inactive (*own NULL), or a
@@ -692,7 +702,7 @@ static int user_by(struct store_tx *tx, const char *sql, const char *portfolio_i
 static int roles_with_groups(struct store_tx *tx, const char *portfolio_id, const char *user_id,
 			     const json_t *own, json_t **roles)
 {
-	json_t *groups = NULL, *v, *g, *doc, *name;
+	json_t *groups = NULL, *v, *g;
 	size_t i;
 	int rc;
 
@@ -704,12 +714,8 @@ static int roles_with_groups(struct store_tx *tx, const char *portfolio_id, cons
 	json_array_foreach(own, i, v)
 		if (json_is_string(v))
 			add_role(*roles, json_string_value(v));
-	json_array_foreach(groups, i, g) {
-		doc = json_object_get(g, "doc");
-		name = directory_get_ci(doc, "displayName");
-		if (json_is_string(name) && has_member(doc, user_id))
-			add_role(*roles, json_string_value(name));
-	}
+	json_array_foreach(groups, i, g)
+		add_group_role(*roles, json_object_get(g, "doc"), user_id);
 	json_decref(groups);
 	return 0;
 }
@@ -730,22 +736,65 @@ int directory_user_roles(struct store_tx *tx, const char *portfolio_id, const ch
 	return rc == 2 ? 1 : rc;
 }
 
+/* The rows of directory_user_find_roles's statement after its first (the
+ * user's, whose roles are own): each group's SCIM document. */
+static int roles_from_rows(struct store_rows *r, const char *user_id, const json_t *own,
+			   json_t **roles)
+{
+	json_t *v, *doc;
+	size_t i;
+	int rc;
+
+	*roles = json_array();
+	json_array_foreach(own, i, v)
+		if (json_is_string(v))
+			add_role(*roles, json_string_value(v));
+	while ((rc = store_next(r)) == 1) {
+		doc = json_loads(store_text(r, 3), 0, NULL);
+		add_group_role(*roles, doc, user_id);
+		json_decref(doc);
+	}
+	if (rc == 0)
+		return 0;
+	json_decref(*roles);
+	*roles = NULL;
+	return rc;
+}
+
 int directory_user_find_roles(struct store_tx *tx, const char *portfolio_id, const char *user_name,
 			      char *id_out, size_t cap, json_t **roles)
 {
 	char lower[DIRECTORY_USER_NAME_MAX * 4 + 1];
-	json_t *own;
+	struct store_rows *r;
+	json_t *own = NULL;
 	int rc;
 
 	*roles = NULL;
 	lower_name(user_name, lower, sizeof lower);
-	rc = user_by(tx,
-		     "SELECT id, active, roles FROM users WHERE portfolio_id = $1"
-		     " AND user_name_lower = $2",
-		     portfolio_id, lower, id_out, cap, &own);
-	if (rc == 0)
-		rc = roles_with_groups(tx, portfolio_id, id_out, own, roles);
+	/* One statement: the user's row (kind 0), then every group's (kind 1). */
+	rc = store_query(tx,
+			 "SELECT 0, id, active, roles FROM users WHERE portfolio_id = $1"
+			 " AND user_name_lower = $2"
+			 " UNION ALL SELECT 1, id, 0, scim FROM scim_groups WHERE portfolio_id = $1"
+			 " ORDER BY 1, 2",
+			 (struct store_val[]){sv_text(portfolio_id), sv_text(lower)}, 2, &r);
+	if (rc != STORE_OK)
+		return rc;
+	rc = store_next(r);
+	if (rc == 1 && store_int(r, 0) != 0)
+		rc = 0; /* groups only: no such user */
+	if (rc == 1) {
+		snprintf(id_out, cap, "%s", store_text(r, 1));
+		rc = store_int(r, 2) == 1 ? 0 : 2;
+	} else if (rc == 0) {
+		rc = 1;
+	}
+	if (rc == 0) {
+		own = json_loads(store_text(r, 3), 0, NULL);
+		rc = roles_from_rows(r, id_out, own, roles);
+	}
 	json_decref(own);
+	store_rows_close(r);
 	return rc;
 }
 
