@@ -1,7 +1,9 @@
 /* audit_trail: the documented hash formula (a vector computed independently
  * with Python's hashlib and json.dumps(sort_keys, compact, ensure_ascii)),
- * appends and reads against a real SQLite store, tamper detection, and the
- * database's refusal to update or delete an entry. */
+ * appends and reads against a real store, tamper detection, and the
+ * database's refusal to update or delete an entry or to delete a decision
+ * that has entries. On SQLite, and on the PostgreSQL cluster
+ * REVOPS_TEST_PG_URL names (unit_audit_trail_pg: a fresh one per run). */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -21,7 +23,7 @@ static struct store *st;
 
 static int setup(void **state)
 {
-	char url[128];
+	char url[512];
 	struct store_tx *tx;
 	int rc;
 
@@ -29,7 +31,10 @@ static int setup(void **state)
 	snprintf(dir, sizeof dir, "/tmp/revops-audit-XXXXXX");
 	if (!mkdtemp(dir))
 		return -1;
-	snprintf(url, sizeof url, "sqlite:%s/revops.db", dir);
+	if (getenv("REVOPS_TEST_PG_URL"))
+		snprintf(url, sizeof url, "%s", getenv("REVOPS_TEST_PG_URL"));
+	else
+		snprintf(url, sizeof url, "sqlite:%s/revops.db", dir);
 	if (store_open(url, 2, &st) < 0 || store_begin(st, 1, &tx) != STORE_OK)
 		return -1;
 	rc = store_exec(
@@ -139,6 +144,16 @@ static void database_refuses_changes(void **state)
 	store_rollback(tx);
 	assert_int_equal(store_begin(st, 1, &tx), STORE_OK);
 	assert_int_equal(store_exec(tx, "DELETE FROM audit_entries", NULL, 0), STORE_CONSTRAINT);
+	store_rollback(tx);
+	/* an entry must name a decision, and a decision with entries stays */
+	assert_int_equal(store_begin(st, 1, &tx), STORE_OK);
+	assert_int_equal(store_exec(tx, "DELETE FROM rate_decisions WHERE id = 'rd_1'", NULL, 0),
+			 STORE_CONSTRAINT);
+	store_rollback(tx);
+	assert_int_equal(store_begin(st, 1, &tx), STORE_OK);
+	assert_int_equal(store_exec(tx, "UPDATE rate_decisions SET id = 'rd_2' WHERE id = 'rd_1'",
+				    NULL, 0),
+			 STORE_CONSTRAINT);
 	store_rollback(tx);
 }
 
