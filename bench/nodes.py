@@ -269,11 +269,24 @@ def drain(workers, ctl_srv, s, cpu, events=EVENTS):
 
 # ---------------------------------------------------------------- phases
 
-def one_node(db_name, tmp, ca, sink, pms, pg_pids):
-    """Reads, decisions and deliveries on one node; db_name sqlite|postgres."""
+def one_node(db_name, tmp, ca, sink, pg_pids):
+    """Reads, decisions and deliveries on one node; db_name sqlite|postgres.
+    Each backend gets a pms-sim of its own: one keeps 100,000 writes, which
+    two backends' decision runs together can pass."""
+    import backend
+    import pmssim
+    backend.POSTGRES = db_name == "postgres"
+    pms = pmssim.PmsSim()
+    try:
+        return one_node_on(pms, tmp, ca, sink, pg_pids, db_name)
+    finally:
+        pms.cleanup()
+
+
+def one_node_on(pms, tmp, ca, sink, pg_pids, db_name):
+    """one_node's measurements against pms."""
     import backend
     import harness
-    backend.POSTGRES = db_name == "postgres"
     srv = harness.Server(["--allow-private-targets", "--trust-ca", ca.ca_pem,
                           "--webhook-uncapped", "--pms-url", pms.url])
     try:
@@ -375,7 +388,6 @@ def us_per_op(m):
 
 
 def main():
-    import pmssim
     import receiver
     for tool in ("wrk", "nginx", "haproxy"):
         if not shutil.which(tool):
@@ -396,20 +408,18 @@ def main():
 
     ca = receiver.TestCA(tmp)
     sink = Nginx(tmp, ca)
-    pms = pmssim.PmsSim()
     results = {"duration_s": DURATION, "events": EVENTS, "lanes": LANES,
                "cores": os.cpu_count()}
     try:
         if "backends" in PHASES:
-            results["sqlite"] = one_node("sqlite", tmp, ca, sink, pms, pg_pids)
-            results["postgres"] = one_node("postgres", tmp, ca, sink, pms, pg_pids)
+            results["sqlite"] = one_node("sqlite", tmp, ca, sink, pg_pids)
+            results["postgres"] = one_node("postgres", tmp, ca, sink, pg_pids)
         if "workers" in PHASES:
             results["workers"] = {str(n): workers_phase(n, tmp, ca, sink, pg_pids)
                                   for n in (1, 2)}
         if "api" in PHASES:
             results["api"] = {str(n): api_phase(n, tmp, pg_pids) for n in (1, 2)}
     finally:
-        pms.cleanup()
         sink.close()
         subprocess.run([os.path.join(ROOT, "scripts", "pg-test-cluster.sh"), "down", cluster])
         shutil.rmtree(tmp, ignore_errors=True)
