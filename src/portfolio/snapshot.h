@@ -9,17 +9,17 @@
  * So a property found in a snapshot is exactly what the database holds,
  * and the one thing a snapshot can lack is a property added since it was
  * loaded. A snapshot is loaded again once store_changes says the
- * properties may have news since it was made (PostgreSQL: the adding
+ * properties have news since it was made (PostgreSQL: the adding
  * transaction's NOTIFY, normally well under a millisecond after its
- * commit; SQLite: any commit by another connection, which revopsctl's
- * is, seen by a read of the database's change counter on the next
- * request), and in any case after PORTFOLIO_SNAPSHOT_TTL_MS (the bound
- * while a PostgreSQL listener session is lost and not yet known to be). A
+ * commit; SQLite: a count in the database file that the adding
+ * transaction raises, read on every request), and in any case after
+ * PORTFOLIO_SNAPSHOT_TTL_MS (the bound while a PostgreSQL listener
+ * session is lost and not yet known to be). A
  * lookup of one property that misses asks the database, so nothing that
  * names a new property waits for it.
  *
  * A portfolio of more than PORTFOLIO_SNAPSHOT_MAX properties is not kept.
- * At most SNAPSHOT_SLOTS portfolios are kept (a portfolio hashing
+ * At most 1024 portfolios are kept (SNAPSHOT_SLOTS; a portfolio hashing
  * to a busy slot replaces it). */
 #ifndef REVOPS_PORTFOLIO_SNAPSHOT_H
 #define REVOPS_PORTFOLIO_SNAPSHOT_H
