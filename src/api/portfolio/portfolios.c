@@ -148,11 +148,14 @@ void portfolio_h_properties(struct ctx *c)
 	if (respond_page_args(c, scope, &limit, after, sizeof after) < 0)
 		return;
 	rc = portfolio_snapshot_get(c->svc->store, c->p.portfolio_id, &s);
-	if (rc == 1) {
+	/* X-Service-Property was found (check_scope), perhaps in the database
+	 * before this node heard of it: then the database answers too. */
+	if (rc == 1 && (!c->property_header || portfolio_snapshot_find(s, c->property_header))) {
 		properties_page(c, s, after, limit, scope);
 		portfolio_snapshot_put(s);
 		return;
 	}
+	portfolio_snapshot_put(s);
 	if (rc < 0 || (rc = store_begin(c->svc->store, STORE_READ_ONE, &tx)) != STORE_OK) {
 		respond_store_error(c, rc);
 		return;

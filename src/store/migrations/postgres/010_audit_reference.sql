@@ -15,10 +15,11 @@
 --
 -- PostgreSQL only: SQLite checks a foreign key in-process with one index
 -- probe, at a cost that does not show; sqlite/010_audit_reference.sql
--- changes nothing and keeps the numbering aligned.
-ALTER TABLE audit_entries DROP CONSTRAINT audit_entries_decision_id_fkey;
+-- changes nothing and keeps the numbering aligned. Written to be applied
+-- again over itself (a test rewinds schema_migrations to replay upgrades).
+ALTER TABLE audit_entries DROP CONSTRAINT IF EXISTS audit_entries_decision_id_fkey;
 
-CREATE FUNCTION rate_decisions_keep_audited() RETURNS trigger LANGUAGE plpgsql AS $$
+CREATE OR REPLACE FUNCTION rate_decisions_keep_audited() RETURNS trigger LANGUAGE plpgsql AS $$
 BEGIN
   IF EXISTS (SELECT 1 FROM audit_entries WHERE decision_id = OLD.id) THEN
     RAISE EXCEPTION 'rate decision % has audit entries', OLD.id
@@ -27,5 +28,6 @@ BEGIN
   RETURN CASE WHEN TG_OP = 'DELETE' THEN OLD ELSE NEW END;
 END;
 $$;
+DROP TRIGGER IF EXISTS rate_decisions_audited ON rate_decisions;
 CREATE TRIGGER rate_decisions_audited BEFORE DELETE OR UPDATE OF id ON rate_decisions
   FOR EACH ROW EXECUTE FUNCTION rate_decisions_keep_audited();
