@@ -297,6 +297,30 @@ static struct lane *lane_get(struct engine *d, const char *key, int rate)
 	return l;
 }
 
+/* The lanes with deliveries waiting, each with its earliest due row, read
+ * from the due index one lane hash at a time (a loose index scan: each
+ * step is the first index entry past the previous hash). It reads a few
+ * entries per lane however many deliveries wait: the GROUP BY over every
+ * due row it replaced took 376 ms with 80,000 waiting, and two worker
+ * nodes spent more than a core on it during a burst. Two lanes of one
+ * hash (63 bits: not expected) show the one due first; the other is found
+ * by a later rescan once the first has nothing due before it. Scalar
+ * subqueries throughout, not a join: a join's plan follows the table's
+ * statistics, and a stale "small table" would bring back the full scan. */
+#define LANES_SQL                                                                          \
+	"WITH RECURSIVE hashes(h) AS ("                                                    \
+	" SELECT MIN(lane_hash) FROM webhook_deliveries WHERE next_attempt_at IS NOT NULL" \
+	" UNION ALL SELECT (SELECT MIN(lane_hash) FROM webhook_deliveries"                 \
+	" WHERE next_attempt_at IS NOT NULL AND lane_hash > hashes.h)"                     \
+	" FROM hashes WHERE hashes.h IS NOT NULL)"                                         \
+	" SELECT (SELECT lane FROM webhook_deliveries WHERE seq = f.seq),"                 \
+	" (SELECT rate_per_s FROM webhook_deliveries WHERE seq = f.seq),"                  \
+	" (SELECT next_attempt_at FROM webhook_deliveries WHERE seq = f.seq)"              \
+	" FROM (SELECT (SELECT s.seq FROM webhook_deliveries s"                            \
+	" WHERE s.lane_hash = hashes.h AND s.next_attempt_at IS NOT NULL"                  \
+	" ORDER BY s.next_attempt_at LIMIT 1) AS seq FROM hashes"                          \
+	" WHERE hashes.h IS NOT NULL) f"
+
 /* Loads every lane with deliveries waiting and its earliest due time. */
 static int lanes_rescan(struct engine *d)
 {
@@ -305,12 +329,9 @@ static int lanes_rescan(struct engine *d)
 	struct lane *l;
 	int rc;
 
-	if ((rc = store_begin(d->st, 0, &tx)) != STORE_OK)
+	if ((rc = store_begin(d->st, STORE_READ_ONE, &tx)) != STORE_OK)
 		return rc;
-	rc = store_query(tx,
-			 "SELECT lane, MIN(rate_per_s), MIN(next_attempt_at) FROM"
-			 " webhook_deliveries WHERE next_attempt_at IS NOT NULL GROUP BY lane",
-			 NULL, 0, &r);
+	rc = store_query(tx, LANES_SQL, NULL, 0, &r);
 	if (rc == STORE_OK) {
 		pthread_mutex_lock(&d->mu);
 		while ((rc = store_next(r)) == 1) {
