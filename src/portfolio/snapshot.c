@@ -216,17 +216,3 @@ int portfolio_known_property(struct store *st, const char *portfolio_id, const c
 	store_rollback(tx);
 	return rc;
 }
-
-void portfolio_snapshot_flush(void)
-{
-	struct snap *old;
-	size_t i;
-
-	for (i = 0; i < SNAPSHOT_SLOTS; i++) {
-		pthread_mutex_lock(&slots_lock);
-		old = slots[i];
-		slots[i] = NULL;
-		pthread_mutex_unlock(&slots_lock);
-		portfolio_snapshot_put(old ? &old->pub : NULL);
-	}
-}

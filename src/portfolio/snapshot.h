@@ -65,7 +65,4 @@ const struct portfolio_snap_prop *portfolio_snapshot_find(const struct portfolio
  * negative store status. */
 int portfolio_known_property(struct store *st, const char *portfolio_id, const char *property_id) WUR;
 
-/* Forgets every snapshot (tests; the end of the process). */
-void portfolio_snapshot_flush(void);
-
 #endif

@@ -1,0 +1,125 @@
+/* portfolio/snapshot against a real SQLite store: what a snapshot holds
+ * and renders, that another process's addition (a second store on the
+ * file, as revopsctl is) is seen on the next get, that a lookup of a
+ * property the snapshot lacks reads the database, and that a portfolio
+ * past PORTFOLIO_SNAPSHOT_MAX properties is not kept. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <cmocka.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "portfolio/portfolio.h"
+#include "portfolio/snapshot.h"
+#include "store/store.h"
+
+static char dir[64], url[128];
+static struct store *st;
+
+/* Adds n properties p<from>..p<from+n-1> to portfolio pf through store s,
+ * as revopsctl does (portfolio_property_add announces each). */
+static void add_properties(struct store *s, const char *pf, int from, int n)
+{
+	struct store_tx *tx;
+	char id[32], code[32];
+	int i;
+
+	assert_int_equal(store_begin(s, STORE_WRITE, &tx), STORE_OK);
+	for (i = from; i < from + n; i++) {
+		snprintf(id, sizeof id, "prop_%s_%04d", pf, i);
+		snprintf(code, sizeof code, "C%04d", i);
+		assert_int_equal(portfolio_property_add(tx,
+							&(struct portfolio_property_new){
+								id, pf, "Hotel", "Aurora", code,
+								"B", "Europe/Warsaw", "PLN", NULL}),
+				 0);
+	}
+	assert_int_equal(store_commit(tx), STORE_OK);
+}
+
+static int setup(void **state)
+{
+	struct store_tx *tx;
+
+	(void)state;
+	snprintf(dir, sizeof dir, "/tmp/revops-snapshot-XXXXXX");
+	if (!mkdtemp(dir))
+		return -1;
+	snprintf(url, sizeof url, "sqlite:%s/revops.db", dir);
+	if (store_open(url, 2, &st) < 0 || store_begin(st, STORE_WRITE, &tx) != STORE_OK)
+		return -1;
+	if (portfolio_create(tx, "pf_a", "A", "group") < 0 ||
+	    portfolio_create(tx, "pf_big", "Big", "enterprise") < 0)
+		return -1;
+	return store_commit(tx) == STORE_OK ? 0 : -1;
+}
+
+static int teardown(void **state)
+{
+	char cmd[128];
+
+	(void)state;
+	store_close(st);
+	snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
+	return system(cmd) == 0 ? 0 : -1;
+}
+
+static void holds_renders_and_sees_additions(void **state)
+{
+	const struct portfolio_snapshot *s;
+	const struct portfolio_snap_prop *p;
+	struct store *other;
+
+	(void)state;
+	add_properties(st, "pf_a", 0, 2);
+	assert_int_equal(portfolio_snapshot_get(st, "pf_a", &s), 1);
+	assert_int_equal(s->n, 2);
+	p = portfolio_snapshot_find(s, "prop_pf_a_0001");
+	assert_non_null(p);
+	assert_string_equal(p->p.code, "C0001");
+	assert_string_equal(p->p.brand, "Aurora");
+	assert_string_equal(p->p.currency, "PLN");
+	assert_true(p->json_len > 0 && p->json[0] == '{' && p->json[p->json_len - 1] == '}');
+	assert_non_null(memmem(p->json, p->json_len, "\"id\":\"prop_pf_a_0001\"", 20));
+	assert_null(portfolio_snapshot_find(s, "prop_pf_a_0002"));
+	portfolio_snapshot_put(s);
+
+	/* another process adds one: the next get has it */
+	assert_int_equal(store_open(url, 1, &other), 0);
+	add_properties(other, "pf_a", 2, 1);
+	assert_int_equal(portfolio_known_property(st, "pf_a", "prop_pf_a_0002"), 1);
+	assert_int_equal(portfolio_snapshot_get(st, "pf_a", &s), 1);
+	assert_int_equal(s->n, 3);
+	assert_non_null(portfolio_snapshot_find(s, "prop_pf_a_0002"));
+	portfolio_snapshot_put(s);
+	store_close(other);
+	assert_int_equal(portfolio_known_property(st, "pf_a", "prop_pf_a_9999"), 0);
+	assert_int_equal(portfolio_known_property(st, "pf_big", "prop_pf_a_0000"), 0);
+}
+
+static void a_large_portfolio_is_not_kept(void **state)
+{
+	const struct portfolio_snapshot *s = (const void *)1;
+
+	(void)state;
+	add_properties(st, "pf_big", 0, PORTFOLIO_SNAPSHOT_MAX + 1);
+	assert_int_equal(portfolio_snapshot_get(st, "pf_big", &s), 0);
+	assert_null(s);
+	/* its properties are still known, from the database */
+	assert_int_equal(portfolio_known_property(st, "pf_big", "prop_pf_big_0256"), 1);
+	assert_int_equal(portfolio_known_property(st, "pf_big", "prop_pf_big_0257"), 0);
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(holds_renders_and_sees_additions),
+		cmocka_unit_test(a_large_portfolio_is_not_kept),
+	};
+
+	return cmocka_run_group_tests(tests, setup, teardown);
+}
