@@ -1640,7 +1640,18 @@ static void turn_committed(struct sender *sd, struct turn *t, struct turn_work *
 		if (l->nflying < (int)ARRAY_LEN(l->flying))
 			l->flying[l->nflying++] = w->claimed[i]->seq;
 	}
+	/* A claim's min_due was read before this turn recorded its finished
+	 * attempts, so it cannot know their retries: it is set first and the
+	 * retries lower it after. (The other order let a lane claimed and
+	 * finished in one turn forget a retry until the next full rescan.) */
 	pthread_mutex_lock(&d->mu);
+	for (i = 0; i < t->nclaims; i++) {
+		struct claim *c = &t->claims[i];
+
+		c->lane->in_flight += c->want;
+		if (w->min_due[i] && c->lane->gen == c->gen)
+			c->lane->due_ms = w->min_due[i];
+	}
 	for (i = 0; i < t->fin.n; i++) {
 		struct lane *l = t->fin.f[i]->lane;
 
@@ -1648,13 +1659,6 @@ static void turn_committed(struct sender *sd, struct turn *t, struct turn_work *
 		l->finished = 0;
 		if (w->next[i] < l->due_ms)
 			l->due_ms = w->next[i];
-	}
-	for (i = 0; i < t->nclaims; i++) {
-		struct claim *c = &t->claims[i];
-
-		c->lane->in_flight += c->want;
-		if (w->min_due[i] && c->lane->gen == c->gen)
-			c->lane->due_ms = w->min_due[i];
 	}
 	pthread_mutex_unlock(&d->mu);
 	for (i = 0; i < t->nclaims; i++)
