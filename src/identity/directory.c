@@ -661,6 +661,19 @@ static void add_role(json_t *roles, const char *name)
 	json_array_append_new(roles, json_string(name));
 }
 
+/* A new array of the role names among own's values (a user's roles
+ * column), each once. */
+static json_t *own_roles(const json_t *own)
+{
+	json_t *roles = json_array(), *v;
+	size_t i;
+
+	json_array_foreach(own, i, v)
+		if (json_is_string(v))
+			add_role(roles, json_string_value(v));
+	return roles;
+}
+
 /* Appends the display name of the group doc to roles when it lists user_id
  * and is a role name not yet there. */
 static void add_group_role(json_t *roles, const json_t *doc, const char *user_id)
@@ -671,10 +684,10 @@ static void add_group_role(json_t *roles, const json_t *doc, const char *user_id
 		add_role(roles, json_string_value(name));
 }
 
-/* The user of the portfolio whose column col (a fixed name) equals key:
- * its id into id_out and its roles column into *own. Returns 0 when the
- * user is active, 1 when unknown, 2 when inactive (*own NULL), or a
- * negative store status. */
+/* The user sql finds (its columns id, active, roles; $1 the portfolio, $2
+ * key): its id into id_out and, when active, its roles column into *own.
+ * Returns 0 when the user is active, 1 when unknown, 2 when inactive (*own
+ * NULL), or a negative store status. */
 static int user_by(struct store_tx *tx, const char *sql, const char *portfolio_id, const char *key,
 		   char *id_out, size_t cap, json_t **own)
 {
@@ -702,7 +715,7 @@ static int user_by(struct store_tx *tx, const char *sql, const char *portfolio_i
 static int roles_with_groups(struct store_tx *tx, const char *portfolio_id, const char *user_id,
 			     const json_t *own, json_t **roles)
 {
-	json_t *groups = NULL, *v, *g;
+	json_t *groups = NULL, *g;
 	size_t i;
 	int rc;
 
@@ -710,10 +723,7 @@ static int roles_with_groups(struct store_tx *tx, const char *portfolio_id, cons
 	rc = directory_list(tx, DIRECTORY_GROUP, portfolio_id, &groups);
 	if (rc < 0)
 		return rc;
-	*roles = json_array();
-	json_array_foreach(own, i, v)
-		if (json_is_string(v))
-			add_role(*roles, json_string_value(v));
+	*roles = own_roles(own);
 	json_array_foreach(groups, i, g)
 		add_group_role(*roles, json_object_get(g, "doc"), user_id);
 	json_decref(groups);
@@ -741,14 +751,10 @@ int directory_user_roles(struct store_tx *tx, const char *portfolio_id, const ch
 static int roles_from_rows(struct store_rows *r, const char *user_id, const json_t *own,
 			   json_t **roles)
 {
-	json_t *v, *doc;
-	size_t i;
+	json_t *doc;
 	int rc;
 
-	*roles = json_array();
-	json_array_foreach(own, i, v)
-		if (json_is_string(v))
-			add_role(*roles, json_string_value(v));
+	*roles = own_roles(own);
 	while ((rc = store_next(r)) == 1) {
 		doc = json_loads(store_text(r, 3), 0, NULL);
 		add_group_role(*roles, doc, user_id);
