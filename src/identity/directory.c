@@ -684,68 +684,6 @@ static void add_group_role(json_t *roles, const json_t *doc, const char *user_id
 		add_role(roles, json_string_value(name));
 }
 
-/* The user sql finds (its columns id, active, roles; $1 the portfolio, $2
- * key): its id into id_out and, when active, its roles column into *own.
- * Returns 0 when the user is active, 1 when unknown, 2 when inactive (*own
- * NULL), or a negative store status. */
-static int user_by(struct store_tx *tx, const char *sql, const char *portfolio_id, const char *key,
-		   char *id_out, size_t cap, json_t **own)
-{
-	struct store_rows *r;
-	int rc, active = 0;
-
-	*own = NULL;
-	rc = store_query(tx, sql, (struct store_val[]){sv_text(portfolio_id), sv_text(key)}, 2, &r);
-	if (rc != STORE_OK)
-		return rc;
-	rc = store_next(r);
-	if (rc == 1) {
-		snprintf(id_out, cap, "%s", store_text(r, 0));
-		active = store_int(r, 1) == 1;
-		if (active)
-			*own = json_loads(store_text(r, 2), 0, NULL);
-	}
-	store_rows_close(r);
-	return rc < 0 ? rc : rc == 0 ? 1 : active ? 0 : 2;
-}
-
-/* *roles of user_id: the role names among its own values (own), then the
- * display names of the groups listing it. Returns 0 or a negative store
- * status (*roles NULL). */
-static int roles_with_groups(struct store_tx *tx, const char *portfolio_id, const char *user_id,
-			     const json_t *own, json_t **roles)
-{
-	json_t *groups = NULL, *g;
-	size_t i;
-	int rc;
-
-	*roles = NULL;
-	rc = directory_list(tx, DIRECTORY_GROUP, portfolio_id, &groups);
-	if (rc < 0)
-		return rc;
-	*roles = own_roles(own);
-	json_array_foreach(groups, i, g)
-		add_group_role(*roles, json_object_get(g, "doc"), user_id);
-	json_decref(groups);
-	return 0;
-}
-
-int directory_user_roles(struct store_tx *tx, const char *portfolio_id, const char *user_id,
-			 json_t **roles)
-{
-	char id[ID_MAX];
-	json_t *own;
-	int rc = user_by(tx,
-			 "SELECT id, active, roles FROM users WHERE portfolio_id = $1 AND id = $2",
-			 portfolio_id, user_id, id, sizeof id, &own);
-
-	*roles = NULL;
-	if (rc == 0)
-		rc = roles_with_groups(tx, portfolio_id, id, own, roles);
-	json_decref(own);
-	return rc == 2 ? 1 : rc;
-}
-
 /* The rows of directory_user_find_roles's statement after its first (the
  * user's, whose roles are own): each group's SCIM document. */
 static int roles_from_rows(struct store_rows *r, const char *user_id, const json_t *own,

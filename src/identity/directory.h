@@ -146,17 +146,12 @@ int directory_user_summaries(struct store_tx *tx, const char *portfolio_id, json
  * negative store status. */
 int directory_user_name(struct store_tx *tx, const char *portfolio_id, const char *user_id,
 			char *out, size_t cap) WUR;
-/* The role names of an active user: its SCIM roles values plus the
- * display names of the groups listing it, each kept when it is a role
- * name (directory_is_role), once, in that order. Returns 0 with *roles (an
- * owned array, possibly empty), 1 when the user is unknown or inactive, or
- * a negative store status. */
-int directory_user_roles(struct store_tx *tx, const char *portfolio_id, const char *user_id,
-			 json_t **roles) WUR;
-/* The same for the user whose userName matches user_name
- * case-insensitively (users.user_name_lower), in two statements (the user,
- * the groups): 0 with its id in id_out and *roles, 1 when unknown, 2 when
- * inactive (*roles NULL), or a negative store status. */
+/* The user whose userName matches user_name case-insensitively
+ * (users.user_name_lower) and its role names: its SCIM roles values plus
+ * the display names of the groups listing it, each kept when it is a role
+ * name (directory_is_role), once, in that order. One statement. Returns 0
+ * with its id in id_out and *roles (an owned array, possibly empty), 1
+ * when unknown, 2 when inactive (*roles NULL), or a negative store status. */
 int directory_user_find_roles(struct store_tx *tx, const char *portfolio_id, const char *user_name,
 			      char *id_out, size_t cap, json_t **roles) WUR;
 

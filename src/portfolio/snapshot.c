@@ -94,8 +94,9 @@ static void fix_texts(struct snap *s)
 }
 
 /* Reads the portfolio's properties into a new snapshot (one reference, the
- * caller's). Returns a store status. */
-static int load(struct store *st, const char *portfolio_id, struct snap **out)
+ * caller's), current as of seen (store_changes read before). Returns a
+ * store status. */
+static int load(struct store *st, const char *portfolio_id, uint64_t seen, struct snap **out)
 {
 	struct store_tx *tx = NULL;
 	struct store_rows *r = NULL;
@@ -108,7 +109,7 @@ static int load(struct store *st, const char *portfolio_id, struct snap **out)
 	if (!s)
 		goto out;
 	atomic_init(&s->refs, 1);
-	s->seen = store_changes(st, STORE_CH_PROPERTIES);
+	s->seen = seen;
 	snprintf(s->portfolio_id, sizeof s->portfolio_id, "%s", portfolio_id);
 	if ((rc = store_begin(st, STORE_READ_ONE, &tx)) != STORE_OK ||
 	    (rc = portfolio_properties_after(tx, portfolio_id, "", NULL, &r)) != STORE_OK)
@@ -142,12 +143,11 @@ out:
 	return rc;
 }
 
-/* The slot's snapshot of portfolio_id when no property was added since
- * it was loaded (as far as notifications tell) and it is young enough,
- * with a reference for the caller; else NULL. */
-static struct snap *cached(struct store *st, size_t slot, const char *portfolio_id)
+/* The slot's snapshot of portfolio_id when it was loaded at the changes
+ * count seen (no property added since, as far as store_changes tells) and
+ * is young enough, with a reference for the caller; else NULL. */
+static struct snap *cached(size_t slot, const char *portfolio_id, uint64_t seen)
 {
-	uint64_t seen = store_changes(st, STORE_CH_PROPERTIES);
 	struct snap *s;
 
 	pthread_mutex_lock(&slots_lock);
@@ -164,13 +164,15 @@ static struct snap *cached(struct store *st, size_t slot, const char *portfolio_
 int portfolio_snapshot_get(struct store *st, const char *portfolio_id,
 			   const struct portfolio_snapshot **out)
 {
+	/* Read once, before any row: on SQLite it is a read of the file. */
+	uint64_t seen = store_changes(st, STORE_CH_PROPERTIES);
 	size_t slot = slot_of(portfolio_id);
 	struct snap *s, *old;
 	int rc;
 
 	*out = NULL;
-	if (!(s = cached(st, slot, portfolio_id))) {
-		if ((rc = load(st, portfolio_id, &s)) != STORE_OK)
+	if (!(s = cached(slot, portfolio_id, seen))) {
+		if ((rc = load(st, portfolio_id, seen, &s)) != STORE_OK)
 			return rc;
 		atomic_fetch_add(&s->refs, 1); /* the slot's */
 		pthread_mutex_lock(&slots_lock);

@@ -13,6 +13,7 @@
 #include "core/id.h"
 #include "events/outbox.h"
 #include "store/store.h"
+#include "../tmp_store.h"
 
 static char dir[64];
 static struct store *st;
@@ -22,21 +23,15 @@ static int setup(void **state)
 	char url[128];
 
 	(void)state;
-	snprintf(dir, sizeof dir, "/tmp/revops-outbox-XXXXXX");
-	if (!mkdtemp(dir))
+	if (tmp_store_dir("outbox", dir, url, sizeof url) < 0)
 		return -1;
-	snprintf(url, sizeof url, "sqlite:%s/revops.db", dir);
 	return store_open(url, 2, &st);
 }
 
 static int teardown(void **state)
 {
-	char cmd[128];
-
 	(void)state;
-	store_close(st);
-	snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
-	return system(cmd) == 0 ? 0 : -1;
+	return tmp_store_remove(st, dir);
 }
 
 static int64_t count_events(void)

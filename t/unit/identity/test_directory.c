@@ -206,19 +206,13 @@ static void test_user_roles(void **state)
 			      json_pack("{s:s}", "value", "usr_elsewhere"));
 	assert_int_equal(directory_group_save(f->tx, PF, "grp_1", group, 1), 0);
 	assert_int_equal(json_array_size(json_object_get(group, "members")), 1);
-	assert_int_equal(directory_user_roles(f->tx, PF, id, &roles), 0);
-	assert_int_equal(json_array_size(roles), 2);
-	assert_string_equal(json_string_value(json_array_get(roles, 0)), "finance-operator");
-	assert_string_equal(json_string_value(json_array_get(roles, 1)), "ops-manager");
-	json_decref(roles);
-	assert_int_equal(directory_user_roles(f->tx, PF, "usr_none", &roles), 1);
-	assert_null(roles);
-	/* by userName, case-insensitively: the same roles, and the user's id */
+	/* by userName, case-insensitively: the user's id and roles */
 	assert_int_equal(directory_user_find_roles(f->tx, PF, "bob@EXAMPLE.com", found,
 						   sizeof found, &roles),
 			 0);
 	assert_string_equal(found, id);
 	assert_int_equal(json_array_size(roles), 2);
+	assert_string_equal(json_string_value(json_array_get(roles, 0)), "finance-operator");
 	assert_string_equal(json_string_value(json_array_get(roles, 1)), "ops-manager");
 	json_decref(roles);
 	assert_int_equal(directory_user_find_roles(f->tx, PF, "nobody", found, sizeof found, &roles),
@@ -248,14 +242,19 @@ static void test_login(void **state)
 			 0);
 	assert_null(ev.type);
 	assert_string_equal(again, id);
-	assert_int_equal(directory_user_roles(f->tx, PF, id, &now), 0);
+	assert_int_equal(directory_user_find_roles(f->tx, PF, "jit@example.com", again,
+						   sizeof again, &now),
+			 0);
 	assert_int_equal(json_array_size(now), 0);
 	json_decref(now);
 	make_user(f->tx, "admin@example.com", "[\"revenue-approver\"]", admin);
 	assert_int_equal(directory_user_login(f->tx, PF, "ADMIN@example.com", "", none, again,
 					      sizeof again, &ev),
 			 0);
-	assert_int_equal(directory_user_roles(f->tx, PF, admin, &now), 0);
+	assert_int_equal(directory_user_find_roles(f->tx, PF, "admin@example.com", again,
+						   sizeof again, &now),
+			 0);
+	assert_string_equal(again, admin);
 	assert_string_equal(json_string_value(json_array_get(now, 0)), "revenue-approver");
 	json_decref(now);
 	json_decref(roles);
@@ -287,12 +286,10 @@ static void test_deactivate_delete(void **state)
 	assert_int_equal(directory_user_login(f->tx, PF, "carol@example.com", "", NULL, err,
 					      sizeof err, &ev),
 			 1);
-	/* an inactive user has no roles: 2 by name (governance names it), 1 by id */
+	/* an inactive user has no roles: 2 (governance names it) */
 	assert_int_equal(directory_user_find_roles(f->tx, PF, "Carol@example.com", err, sizeof err,
 						   &group),
 			 2);
-	assert_null(group);
-	assert_int_equal(directory_user_roles(f->tx, PF, id, &group), 1);
 	assert_null(group);
 	group = json_pack("{s:s, s:[{s:s}]}", "displayName", "g", "members", "value", id);
 	assert_int_equal(directory_group_save(f->tx, PF, "grp_2", group, 1), 0);

@@ -16,6 +16,7 @@
 #include "portfolio/portfolio.h"
 #include "portfolio/snapshot.h"
 #include "store/store.h"
+#include "../tmp_store.h"
 
 static char dir[64], url[128];
 static struct store *st;
@@ -46,10 +47,8 @@ static int setup(void **state)
 	struct store_tx *tx;
 
 	(void)state;
-	snprintf(dir, sizeof dir, "/tmp/revops-snapshot-XXXXXX");
-	if (!mkdtemp(dir))
+	if (tmp_store_dir("snapshot", dir, url, sizeof url) < 0)
 		return -1;
-	snprintf(url, sizeof url, "sqlite:%s/revops.db", dir);
 	if (store_open(url, 2, &st) < 0 || store_begin(st, STORE_WRITE, &tx) != STORE_OK)
 		return -1;
 	if (portfolio_create(tx, "pf_a", "A", "group") < 0 ||
@@ -60,12 +59,8 @@ static int setup(void **state)
 
 static int teardown(void **state)
 {
-	char cmd[128];
-
 	(void)state;
-	store_close(st);
-	snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
-	return system(cmd) == 0 ? 0 : -1;
+	return tmp_store_remove(st, dir);
 }
 
 static void holds_renders_and_sees_additions(void **state)

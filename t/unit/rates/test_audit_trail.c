@@ -17,6 +17,7 @@
 #include "core/clock.h"
 #include "rates/audit_trail.h"
 #include "store/store.h"
+#include "../tmp_store.h"
 
 static char dir[64];
 static struct store *st;
@@ -28,13 +29,10 @@ static int setup(void **state)
 	int rc;
 
 	(void)state;
-	snprintf(dir, sizeof dir, "/tmp/revops-audit-XXXXXX");
-	if (!mkdtemp(dir))
+	if (tmp_store_dir("audit", dir, url, sizeof url) < 0)
 		return -1;
 	if (getenv("REVOPS_TEST_PG_URL"))
 		snprintf(url, sizeof url, "%s", getenv("REVOPS_TEST_PG_URL"));
-	else
-		snprintf(url, sizeof url, "sqlite:%s/revops.db", dir);
 	if (store_open(url, 2, &st) < 0 || store_begin(st, 1, &tx) != STORE_OK)
 		return -1;
 	rc = store_exec(
@@ -55,12 +53,8 @@ static int setup(void **state)
 
 static int teardown(void **state)
 {
-	char cmd[128];
-
 	(void)state;
-	store_close(st);
-	snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
-	return system(cmd) == 0 ? 0 : -1;
+	return tmp_store_remove(st, dir);
 }
 
 static void hash_vector(void **state)
