@@ -56,6 +56,10 @@ int outbox_append(struct store_tx *tx, const char *surface, const char *type,
 		goto out;
 	if (t)
 		trace_format(t, t->span_id, tp);
+	/* Events commit in the order of their numbers (the fan-out reads past
+	 * the last one it saw), so the insert waits for the writers' turn. */
+	if ((rc = store_turn(tx)) < 0)
+		goto out;
 	rc = store_send(tx,
 			"INSERT INTO events (id, surface, type, portfolio_id, property_ids, data,"
 			" created_at, traceparent) VALUES ($1, $2, $3, $4, $5, $6, $7, $8)",

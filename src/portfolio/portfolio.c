@@ -97,6 +97,27 @@ int portfolio_rate_limit(struct store_tx *tx, const char *id, int64_t *per_minut
 			       (struct store_val[]){sv_text(id)}, 1, per_minute);
 }
 
+#define CEILING_COLUMNS                                                                      \
+	"SELECT id, brand, currency, max_minor_units, room_type_codes, valid_from, valid_to" \
+	" FROM brand_ceilings WHERE portfolio_id = $1"
+
+/* The current row of a CEILING_COLUMNS query into *ce. */
+static void ceiling_from_row(struct store_rows *r, struct portfolio_ceiling *ce)
+{
+	memset(ce, 0, sizeof *ce);
+	ce->found = 1;
+	snprintf(ce->id, sizeof ce->id, "%s", store_text(r, 0));
+	snprintf(ce->brand, sizeof ce->brand, "%s", store_text(r, 1));
+	snprintf(ce->currency, sizeof ce->currency, "%s", store_text(r, 2));
+	ce->max = store_int(r, 3);
+	ce->room_types = json_loads(store_text(r, 4), 0, NULL);
+	if (clock_parse_date(store_text(r, 5), &ce->from_days) < 0)
+		ce->from_days = INT64_MAX; /* unreadable: nothing is inside */
+	ce->has_to = !store_is_null(r, 6);
+	if (ce->has_to && clock_parse_date(store_text(r, 6), &ce->to_days) < 0)
+		ce->to_days = INT64_MIN;
+}
+
 int portfolio_ceiling_get(struct store_tx *tx, const char *portfolio_id, const char *id,
 			  struct portfolio_ceiling *ce)
 {
@@ -104,24 +125,34 @@ int portfolio_ceiling_get(struct store_tx *tx, const char *portfolio_id, const c
 	int rc;
 
 	memset(ce, 0, sizeof *ce);
-	rc = store_query(tx,
-			 "SELECT brand, currency, max_minor_units, room_type_codes, valid_from, valid_to"
-			 " FROM brand_ceilings WHERE portfolio_id = $1 AND id = $2",
+	rc = store_query(tx, CEILING_COLUMNS " AND id = $2",
 			 (struct store_val[]){sv_text(portfolio_id), sv_text(id)}, 2, &r);
 	if (rc != STORE_OK)
 		return rc;
 	rc = store_next(r);
-	if (rc == 1) {
-		ce->found = 1;
-		snprintf(ce->brand, sizeof ce->brand, "%s", store_text(r, 0));
-		snprintf(ce->currency, sizeof ce->currency, "%s", store_text(r, 1));
-		ce->max = store_int(r, 2);
-		ce->room_types = json_loads(store_text(r, 3), 0, NULL);
-		if (clock_parse_date(store_text(r, 4), &ce->from_days) < 0)
-			ce->from_days = INT64_MAX; /* unreadable: nothing is inside */
-		ce->has_to = !store_is_null(r, 5);
-		if (ce->has_to && clock_parse_date(store_text(r, 5), &ce->to_days) < 0)
-			ce->to_days = INT64_MIN;
+	if (rc == 1)
+		ceiling_from_row(r, ce);
+	store_rows_close(r);
+	return rc < 0 ? rc : 0;
+}
+
+int portfolio_each_ceiling(struct store_tx *tx, const char *portfolio_id,
+			   int (*fn)(void *arg, struct portfolio_ceiling *ce), void *arg)
+{
+	struct portfolio_ceiling ce;
+	struct store_rows *r;
+	int rc;
+
+	rc = store_query(tx, CEILING_COLUMNS " ORDER BY id",
+			 (struct store_val[]){sv_text(portfolio_id)}, 1, &r);
+	if (rc != STORE_OK)
+		return rc;
+	while ((rc = store_next(r)) == 1) {
+		ceiling_from_row(r, &ce);
+		if (fn(arg, &ce) < 0) {
+			rc = STORE_ERR;
+			break;
+		}
 	}
 	store_rows_close(r);
 	return rc < 0 ? rc : 0;
@@ -311,5 +342,7 @@ int portfolio_ceiling_add(struct store_tx *tx, const struct portfolio_ceiling_ne
 						 sv_int(clock_now_ms())},
 			    9);
 
+	if (rc >= 0) /* every node's snapshot (portfolio/snapshot.h) reloads */
+		rc = store_notify(tx, STORE_CH_PROPERTIES);
 	return rc < 0 ? rc : 0;
 }

@@ -25,6 +25,7 @@ struct portfolio_property {
 /* One brand ceiling, dates as days since the epoch. */
 struct portfolio_ceiling {
 	int found;
+	char id[ID_MAX];
 	char brand[128];
 	char currency[4];
 	int64_t max;        /* minor units */
@@ -70,6 +71,11 @@ int portfolio_rate_limit(struct store_tx *tx, const char *id, int64_t *per_minut
 int portfolio_ceiling_get(struct store_tx *tx, const char *portfolio_id, const char *id,
 			  struct portfolio_ceiling *out) WUR;
 void portfolio_ceiling_free(struct portfolio_ceiling *c);
+/* Calls fn with each brand ceiling of the portfolio in id order; fn owns
+ * *ce (portfolio_ceiling_free) and returns 0, or -1 to stop (STORE_ERR).
+ * Returns 0 or a negative store status. */
+int portfolio_each_ceiling(struct store_tx *tx, const char *portfolio_id,
+			   int (*fn)(void *arg, struct portfolio_ceiling *ce), void *arg) WUR;
 
 /* Loads portfolio id with its brand ceilings as its API representation.
  * Returns 1 and *out (owned), 0 when there is no such portfolio, or a

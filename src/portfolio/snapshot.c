@@ -20,6 +20,8 @@ struct snap {
 	uint64_t seen; /* store_changes(STORE_CH_PROPERTIES) before the load */
 	char portfolio_id[ID_MAX];
 	struct portfolio_snap_prop *props;
+	struct portfolio_ceiling *ceilings;
+	size_t ceilings_cap;
 	char *text;
 };
 
@@ -37,8 +39,13 @@ static size_t slot_of(const char *portfolio_id)
 
 static void snap_free(struct snap *s)
 {
+	size_t i;
+
 	if (!s)
 		return;
+	for (i = 0; i < s->pub.n_ceilings; i++)
+		portfolio_ceiling_free(&s->ceilings[i]);
+	free(s->ceilings);
 	free(s->props);
 	free(s->text);
 	free(s);
@@ -93,9 +100,32 @@ static void fix_texts(struct snap *s)
 	s->pub.props = s->props;
 }
 
-/* Reads the portfolio's properties into a new snapshot (one reference, the
- * caller's), current as of seen (store_changes read before). Returns a
- * store status. */
+/* portfolio_each_ceiling's fn: keeps the first PORTFOLIO_SNAPSHOT_MAX. */
+static int add_ceiling(void *arg, struct portfolio_ceiling *ce)
+{
+	struct snap *s = arg;
+	struct portfolio_ceiling *grown;
+
+	if (s->pub.n_ceilings == s->ceilings_cap && s->ceilings_cap < PORTFOLIO_SNAPSHOT_MAX) {
+		s->ceilings_cap = s->ceilings_cap ? 2 * s->ceilings_cap : 4;
+		grown = realloc(s->ceilings, s->ceilings_cap * sizeof *grown);
+		if (!grown) {
+			portfolio_ceiling_free(ce);
+			return -1;
+		}
+		s->ceilings = grown;
+	}
+	if (s->pub.n_ceilings == s->ceilings_cap) {
+		portfolio_ceiling_free(ce);
+		return 0;
+	}
+	s->ceilings[s->pub.n_ceilings++] = *ce;
+	return 0;
+}
+
+/* Reads the portfolio's properties and brand ceilings, in one transaction,
+ * into a new snapshot (one reference, the caller's), current as of seen
+ * (store_changes read before). Returns a store status. */
 static int load(struct store *st, const char *portfolio_id, uint64_t seen, struct snap **out)
 {
 	struct store_tx *tx = NULL;
@@ -111,7 +141,7 @@ static int load(struct store *st, const char *portfolio_id, uint64_t seen, struc
 	atomic_init(&s->refs, 1);
 	s->seen = seen;
 	snprintf(s->portfolio_id, sizeof s->portfolio_id, "%s", portfolio_id);
-	if ((rc = store_begin(st, STORE_READ_ONE, &tx)) != STORE_OK ||
+	if ((rc = store_begin(st, STORE_READ, &tx)) != STORE_OK ||
 	    (rc = portfolio_properties_after(tx, portfolio_id, "", NULL, &r)) != STORE_OK)
 		goto out;
 	while ((rc = store_next(r)) == 1) {
@@ -125,8 +155,12 @@ static int load(struct store *st, const char *portfolio_id, uint64_t seen, struc
 			goto out;
 		}
 	}
-	if (rc < 0)
+	store_rows_close(r);
+	r = NULL;
+	if (rc < 0 ||
+	    (!s->big && (rc = portfolio_each_ceiling(tx, portfolio_id, add_ceiling, s)) < 0))
 		goto out;
+	s->pub.ceilings = s->ceilings;
 	s->text = buf_steal(&text);
 	fix_texts(s);
 	s->loaded_mono_ms = clock_mono_ms();
@@ -197,6 +231,17 @@ const struct portfolio_snap_prop *portfolio_snapshot_find(const struct portfolio
 	for (i = 0; i < s->n; i++)
 		if (!strcmp(s->props[i].p.id, id))
 			return &s->props[i];
+	return NULL;
+}
+
+const struct portfolio_ceiling *portfolio_snapshot_ceiling(const struct portfolio_snapshot *s,
+							   const char *id)
+{
+	size_t i;
+
+	for (i = 0; i < s->n_ceilings; i++)
+		if (!strcmp(s->ceilings[i].id, id))
+			return &s->ceilings[i];
 	return NULL;
 }
 

@@ -291,8 +291,8 @@ struct publish {
 	const struct decision_who *who;
 	const struct decision_proposal *p;
 	struct governance_rate rate;
-	struct portfolio_ceiling ce;
-	struct rate_batch *batch; /* t[]: the targets, in request order */
+	struct portfolio_ceiling own_ce; /* read when the snapshot lacks it */
+	struct rate_batch *batch;        /* t[]: the targets, in request order */
 	char actor[300];
 	char approver_id[ID_MAX];
 	json_t *checks, *details, *roles, *final;
@@ -304,10 +304,11 @@ struct publish {
 };
 
 /* Loads every target property into pub->batch->t (not yet as writes):
- * from this node's snapshot of the portfolio's properties (snap, may be
- * NULL), and through tx for one the snapshot lacks (added since it was
- * made: properties never change once added, so what it has is exact).
- * Returns 0, 1 (out: properties[index] is not of the portfolio) or < 0. */
+ * from this node's snapshot of the portfolio (snap, may be NULL), and
+ * through tx for one the snapshot lacks (added since it was made:
+ * properties never change once added, so what it has is exact). With tx
+ * NULL, only the snapshot is asked. Returns 0, 1 (out: properties[index]
+ * is not of the portfolio), 2 (tx NULL and the snapshot lacks one) or < 0. */
 static int load_targets(struct store_tx *tx, const struct portfolio_snapshot *snap,
 			struct publish *pub, struct decision_outcome *out)
 {
@@ -323,6 +324,8 @@ static int load_targets(struct store_tx *tx, const struct portfolio_snapshot *sn
 			pub->batch->t[i] = sp->p;
 			continue;
 		}
+		if (!tx)
+			return 2;
 		rc = portfolio_property_get(tx, pub->who->portfolio_id, id, &pub->batch->t[i]);
 		if (rc < 0)
 			return rc;
@@ -352,30 +355,40 @@ static json_t *ceiling_detail(const json_t *chk, size_t i)
 			 "proposed", json_object_get(chk, "proposed"));
 }
 
-/* Governance on one consistent snapshot, without the write lock: targets,
- * ceiling checks (pub->checks, failures in pub->details), and, when every
- * check passed, the approver (pub->why when refused). Returns 0, 1 (out
- * set) or a negative status. */
+/* Governance without the write lock: targets and ceiling (from this
+ * node's snapshot, else the database), ceiling checks (pub->checks,
+ * failures in pub->details), and, when every check passed, the approver
+ * (pub->why when refused). When the snapshot has all it needs and the
+ * proposer is a client, the approver is the one statement read. Returns
+ * 0, 1 (out set) or a negative status. */
 static int govern(struct store *st, struct publish *pub, struct decision_outcome *out)
 {
 	const struct portfolio_snapshot *snap;
-	struct store_tx *tx;
+	const struct portfolio_ceiling *ce = NULL;
+	struct store_tx *tx = NULL;
 	size_t i, n = json_array_size(pub->p->properties);
-	int rc = portfolio_snapshot_get(st, pub->who->portfolio_id, &snap);
+	int rc = portfolio_snapshot_get(st, pub->who->portfolio_id, &snap), lacks;
 
 	if (rc < 0)
 		return rc;
-	if ((rc = store_begin(st, 0, &tx)) != STORE_OK) {
-		portfolio_snapshot_put(snap);
-		return rc;
-	}
-	if ((rc = load_targets(tx, snap, pub, out)) != 0 ||
-	    (rc = portfolio_ceiling_get(tx, pub->who->portfolio_id, pub->p->ceiling_id, &pub->ce)) <
-		    0 ||
+	if (snap)
+		ce = portfolio_snapshot_ceiling(snap, pub->p->ceiling_id);
+	lacks = !ce || load_targets(NULL, snap, pub, out) != 0;
+	if ((rc = store_begin(st, lacks || pub->who->user_id[0] ? STORE_READ : STORE_READ_ONE, &tx)) !=
+	    STORE_OK)
+		goto out;
+	if ((lacks && (rc = load_targets(tx, snap, pub, out)) != 0) ||
 	    (rc = actor_of(tx, pub->who, pub->actor, sizeof pub->actor)) < 0)
 		goto out;
+	if (!ce) {
+		rc = portfolio_ceiling_get(tx, pub->who->portfolio_id, pub->p->ceiling_id,
+					   &pub->own_ce);
+		if (rc < 0)
+			goto out;
+		ce = &pub->own_ce;
+	}
 	for (i = 0; i < n; i++) {
-		json_t *chk = governance_ceiling_check(&pub->batch->t[i], &pub->ce, &pub->rate);
+		json_t *chk = governance_ceiling_check(&pub->batch->t[i], ce, &pub->rate);
 
 		if (!json_is_true(json_object_get(chk, "passed")))
 			json_array_append_new(pub->details, ceiling_detail(chk, i));
@@ -453,8 +466,9 @@ static int insert_entries(struct store_tx *tx, struct publish *pub, const char *
 	return rc < 0 ? rc : 0;
 }
 
-/* Records the decision and the governance outcome before any PMS call; the
- * write lock covers only the inserts. */
+/* Records the decision and the governance outcome before any PMS call.
+ * It only inserts rows no one else knows yet, so it does not wait for the
+ * writers' turn (STORE_WRITE_OWN). */
 static int record_proposal(struct store *st, struct publish *pub, const char *id)
 {
 	struct store_tx *tx;
@@ -462,7 +476,7 @@ static int record_proposal(struct store *st, struct publish *pub, const char *id
 
 	if (prepare_proposal(pub, id) < 0)
 		return STORE_ERR;
-	if ((rc = store_begin(st, 1, &tx)) != STORE_OK)
+	if ((rc = store_begin(st, STORE_WRITE_OWN, &tx)) != STORE_OK)
 		return rc;
 	rc = insert_decision(tx, id, pub->who->portfolio_id, pub->final ? "rejected" : "pending",
 			     pub->p, pub->actor, pub->who->node, pub->now);
@@ -516,7 +530,8 @@ static int record_published(struct store *st, struct publish *pub, const char *i
 	data = json_pack("{s:s, s:s, s:{s:s, s:s}, s:s, s:s}", "decision_id", id, "room_type_code",
 			 p->room_type_code, "date_range", "from", p->from, "to", p->to,
 			 "approver_saml_subject", p->approver, "brand_ceiling_id", p->ceiling_id);
-	rc = rc < 0 ? STORE_ERR : store_begin(st, 1, &tx);
+	/* Its own rows, then the event: it takes the writers' turn only there. */
+	rc = rc < 0 ? STORE_ERR : store_begin(st, STORE_WRITE_OWN, &tx);
 	if (rc != STORE_OK)
 		tx = NULL;
 	if (rc == STORE_OK && (rc = insert_entries(tx, pub, id)) == 0 &&
@@ -566,7 +581,7 @@ static void publish_free(struct publish *pub)
 	json_decref(pub->details);
 	json_decref(pub->roles);
 	json_decref(pub->final);
-	portfolio_ceiling_free(&pub->ce);
+	portfolio_ceiling_free(&pub->own_ce);
 	for (i = 0; i < pub->nent; i++)
 		audit_entry_free(&pub->ent[i]);
 	free(pub->batch);

@@ -109,6 +109,8 @@ struct store_backend {
 	/* Has ch announced when tx commits: to every process on the database
 	 * (PostgreSQL), or by raising st's own hub after the commit (SQLite). */
 	int (*notify)(struct store_tx *tx, enum store_channel ch);
+	/* store_turn (NULL: every writer already has the turn). */
+	int (*turn)(struct store_tx *tx);
 	/* Starts receiving other processes' notifications into st's hub (NULL
 	 * when only this process's reach it). Returns 0 or -1 (logged). */
 	int (*listen)(struct store *st);

@@ -7,7 +7,7 @@
 enum store_channel {
 	STORE_CH_OUTBOX,     /* events were added to the outbox */
 	STORE_CH_DELIVERIES, /* webhook deliveries were made due */
-	STORE_CH_PROPERTIES, /* a property was added (portfolio/snapshot.h) */
+	STORE_CH_PROPERTIES, /* a property or ceiling was added (portfolio/snapshot.h) */
 	STORE_CHANNELS
 };
 

@@ -169,6 +169,11 @@ int store_exec_script(struct store_tx *tx, const char *sql, const char *name)
 	return tx->be->exec_script(tx, sql, name);
 }
 
+int store_turn(struct store_tx *tx)
+{
+	return tx->be->turn ? tx->be->turn(tx) : STORE_OK;
+}
+
 int store_notify(struct store_tx *tx, enum store_channel ch)
 {
 	return tx->be->notify(tx, ch);

@@ -84,10 +84,11 @@ int store_schema_version(struct store *st);
  * BEGIN and ROLLBACK, so one round trip and one wake-up of the server); a
  * second statement in it returns STORE_ERR on every backend.
  * STORE_WRITE_OWN is a writer of rows that no other writer changes
- * meanwhile (work its process claimed) and that reads nothing another
- * writer's turn must order: it does not wait for the writers' turn on
- * PostgreSQL (row locks only, READ COMMITTED, so it runs beside the other
- * writers); SQLite has one writer, so there it is STORE_WRITE. */
+ * meanwhile (work its process claimed, rows it creates) and that reads
+ * nothing another writer's turn must order: it does not wait for the
+ * writers' turn on PostgreSQL (row locks only, READ COMMITTED, so it runs
+ * beside the other writers) until it takes it (store_turn); SQLite has one
+ * writer, so there it is STORE_WRITE. */
 enum store_mode { STORE_READ = 0, STORE_WRITE = 1, STORE_READ_ONE = 2, STORE_WRITE_OWN = 3 };
 
 /* Begins a transaction of mode (enum store_mode): STORE_WRITE takes the
@@ -95,6 +96,15 @@ enum store_mode { STORE_READ = 0, STORE_WRITE = 1, STORE_READ_ONE = 2, STORE_WRI
  * see one consistent snapshot. Blocks while every pooled connection is in
  * use. */
 int store_begin(struct store *st, int mode, struct store_tx **out) WUR;
+/* Takes the writers' turn inside a STORE_WRITE_OWN transaction, from here
+ * to its end: what it writes after this is ordered with every other
+ * writer's as in STORE_WRITE (an outbox append needs it: events must
+ * commit in the order of their numbers). It waits holding the row locks
+ * of what tx wrote before; a STORE_WRITE writer never waits for rows an
+ * own writer holds, bar a bug, and PostgreSQL would break such a circle
+ * (STORE_BUSY). Nothing in the other modes, nor on SQLite (one writer).
+ * Returns a store status. */
+int store_turn(struct store_tx *tx) WUR;
 /* Commits and releases the connection; the tx is gone either way. */
 int store_commit(struct store_tx *tx) WUR;
 /* Rolls back and releases the connection. NULL is ignored. */

@@ -12,7 +12,8 @@
  *    statement of a writer sees every commit before its own;
  *  - write = 0 is BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY: one
  *    snapshot, taken at the first statement, like SQLite's deferred BEGIN;
- *  - STORE_WRITE_OWN is BEGIN without the lock: row locks only;
+ *  - STORE_WRITE_OWN is BEGIN without the lock: row locks only, until
+ *    store_turn sends the lock;
  *  - STORE_READ_ONE sends no BEGIN: its one statement is an implicit
  *    transaction of its own, ended by its sync;
  *  - BEGIN (and the lock) travel with the transaction's first statement,
@@ -945,6 +946,18 @@ static void pg_unlock_migrations(struct store *gst)
 static const char *const channel_names[STORE_CHANNELS] = {"revops_outbox", "revops_deliveries",
 							  "revops_properties"};
 
+/* An own writer's lock goes out with its BEGIN when nothing was sent yet,
+ * else now, in the pipeline like any statement. */
+static int pg_turn(struct store_tx *gtx)
+{
+	struct pg_tx *tx = (struct pg_tx *)gtx;
+
+	if (!tx->own)
+		return STORE_OK;
+	tx->own = 0;
+	return tx->begun ? send_stmt(tx, write_lock, NULL, 0) : STORE_OK;
+}
+
 /* NOTIFY is transactional: sent when tx commits, dropped if it rolls back,
  * and sent once however often a transaction repeats it. */
 static int pg_notify(struct store_tx *gtx, enum store_channel ch)
@@ -1079,5 +1092,6 @@ static const struct store_backend pgsql_backend = {
 	.lock_migrations = pg_lock_migrations,
 	.unlock_migrations = pg_unlock_migrations,
 	.notify = pg_notify,
+	.turn = pg_turn,
 	.listen = pg_listen,
 };

@@ -607,6 +607,18 @@ class CeilingTest(Base):
             self.assertTrue(any(re.search(pattern, x, re.I) for x in reasons),
                             "%r not among %r" % (pattern, reasons))
 
+    def test_added_ceiling_governs_at_once(self):
+        # The server keeps each portfolio's ceilings between decisions;
+        # revopsctl, another process, adds one with a lower maximum. The
+        # very next decision naming it is governed by it: above it is
+        # refused, at it is published.
+        self.publish(self.body(ENV.a_ids[:1], ENV.c_open["id"], minor_units=30000))
+        low = _ceiling(self.srv, ENV.a.id, "Aurora", "PLN", 20000, "2026-01-01")
+        body = self.body(ENV.a_ids[:2], low["id"], minor_units=20001)
+        self.assert_ceiling_rejected(body, [0, 1], r"above|exceed|max|limit",
+                                     {"currency": "PLN", "minor_units": 20000})
+        self.publish(self.body(ENV.a_ids[:2], low["id"], minor_units=20000))
+
     def test_ceiling_is_checked_before_the_approver(self):
         body = self.body(ENV.a_ids[:1], ENV.c_narrow["id"], approver="nobody@x.example",
                          minor_units=90000, date_from="2026-06-01", date_to="2026-06-01")

@@ -1,8 +1,9 @@
 /* portfolio/snapshot against a real SQLite store: what a snapshot holds
  * and renders, that another process's addition (a second store on the
  * file, as revopsctl is) is seen on the next get, that a lookup of a
- * property the snapshot lacks reads the database, and that a portfolio
- * past PORTFOLIO_SNAPSHOT_MAX properties is not kept. */
+ * property the snapshot lacks reads the database, that brand ceilings are
+ * kept and a new one is seen on the next get, and that a portfolio past
+ * PORTFOLIO_SNAPSHOT_MAX properties is not kept. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -96,6 +97,52 @@ static void holds_renders_and_sees_additions(void **state)
 	assert_int_equal(portfolio_known_property(st, "pf_big", "prop_pf_a_0000"), 0);
 }
 
+/* Adds brand ceiling id to pf through store s, as revopsctl does. */
+static void add_ceiling(struct store *s, const char *pf, const char *id, int64_t max)
+{
+	struct store_tx *tx;
+
+	assert_int_equal(store_begin(s, STORE_WRITE, &tx), STORE_OK);
+	assert_int_equal(portfolio_ceiling_add(tx, &(struct portfolio_ceiling_new){id, pf, "Aurora",
+										   "PLN", "[\"DBL\"]",
+										   "2026-01-01",
+										   NULL, max}),
+			 0);
+	assert_int_equal(store_commit(tx), STORE_OK);
+}
+
+static void keeps_ceilings_and_sees_new_ones(void **state)
+{
+	const struct portfolio_snapshot *s;
+	const struct portfolio_ceiling *ce;
+	struct store *other;
+
+	(void)state;
+	add_ceiling(st, "pf_a", "bc_one", 50000);
+	assert_int_equal(portfolio_snapshot_get(st, "pf_a", &s), 1);
+	ce = portfolio_snapshot_ceiling(s, "bc_one");
+	assert_non_null(ce);
+	assert_true(ce->found);
+	assert_int_equal(ce->max, 50000);
+	assert_string_equal(ce->brand, "Aurora");
+	assert_string_equal(ce->currency, "PLN");
+	assert_string_equal(json_string_value(json_array_get(ce->room_types, 0)), "DBL");
+	assert_false(ce->has_to);
+	assert_null(portfolio_snapshot_ceiling(s, "bc_two"));
+	portfolio_snapshot_put(s);
+
+	/* another process adds one: the next get has it */
+	assert_int_equal(store_open(url, 1, &other), 0);
+	add_ceiling(other, "pf_a", "bc_two", 70000);
+	store_close(other);
+	assert_int_equal(portfolio_snapshot_get(st, "pf_a", &s), 1);
+	ce = portfolio_snapshot_ceiling(s, "bc_two");
+	assert_non_null(ce);
+	assert_int_equal(ce->max, 70000);
+	assert_non_null(portfolio_snapshot_ceiling(s, "bc_one"));
+	portfolio_snapshot_put(s);
+}
+
 static void a_large_portfolio_is_not_kept(void **state)
 {
 	const struct portfolio_snapshot *s = (const void *)1;
@@ -113,6 +160,7 @@ int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(holds_renders_and_sees_additions),
+		cmocka_unit_test(keeps_ceilings_and_sees_new_ones),
 		cmocka_unit_test(a_large_portfolio_is_not_kept),
 	};
 

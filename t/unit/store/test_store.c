@@ -1147,6 +1147,40 @@ static void test_pg_write_own_skips_the_lock(void **state)
 	assert_int_equal(count(f->st, "SELECT COUNT(*) FROM t"), 2);
 }
 
+/* store_turn makes an own writer take the writers' turn from there on:
+ * after a first insert (the lock goes into the pipeline then) and before
+ * any statement (it goes with BEGIN); a second call takes nothing more;
+ * the turn ends with the transaction. */
+static void test_pg_turn(void **state)
+{
+	static const char *try_lock = "SELECT pg_try_advisory_xact_lock(7310593858020360193)";
+	struct fixture *f = *state;
+	struct store_tx *ot, *rt;
+	int64_t got = -1;
+	int first;
+
+	make_table(f->st);
+	for (first = 0; first < 2; first++) {
+		assert_int_equal(store_begin(f->st, STORE_WRITE_OWN, &ot), STORE_OK);
+		if (!first)
+			assert_int_equal(store_send(ot, "INSERT INTO t (k) VALUES ('a')", NULL, 0),
+					 STORE_OK);
+		assert_int_equal(store_turn(ot), STORE_OK);
+		assert_int_equal(store_turn(ot), STORE_OK);
+		assert_int_equal(store_query_int(ot, "SELECT COUNT(*) FROM t", NULL, 0, &got), 1);
+		assert_int_equal(store_begin(f->st, STORE_READ, &rt), STORE_OK);
+		assert_int_equal(store_query_int(rt, try_lock, NULL, 0, &got), 1);
+		assert_int_equal(got, 0); /* ot holds the turn */
+		store_rollback(rt);
+		assert_int_equal(store_commit(ot), STORE_OK);
+		assert_int_equal(store_begin(f->st, STORE_READ, &rt), STORE_OK);
+		assert_int_equal(store_query_int(rt, try_lock, NULL, 0, &got), 1);
+		assert_int_equal(got, 1); /* and gave it back with its commit */
+		store_rollback(rt);
+	}
+	assert_int_equal(count(f->st, "SELECT COUNT(*) FROM t"), 1);
+}
+
 /* SQLSTATEs map to store statuses: the audit trail's trigger refuses
  * UPDATE and DELETE as a constraint; waiting past lock_timeout for a lock
  * and a statement cancelled by statement_timeout are STORE_BUSY; each
@@ -1520,6 +1554,7 @@ int main(void)
 		/* PostgreSQL only */
 		BOTH(test_pg_write_tx_locks_at_once),
 		BOTH(test_pg_write_own_skips_the_lock),
+		BOTH(test_pg_turn),
 		BOTH(test_pg_error_mapping),
 		BOTH(test_pg_reconnects),
 		BOTH(test_pg_pool_contention),
