@@ -6,24 +6,32 @@ measurements taken in the same run, on the same machine, with the same build.
     bench/nodes.py                    (after `make build`; needs wrk, nginx,
                                        haproxy, postgresql-15: `make bench`
                                        installs them)
-    DURATION=10 EVENTS=20000 bench/nodes.py
+    DURATION=10 EVENTS=20000 ROUNDS=5 bench/nodes.py
     PHASES=backends MEASURES=reads bench/nodes.py     (one figure only)
 
-1. backends: one node (`--role all`), first on SQLite, then on a fresh
+Each pair is measured in ROUNDS (3) paired rounds: both sides run side by
+side for the whole phase and are measured one after the other, the first of
+each pair in turn, so the load of the machine's neighbours falls on both
+alike; a ratio is the median of the rounds' ratios, a rate the median of the
+rounds' rates, CPU per operation the mean over the rounds.
+
+1. backends: one node (`--role all`) on SQLite and one on a fresh
    PostgreSQL database (a throw-away cluster, fsync on, synchronous_commit
-   off: the durability of SQLite's WAL with synchronous=NORMAL):
+   off: the durability of SQLite's WAL with synchronous=NORMAL), each with
+   a pms-sim of its own:
    - reads: wrk GET /v2/portfolios/{id}/properties (bench/auth.lua), req/s;
    - decisions: wrk POST /v2/rate-decisions, 3 properties each, against
      pms-sim (bench/decision.lua), 201s/s;
-   - deliveries: EVENTS events (revopsctl event emit) fanned out to 16 v2
-     subscriptions, sent to nginx over HTTPS with --webhook-uncapped;
-     delivered attempts/s between the first and the last (the node's
-     revops_webhook_attempts_total).
+   - deliveries: EVENTS (10000) events (revopsctl event emit) fanned out to
+     16 v2 subscriptions, sent to nginx over HTTPS with --webhook-uncapped;
+     delivered attempts/s between the emission and the last (the node's
+     revops_webhook_attempts_total). A failed attempt waits for the
+     schedule's 1 min retry: the run says so when one did.
 2. nodes (PostgreSQL):
-   - deliveries by 1 worker node, then by 2 (`--role worker`), each node's
-     share from its metrics;
-   - reads through haproxy to 1 api node, then to 2 (`--role api`), each
-     node's share from its request counter.
+   - deliveries by 1 worker node and by 2 (`--role worker`; the second is
+     stopped for the one-node rounds), each node's share from its metrics;
+   - reads through a haproxy in front of 1 api node and another in front
+     of 2 (`--role api`), each node's share from its request counter.
    For each: the CPU time per operation of every process group (the revopsd
    nodes, postgres, haproxy, nginx, wrk), from /proc, so that what one more
    core would buy can be read off.
@@ -36,6 +44,7 @@ import json
 import os
 import re
 import shutil
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -48,7 +57,9 @@ os.environ.setdefault("REVOPS_BIN_DIR", os.path.join(ROOT, os.environ.get("BUILD
 
 DURATION = int(os.environ.get("DURATION", "10"))
 WARMUP = int(os.environ.get("WARMUP", "2"))
-EVENTS = int(os.environ.get("EVENTS", "20000"))
+EVENTS = int(os.environ.get("EVENTS", "10000"))
+# Rounds of each pair of measurements (paired): figures are medians.
+ROUNDS = int(os.environ.get("ROUNDS", "3"))
 LANES = 16
 RESULTS = os.environ.get("RESULTS", "bench-nodes.json")
 PHASES = os.environ.get("PHASES", "backends,workers,api").split(",")
@@ -195,17 +206,21 @@ http {
 
 # ------------------------------------------------------------- the setups
 
-def metric(srv, name):
+def metric(srv, name, outcome="delivered"):
     r = srv.request("GET", "/metrics")
     for line in r.raw.decode().splitlines():
         if line.startswith(name + " ") or line.startswith(name + "{"):
-            if line.startswith(name + " ") or "delivered" in line:
+            if line.startswith(name + " ") or '"%s"' % outcome in line:
                 return float(line.rsplit(" ", 1)[1])
     return 0.0
 
 
 def delivered(srv):
     return metric(srv, "revops_webhook_attempts_total")
+
+
+def failed(srv):
+    return metric(srv, "revops_webhook_attempts_total", "failed")
 
 
 def requests_served(srv, route):
@@ -252,6 +267,7 @@ def drain(workers, ctl_srv, s, cpu, events=EVENTS):
     delivery is delivered. Returns (deliveries/s, cpu, shares)."""
     total = events * LANES
     before = [delivered(w) for w in workers]
+    failed_before = sum(failed(w) for w in workers)
     cpu.start()
     t0 = time.monotonic()
     ctl_srv.ctl("event", "emit", "--portfolio", s.id, "--type", "sso.user.provisioned",
@@ -264,120 +280,213 @@ def drain(workers, ctl_srv, s, cpu, events=EVENTS):
             raise RuntimeError("deliveries stuck at %d of %d" % (sum(now), total))
         time.sleep(0.05)
     secs = time.monotonic() - t0
-    return total / secs, cpu.stop(), [n / total for n in now]
+    usage = cpu.stop()
+    # A failed attempt is retried on the schedule (1 min first), which the
+    # figure then includes: say so rather than report a slow run.
+    retried = sum(failed(w) for w in workers) - failed_before
+    if retried:
+        log("%d attempts failed and were retried on the schedule (%.1f s in all)"
+            % (retried, secs))
+    return total / secs, usage, [n / total for n in now]
 
 
 # ---------------------------------------------------------------- phases
 
-def one_node(db_name, tmp, ca, sink, pg_pids):
-    """Reads, decisions and deliveries on one node; db_name sqlite|postgres.
-    Each backend gets a pms-sim of its own: one keeps 100,000 writes, which
-    two backends' decision runs together can pass."""
-    import backend
-    import pmssim
-    backend.POSTGRES = db_name == "postgres"
-    pms = pmssim.PmsSim()
-    try:
-        return one_node_on(pms, tmp, ca, sink, pg_pids, db_name)
-    finally:
-        pms.cleanup()
+def paired(measure_a, measure_b):
+    """ROUNDS rounds of measure_a and measure_b back to back, the first of
+    each pair in turn (AB, BA, AB, ...), so that the machine's drift and
+    its neighbours' load fall on both alike. Returns both lists of
+    results."""
+    a, b = [], []
+    for r in range(ROUNDS):
+        pair = [(measure_a, a), (measure_b, b)]
+        for measure, out in (reversed(pair) if r % 2 else pair):
+            out.append(measure())
+    return a, b
 
 
-def one_node_on(pms, tmp, ca, sink, pg_pids, db_name):
-    """one_node's measurements against pms."""
-    import backend
-    import harness
-    srv = harness.Server(["--allow-private-targets", "--trust-ca", ca.ca_pem,
-                          "--webhook-uncapped", "--pms-url", pms.url])
+def combined(runs):
+    """One figure of a side's rounds: the median rate, every round's rate,
+    and CPU and operations summed over the rounds (CPU per operation is
+    then the rounds' mean)."""
+    cpu = {}
+    for m in runs:
+        for k, v in m["cpu_s"].items():
+            cpu[k] = cpu.get(k, 0.0) + v
+    out = {"rate": statistics.median(m["rate"] for m in runs),
+           "rates": [m["rate"] for m in runs], "cpu_s": cpu,
+           "ops": sum(m["ops"] for m in runs)}
+    if "shares" in runs[0]:
+        out["shares"] = [statistics.mean(x) for x in zip(*(m["shares"] for m in runs))]
+    return out
+
+
+def pair_figures(runs_a, runs_b):
+    """(a, b, ratio): each side combined, and the median of the rounds'
+    ratios b / a."""
+    ratios = [y["rate"] / x["rate"] for x, y in zip(runs_a, runs_b)]
+    a, b = combined(runs_a), combined(runs_b)
+    b["round_ratios"] = ratios
+    return a, b, statistics.median(ratios)
+
+
+class OneNode:
+    """One node (`--role all`) on db_name (sqlite|postgres) with a pms-sim
+    of its own, seeded, its 16 subscriptions made; measure() runs one
+    figure on it."""
+
+    def __init__(self, db_name, ca, sink, pg_pids):
+        import backend
+        import harness
+        import pmssim
+        backend.POSTGRES = db_name == "postgres"
+        self.name, self.sink = db_name, sink
+        # Decisions of every round write to it: room for all of them.
+        self.pms = pmssim.PmsSim("--capacity", "5000000")
+        self.srv = None
+        try:
+            self.srv = harness.Server(["--allow-private-targets", "--trust-ca", ca.ca_pem,
+                                       "--webhook-uncapped", "--pms-url", self.pms.url])
+            self.s = seed(self.srv)
+            subscribe(self.srv, self.s, sink)
+        except BaseException:
+            self.close()
+            raise
+        self.groups = {"revopsd": lambda: [self.srv.proc.pid], "nginx": sink.pids,
+                       "pms-sim": lambda: [self.pms.proc.pid]}
+        if db_name == "postgres":
+            self.groups["postgres"] = pg_pids
+
+    def measure(self, what):
+        cpu = Cpu(dict(self.groups))
+        base = self.srv.base_url
+        if what == "reads":
+            rate, secs = measure_wrk(base + "/v2/portfolios/%s/properties" % self.s.id,
+                                     "auth.lua", read_env(self.s), 64, cpu)
+            ops = rate * DURATION
+        elif what == "decisions":
+            rate, secs = measure_wrk(base, "decision.lua", decision_env(self.s), 32, cpu)
+            ops = rate * DURATION
+        else:
+            rate, secs, _ = drain([self.srv], self.srv, self.s, cpu)
+            ops = EVENTS * LANES
+        log("%s %s: %.0f/s" % (self.name, what, rate))
+        return {"rate": rate, "cpu_s": secs, "ops": ops}
+
+    def close(self):
+        if self.srv:
+            self.srv.close()
+        self.pms.cleanup()
+
+
+def backends_phase(ca, sink, pg_pids):
+    """Both nodes run side by side for the whole phase, each measured in
+    turn (paired): the idle one costs next to nothing."""
+    nodes = []
     try:
-        s = seed(srv)
-        groups = {"revopsd": lambda: [srv.proc.pid], "nginx": sink.pids,
-                  "pms-sim": lambda: [pms.proc.pid]}
-        if backend.POSTGRES:
-            groups["postgres"] = pg_pids
-        cpu = Cpu(groups)
-        out = {}
-        if "reads" in MEASURES:
-            rate, secs = measure_wrk(srv.base_url + "/v2/portfolios/%s/properties" % s.id,
-                                     "auth.lua", read_env(s), 64, cpu)
-            out["reads"] = {"rate": rate, "cpu_s": secs, "ops": rate * DURATION}
-            log("%s reads: %.0f/s" % (db_name, rate))
-        if "decisions" in MEASURES:
-            rate, secs = measure_wrk(srv.base_url, "decision.lua", decision_env(s), 32, cpu)
-            out["decisions"] = {"rate": rate, "cpu_s": secs, "ops": rate * DURATION}
-            log("%s decisions: %.0f/s" % (db_name, rate))
-        if "deliveries" in MEASURES:
-            subscribe(srv, s, sink)
-            cpu.groups.pop("wrk", None)
-            rate, secs, _ = drain([srv], srv, s, cpu)
-            out["deliveries"] = {"rate": rate, "cpu_s": secs, "ops": EVENTS * LANES}
-            log("%s deliveries: %.0f/s" % (db_name, rate))
+        nodes.append(OneNode("sqlite", ca, sink, pg_pids))
+        nodes.append(OneNode("postgres", ca, sink, pg_pids))
+        out = {"sqlite": {}, "postgres": {}, "ratios": {}}
+        for what in MEASURES:
+            runs = paired(lambda: nodes[0].measure(what), lambda: nodes[1].measure(what))
+            out["sqlite"][what], out["postgres"][what], out["ratios"][what] = \
+                pair_figures(*runs)
         return out
     finally:
-        srv.close()
+        for n in reversed(nodes):
+            n.close()
 
 
-def workers_phase(n, tmp, ca, sink, pg_pids):
+def start_node(api, args):
+    import harness
+    n = harness.Server(args, start=False, db=api.db)
+    shutil.copy(os.path.join(api.data_dir, "revops.key"), n.data_dir)
+    n.start()
+    return n
+
+
+def buckets_divided(nodes):
+    """Waits until the live worker nodes hold the 64 lane buckets between
+    them, each some."""
+    import harness
+    harness.wait_until(lambda: sum(metric(w, "revops_webhook_lane_buckets")
+                                   for w in nodes) == 64 and
+                       all(metric(w, "revops_webhook_lane_buckets") > 0 for w in nodes)
+                       or None, 60, what="lane buckets divided")
+
+
+def workers_phase(ca, sink, pg_pids):
+    """Deliveries by one worker node, then by two, in turn: the second
+    node is stopped for each one-node round (its buckets go back to the
+    first), started for each two-node round."""
     import backend
     import harness
     backend.POSTGRES = True
     api = harness.Server(["--allow-private-targets"])
+    worker_args = ["--role", "worker", "--allow-private-targets", "--trust-ca", ca.ca_pem,
+                   "--webhook-uncapped"]
     nodes = []
     try:
         s = seed(api, 1)
         subscribe(api, s, sink)
-        for _ in range(n):
-            w = harness.Server(["--role", "worker", "--allow-private-targets", "--trust-ca",
-                                ca.ca_pem, "--webhook-uncapped"], start=False, db=api.db)
-            shutil.copy(os.path.join(api.data_dir, "revops.key"), w.data_dir)
-            w.start()
-            nodes.append(w)
+        nodes = [start_node(api, worker_args), start_node(api, worker_args)]
         api.stop()  # its own engine would take lanes too: workers only
         api.start(["--role", "api", "--allow-private-targets"])
-        harness.wait_until(lambda: sum(metric(w, "revops_webhook_lane_buckets")
-                                       for w in nodes) == 64 and
-                           all(metric(w, "revops_webhook_lane_buckets") > 0 for w in nodes)
-                           or None, 60, what="lane buckets divided")
-        cpu = Cpu({"revopsd": lambda: [w.proc.pid for w in nodes], "postgres": pg_pids,
-                   "nginx": sink.pids})
-        rate, secs, shares = drain(nodes, api, s, cpu)
-        log("%d worker(s): %.0f deliveries/s, shares %s" % (n, rate, shares))
-        return {"rate": rate, "cpu_s": secs, "ops": EVENTS * LANES, "shares": shares}
+
+        def measure(n):
+            if n == 1 and nodes[1].proc is not None:
+                nodes[1].stop()
+            if n == 2 and nodes[1].proc is None:
+                nodes[1].start()
+            live = nodes[:n]
+            buckets_divided(live)
+            cpu = Cpu({"revopsd": lambda: [w.proc.pid for w in live], "postgres": pg_pids,
+                       "nginx": sink.pids})
+            rate, secs, shares = drain(live, api, s, cpu)
+            log("%d worker(s): %.0f deliveries/s, shares %s" % (n, rate, shares))
+            return {"rate": rate, "cpu_s": secs, "ops": EVENTS * LANES, "shares": shares}
+        one, two = pair_figures(*paired(lambda: measure(1), lambda: measure(2)))[:2]
+        return {"1": one, "2": two}
     finally:
         for w in nodes:
             w.close()
         api.close()
 
 
-def api_phase(n, tmp, pg_pids):
+def api_phase(tmp, pg_pids):
+    """Reads through one haproxy in front of one API node and another in
+    front of two, all running throughout, measured in turn."""
     import backend
     import harness
     import haproxy
     backend.POSTGRES = True
     first = harness.Server(["--role", "api"])
-    nodes = [first]
-    lb = None
+    nodes, lbs = [first], []
     try:
         s = seed(first)
-        for _ in range(n - 1):
-            a = harness.Server(["--role", "api"], start=False, db=first.db)
-            shutil.copy(os.path.join(first.data_dir, "revops.key"), a.data_dir)
-            a.start()
-            nodes.append(a)
-        lb = haproxy.Haproxy([("api%d" % i, "127.0.0.1", a.port) for i, a in enumerate(nodes)],
-                             tmp)
+        nodes.append(start_node(first, ["--role", "api"]))
+        for n in (1, 2):
+            d = os.path.join(tmp, "haproxy-%d" % n)
+            os.makedirs(d, exist_ok=True)
+            lbs.append(haproxy.Haproxy([("api%d" % i, "127.0.0.1", a.port)
+                                        for i, a in enumerate(nodes[:n])], d))
         route = "/v2/portfolios/{id}/properties"
-        before = [requests_served(a, route) for a in nodes]
-        cpu = Cpu({"revopsd": lambda: [a.proc.pid for a in nodes], "postgres": pg_pids,
-                   "haproxy": lambda: [lb.proc.pid]})
-        rate, secs = measure_wrk("http://127.0.0.1:%d/v2/portfolios/%s/properties"
-                                 % (lb.port, s.id), "auth.lua", read_env(s), 64, cpu)
-        served = [requests_served(a, route) - b for a, b in zip(nodes, before)]
-        shares = [x / sum(served) for x in served]
-        log("%d api node(s) behind haproxy: %.0f reads/s, shares %s" % (n, rate, shares))
-        return {"rate": rate, "cpu_s": secs, "ops": rate * DURATION, "shares": shares}
+
+        def measure(n):
+            live, lb = nodes[:n], lbs[n - 1]
+            before = [requests_served(a, route) for a in live]
+            cpu = Cpu({"revopsd": lambda: [a.proc.pid for a in live], "postgres": pg_pids,
+                       "haproxy": lambda: [lb.proc.pid]})
+            rate, secs = measure_wrk("http://127.0.0.1:%d/v2/portfolios/%s/properties"
+                                     % (lb.port, s.id), "auth.lua", read_env(s), 64, cpu)
+            served = [requests_served(a, route) - b for a, b in zip(live, before)]
+            shares = [x / sum(served) for x in served]
+            log("%d api node(s) behind haproxy: %.0f reads/s, shares %s" % (n, rate, shares))
+            return {"rate": rate, "cpu_s": secs, "ops": rate * DURATION, "shares": shares}
+        one, two = pair_figures(*paired(lambda: measure(1), lambda: measure(2)))[:2]
+        return {"1": one, "2": two}
     finally:
-        if lb:
+        for lb in lbs:
             lb.close()
         for a in reversed(nodes):
             a.close()
@@ -409,16 +518,14 @@ def main():
     ca = receiver.TestCA(tmp)
     sink = Nginx(tmp, ca)
     results = {"duration_s": DURATION, "events": EVENTS, "lanes": LANES,
-               "cores": os.cpu_count()}
+               "rounds": ROUNDS, "cores": os.cpu_count()}
     try:
         if "backends" in PHASES:
-            results["sqlite"] = one_node("sqlite", tmp, ca, sink, pg_pids)
-            results["postgres"] = one_node("postgres", tmp, ca, sink, pg_pids)
+            results.update(backends_phase(ca, sink, pg_pids))
         if "workers" in PHASES:
-            results["workers"] = {str(n): workers_phase(n, tmp, ca, sink, pg_pids)
-                                  for n in (1, 2)}
+            results["workers"] = workers_phase(ca, sink, pg_pids)
         if "api" in PHASES:
-            results["api"] = {str(n): api_phase(n, tmp, pg_pids) for n in (1, 2)}
+            results["api"] = api_phase(tmp, pg_pids)
     finally:
         sink.close()
         subprocess.run([os.path.join(ROOT, "scripts", "pg-test-cluster.sh"), "down", cluster])
@@ -438,25 +545,35 @@ def report(r):
     print("figures: %s" % RESULTS)
 
 
+def rounds(m):
+    return " ".join("%.0f" % x for x in m["rates"])
+
+
 def report_backends(r):
     print("== PostgreSQL against SQLite, one node (targets: reads >= 0.80, decisions >= 0.60,"
-          " deliveries >= 0.50)")
+          " deliveries >= 0.50); medians of %d paired rounds" % r["rounds"])
     for k in ("reads", "decisions", "deliveries"):
         if k not in r["sqlite"]:
             continue
-        a, b = r["sqlite"][k]["rate"], r["postgres"][k]["rate"]
-        r["ratios"][k] = b / a
-        print("  %-10s sqlite %8.0f/s  postgres %8.0f/s  ratio %.2f" % (k, a, b, b / a))
-        print("             CPU us per op: sqlite %s" % us_per_op(r["sqlite"][k]))
-        print("                            postgres %s" % us_per_op(r["postgres"][k]))
+        a, b = r["sqlite"][k], r["postgres"][k]
+        print("  %-10s sqlite %8.0f/s  postgres %8.0f/s  ratio %.2f  (rounds %s)" % (
+            k, a["rate"], b["rate"], r["ratios"][k],
+            " ".join("%.2f" % x for x in b["round_ratios"])))
+        print("             rates: sqlite %s; postgres %s" % (rounds(a), rounds(b)))
+        print("             CPU us per op: sqlite %s" % us_per_op(a))
+        print("                            postgres %s" % us_per_op(b))
+
 
 def report_nodes(r, k, what):
-    print("== one node against two (PostgreSQL; target: two >= 0.95 x one, each 35-65 %)")
+    print("== one node against two (PostgreSQL; target: two >= 0.95 x one, each 35-65 %%);"
+          " medians of %d paired rounds" % r["rounds"])
     one, two = r[k]["1"], r[k]["2"]
-    r["ratios"][k] = two["rate"] / one["rate"]
-    print("  %-8s %s: one %8.0f/s  two %8.0f/s  ratio %.2f  shares %s" % (
-        k, what, one["rate"], two["rate"], two["rate"] / one["rate"],
+    r["ratios"][k] = statistics.median(two["round_ratios"])
+    print("  %-8s %s: one %8.0f/s  two %8.0f/s  ratio %.2f  (rounds %s)  shares %s" % (
+        k, what, one["rate"], two["rate"], r["ratios"][k],
+        " ".join("%.2f" % x for x in two["round_ratios"]),
         ["%.0f %%" % (100 * x) for x in two["shares"]]))
+    print("             rates: one %s; two %s" % (rounds(one), rounds(two)))
     print("             CPU us per op: one %s" % us_per_op(one))
     print("                            two %s" % us_per_op(two))
 

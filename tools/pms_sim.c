@@ -40,6 +40,7 @@
 #define LISTEN_THREADS_DELAYED 2
 #define MAX_THREADS 1024
 #define MAX_LATENCY_MS 600000
+#define MAX_CAPACITY 10000000
 
 struct opts {
 	char host[256];
@@ -47,6 +48,7 @@ struct opts {
 	const char *fail_codes;
 	int latency_ms;
 	int threads;
+	int capacity; /* 0: pms_sim_core's default */
 };
 
 struct sim_server {
@@ -66,11 +68,12 @@ static const struct route routes[] = {
 static void usage(FILE *f)
 {
 	fputs("usage: pms-sim [--listen HOST:PORT] [--fail-codes CODE,...] [--latency-ms N]\n"
-	      "               [--threads N]\n"
+	      "               [--threads N] [--capacity N]\n"
 	      "  --listen HOST:PORT     where to listen (127.0.0.1:8090; port 0 = any free port)\n"
 	      "  --fail-codes CODE,...  answer 500 for writes to these property codes\n"
 	      "  --latency-ms N         wait N ms before answering each write (0)\n"
-	      "  --threads N            HTTP threads; with --latency-ms, delayed writes in flight at once (64)\n",
+	      "  --threads N            HTTP threads; with --latency-ms, delayed writes in flight at once (64)\n"
+	      "  --capacity N           accepted writes kept; past it a write is 503 (100000)\n",
 	      f);
 }
 
@@ -115,6 +118,7 @@ static int parse_args(int argc, char **argv, struct opts *o)
 	o->fail_codes = NULL;
 	o->latency_ms = 0;
 	o->threads = DEFAULT_THREADS;
+	o->capacity = 0;
 	for (i = 1; i < argc; i++) {
 		name = argv[i];
 		if (!strcmp(name, "--help") || !strcmp(name, "-h")) {
@@ -130,7 +134,8 @@ static int parse_args(int argc, char **argv, struct opts *o)
 		memcpy(key, name, kl);
 		key[kl] = '\0';
 		if (strcmp(key, "--listen") && strcmp(key, "--fail-codes") &&
-		    strcmp(key, "--latency-ms") && strcmp(key, "--threads"))
+		    strcmp(key, "--latency-ms") && strcmp(key, "--threads") &&
+		    strcmp(key, "--capacity"))
 			goto unknown;
 		if (eq) {
 			v = eq + 1;
@@ -147,6 +152,8 @@ static int parse_args(int argc, char **argv, struct opts *o)
 			o->fail_codes = v;
 		else if (!strcmp(key, "--latency-ms"))
 			bad = parse_int(v, 0, MAX_LATENCY_MS, &o->latency_ms) < 0;
+		else if (!strcmp(key, "--capacity"))
+			bad = parse_int(v, 1, MAX_CAPACITY, &o->capacity) < 0;
 		else
 			bad = parse_int(v, 1, MAX_THREADS, &o->threads) < 0;
 		if (bad) {
@@ -290,6 +297,7 @@ int main(int argc, char **argv)
 		log_msg(LOG_ERROR, "start", "out of memory");
 		goto out;
 	}
+	pms_sim_set_capacity(ss.sim, (size_t)o.capacity);
 	ss.latency_ms = o.latency_ms;
 	ho = (struct http_server_opts){
 		o.host, o.port, o.latency_ms ? LISTEN_THREADS_DELAYED : o.threads,

@@ -30,8 +30,9 @@ struct pms_sim;
 struct pms_sim *pms_sim_new(const char *fail_codes);
 /* Frees s and everything it holds; NULL is fine. */
 void pms_sim_free(struct pms_sim *s);
-/* Test hook: sets how many writes are accepted before the simulator answers
- * 503 (n = 0 restores PMS_SIM_CAPACITY). Writes already kept stay. */
+/* Sets how many writes are accepted before the simulator answers 503
+ * (pms-sim --capacity, tests; n = 0 restores PMS_SIM_CAPACITY). Writes
+ * already kept stay. */
 void pms_sim_set_capacity(struct pms_sim *s, size_t n);
 
 /* Handles one rate write for property code with the request body req (the
