@@ -66,6 +66,10 @@ PHASES = os.environ.get("PHASES", "backends,workers,api").split(",")
 # Which figures the backends phase measures (all three unless narrowed).
 MEASURES = os.environ.get("MEASURES", "reads,decisions,deliveries").split(",")
 TICK = os.sysconf("SC_CLK_TCK")
+# Every node: the drains poll GET /metrics 20 times a second, past the
+# default limit of anonymous calls (600 a minute per address), whose 429s
+# once read as a stalled drain.
+POLLED = ["--anon-rate-limit", "100000000"]
 
 
 def log(msg):
@@ -208,6 +212,8 @@ http {
 
 def metric(srv, name, outcome="delivered"):
     r = srv.request("GET", "/metrics")
+    if r.status != 200:
+        raise RuntimeError("GET /metrics: %r" % (r,))
     for line in r.raw.decode().splitlines():
         if line.startswith(name + " ") or line.startswith(name + "{"):
             if line.startswith(name + " ") or '"%s"' % outcome in line:
@@ -225,6 +231,8 @@ def failed(srv):
 
 def requests_served(srv, route):
     r = srv.request("GET", "/metrics")
+    if r.status != 200:
+        raise RuntimeError("GET /metrics: %r" % (r,))
     total = 0.0
     for line in r.raw.decode().splitlines():
         if line.startswith("revops_http_requests_total{") and 'route="%s"' % route in line:
@@ -345,8 +353,9 @@ class OneNode:
         self.pms = pmssim.PmsSim("--capacity", "5000000")
         self.srv = None
         try:
-            self.srv = harness.Server(["--allow-private-targets", "--trust-ca", ca.ca_pem,
-                                       "--webhook-uncapped", "--pms-url", self.pms.url])
+            self.srv = harness.Server(POLLED + ["--allow-private-targets", "--trust-ca",
+                                                ca.ca_pem, "--webhook-uncapped",
+                                                "--pms-url", self.pms.url])
             self.s = seed(self.srv)
             subscribe(self.srv, self.s, sink)
         except BaseException:
@@ -399,7 +408,7 @@ def backends_phase(ca, sink, pg_pids):
 
 def start_node(api, args):
     import harness
-    n = harness.Server(args, start=False, db=api.db)
+    n = harness.Server(POLLED + args, start=False, db=api.db)
     shutil.copy(os.path.join(api.data_dir, "revops.key"), n.data_dir)
     n.start()
     return n
@@ -422,7 +431,7 @@ def workers_phase(ca, sink, pg_pids):
     import backend
     import harness
     backend.POSTGRES = True
-    api = harness.Server(["--allow-private-targets"])
+    api = harness.Server(POLLED + ["--allow-private-targets"])
     worker_args = ["--role", "worker", "--allow-private-targets", "--trust-ca", ca.ca_pem,
                    "--webhook-uncapped"]
     nodes = []
@@ -431,7 +440,7 @@ def workers_phase(ca, sink, pg_pids):
         subscribe(api, s, sink)
         nodes = [start_node(api, worker_args), start_node(api, worker_args)]
         api.stop()  # its own engine would take lanes too: workers only
-        api.start(["--role", "api", "--allow-private-targets"])
+        api.start(POLLED + ["--role", "api", "--allow-private-targets"])
 
         def measure(n):
             if n == 1 and nodes[1].proc is not None:
@@ -460,7 +469,7 @@ def api_phase(tmp, pg_pids):
     import harness
     import haproxy
     backend.POSTGRES = True
-    first = harness.Server(["--role", "api"])
+    first = harness.Server(POLLED + ["--role", "api"])
     nodes, lbs = [first], []
     try:
         s = seed(first)

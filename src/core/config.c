@@ -46,7 +46,7 @@ static const struct opt opts[] = {
 	O("token-ttl", OPT_INT, token_ttl, "access token lifetime in seconds (3600)"),
 	O("log-format", OPT_LOGFMT, log_json, "json|text (text on a TTY, else json)"),
 	O("threads", OPT_INT, threads,
-	  "HTTP threads that read requests and serve reads (cores; 4 x cores on PostgreSQL)"),
+	  "HTTP threads that read requests and serve reads (cores)"),
 	O("workers", OPT_INT, workers, "threads that run writes, which may wait on the PMS (8)"),
 	O("max-connections", OPT_INT, max_connections, "concurrent connections (4096)"),
 	O("idle-timeout", OPT_INT, idle_timeout,
@@ -238,12 +238,10 @@ static int finish(struct config *cfg)
 
 	if (!cfg->database[0])
 		snprintf(cfg->database, sizeof cfg->database, "sqlite:%s/revops.db", cfg->data_dir);
-	/* A read on PostgreSQL waits for a round trip: more loops keep the
-	 * cores busy while some wait (one loop per core stayed idle half the
-	 * time, docs/BENCHMARKS.md). */
+	/* One loop per core on both backends: the reads made on every request
+	 * come from the node's memory (docs/architecture.md, "Threads"). */
 	if (cfg->threads == THREADS_AUTO)
-		cfg->threads = (cores > 0 ? (int)cores : 2) *
-			       (strncmp(cfg->database, "sqlite:", 7) ? 4 : 1);
+		cfg->threads = cores > 0 ? (int)cores : 2;
 	if (cfg->threads < 1)
 		cfg->threads = 1;
 	if (cfg->webhook_senders < 1 || cfg->webhook_senders > 16) {

@@ -85,10 +85,9 @@ class SoleNodeTest(unittest.TestCase):
             self.assertEqual(m.get("revops_webhook_lane_buckets"), BUCKETS, m)
             self.assertEqual(srv.request("GET", "/v2/openapi.json").status, 200)
 
-    def test_event_loops_by_backend(self):
-        """--threads defaults to the cores on SQLite and to 4 x the cores on
-        PostgreSQL (a read there holds its loop for a round trip); given,
-        it is taken as it is. Counted as the process's http-loop threads."""
+    def test_event_loops(self):
+        """--threads defaults to the cores on both backends; given, it is
+        taken as it is. Counted as the process's http-loop threads."""
         def loops(srv):
             n = 0
             for task in os.listdir("/proc/%d/task" % srv.proc.pid):
@@ -97,7 +96,7 @@ class SoleNodeTest(unittest.TestCase):
             return n
         cores = os.cpu_count()
         with harness.Server() as srv:
-            self.assertEqual(loops(srv), cores * (4 if backend.POSTGRES else 1))
+            self.assertEqual(loops(srv), cores)
         with harness.Server(["--threads", "3"]) as srv:
             self.assertEqual(loops(srv), 3)
 
