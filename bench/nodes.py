@@ -60,6 +60,9 @@ WARMUP = int(os.environ.get("WARMUP", "2"))
 EVENTS = int(os.environ.get("EVENTS", "10000"))
 # Rounds of each pair of measurements (paired): figures are medians.
 ROUNDS = int(os.environ.get("ROUNDS", "3"))
+# The pair of API or worker nodes splits the lone node's loops or sender
+# threads between them (api_phase, workers_phase).
+API_SPLIT = os.environ.get("API_SPLIT", "1") != "0"
 LANES = 16
 RESULTS = os.environ.get("RESULTS", "bench-nodes.json")
 PHASES = os.environ.get("PHASES", "backends,workers,api").split(",")
@@ -425,29 +428,35 @@ def buckets_divided(nodes):
 
 
 def workers_phase(ca, sink, pg_pids):
-    """Deliveries by one worker node, then by two, in turn: the second
-    node is stopped for each one-node round (its buckets go back to the
-    first), started for each two-node round."""
+    """Deliveries by one worker node and by two others, in turn: the side
+    not measured is stopped (its buckets go to the side that runs). As in
+    api_phase, the pair splits the lone node's sender threads
+    (--webhook-senders 2) between them (API_SPLIT=0: both at the default)."""
     import backend
     import harness
     backend.POSTGRES = True
     api = harness.Server(POLLED + ["--allow-private-targets"])
     worker_args = ["--role", "worker", "--allow-private-targets", "--trust-ca", ca.ca_pem,
                    "--webhook-uncapped"]
+    half = ["--webhook-senders", "1"] if API_SPLIT else []
     nodes = []
     try:
         s = seed(api, 1)
         subscribe(api, s, sink)
-        nodes = [start_node(api, worker_args), start_node(api, worker_args)]
+        nodes = [start_node(api, worker_args)] + [start_node(api, worker_args + half)
+                                                  for _ in range(2)]
+        sets = {1: nodes[:1], 2: nodes[1:]}
         api.stop()  # its own engine would take lanes too: workers only
         api.start(POLLED + ["--role", "api", "--allow-private-targets"])
 
         def measure(n):
-            if n == 1 and nodes[1].proc is not None:
-                nodes[1].stop()
-            if n == 2 and nodes[1].proc is None:
-                nodes[1].start()
-            live = nodes[:n]
+            live = sets[n]
+            for w in sets[3 - n]:
+                if w.proc is not None:
+                    w.stop()
+            for w in live:
+                if w.proc is None:
+                    w.start()
             buckets_divided(live)
             cpu = Cpu({"revopsd": lambda: [w.proc.pid for w in live], "postgres": pg_pids,
                        "nginx": sink.pids})
@@ -455,7 +464,7 @@ def workers_phase(ca, sink, pg_pids):
             log("%d worker(s): %.0f deliveries/s, shares %s" % (n, rate, shares))
             return {"rate": rate, "cpu_s": secs, "ops": EVENTS * LANES, "shares": shares}
         one, two = pair_figures(*paired(lambda: measure(1), lambda: measure(2)))[:2]
-        return {"1": one, "2": two}
+        return {"1": one, "2": two, "split_senders": bool(API_SPLIT)}
     finally:
         for w in nodes:
             w.close()
@@ -464,25 +473,33 @@ def workers_phase(ca, sink, pg_pids):
 
 def api_phase(tmp, pg_pids):
     """Reads through one haproxy in front of one API node and another in
-    front of two, all running throughout, measured in turn."""
+    front of two others, all running throughout, measured in turn. Nodes
+    sharing the machine share its cores: the lone node runs the default
+    loops (--threads = cores), each of the pair half as many, so the two
+    sides run as many loops on the same cores and the ratio is the cost of
+    a second node, not of twice the threads (API_SPLIT=0: the pair at the
+    default too)."""
     import backend
     import harness
     import haproxy
     backend.POSTGRES = True
+    cores = os.cpu_count() or 2
+    half = ["--threads", str(max(1, cores // 2))] if API_SPLIT else []
     first = harness.Server(POLLED + ["--role", "api"])
     nodes, lbs = [first], []
     try:
         s = seed(first)
-        nodes.append(start_node(first, ["--role", "api"]))
+        nodes += [start_node(first, ["--role", "api"] + half) for _ in range(2)]
+        sets = {1: nodes[:1], 2: nodes[1:]}
         for n in (1, 2):
             d = os.path.join(tmp, "haproxy-%d" % n)
             os.makedirs(d, exist_ok=True)
             lbs.append(haproxy.Haproxy([("api%d" % i, "127.0.0.1", a.port)
-                                        for i, a in enumerate(nodes[:n])], d))
+                                        for i, a in enumerate(sets[n])], d))
         route = "/v2/portfolios/{id}/properties"
 
         def measure(n):
-            live, lb = nodes[:n], lbs[n - 1]
+            live, lb = sets[n], lbs[n - 1]
             before = [requests_served(a, route) for a in live]
             cpu = Cpu({"revopsd": lambda: [a.proc.pid for a in live], "postgres": pg_pids,
                        "haproxy": lambda: [lb.proc.pid]})
@@ -493,7 +510,7 @@ def api_phase(tmp, pg_pids):
             log("%d api node(s) behind haproxy: %.0f reads/s, shares %s" % (n, rate, shares))
             return {"rate": rate, "cpu_s": secs, "ops": rate * DURATION, "shares": shares}
         one, two = pair_figures(*paired(lambda: measure(1), lambda: measure(2)))[:2]
-        return {"1": one, "2": two}
+        return {"1": one, "2": two, "split_threads": bool(API_SPLIT)}
     finally:
         for lb in lbs:
             lb.close()

@@ -19,6 +19,7 @@
 #include "net/egress.h"
 #include "net/httpc.h"
 #include "store/store.h"
+#include "webhooks/due_sql.h"
 #include "webhooks/signing.h"
 #include "webhooks/subscriptions.h"
 
@@ -296,30 +297,6 @@ static struct lane *lane_get(struct engine *d, const char *key, int rate)
 	d->lanes[d->nlanes++] = l;
 	return l;
 }
-
-/* The lanes with deliveries waiting, each with its earliest due row, read
- * from the due index one lane hash at a time (a loose index scan: each
- * step is the first index entry past the previous hash). It reads a few
- * entries per lane however many deliveries wait: the GROUP BY over every
- * due row it replaced took 376 ms with 80,000 waiting, and two worker
- * nodes spent more than a core on it during a burst. Two lanes of one
- * hash (63 bits: not expected) show the one due first; the other is found
- * by a later rescan once the first has nothing due before it. Scalar
- * subqueries throughout, not a join: a join's plan follows the table's
- * statistics, and a stale "small table" would bring back the full scan. */
-#define LANES_SQL                                                                          \
-	"WITH RECURSIVE hashes(h) AS ("                                                    \
-	" SELECT MIN(lane_hash) FROM webhook_deliveries WHERE next_attempt_at IS NOT NULL" \
-	" UNION ALL SELECT (SELECT MIN(lane_hash) FROM webhook_deliveries"                 \
-	" WHERE next_attempt_at IS NOT NULL AND lane_hash > hashes.h)"                     \
-	" FROM hashes WHERE hashes.h IS NOT NULL)"                                         \
-	" SELECT (SELECT lane FROM webhook_deliveries WHERE seq = f.seq),"                 \
-	" (SELECT rate_per_s FROM webhook_deliveries WHERE seq = f.seq),"                  \
-	" (SELECT next_attempt_at FROM webhook_deliveries WHERE seq = f.seq)"              \
-	" FROM (SELECT (SELECT s.seq FROM webhook_deliveries s"                            \
-	" WHERE s.lane_hash = hashes.h AND s.next_attempt_at IS NOT NULL"                  \
-	" ORDER BY s.next_attempt_at LIMIT 1) AS seq FROM hashes"                          \
-	" WHERE hashes.h IS NOT NULL) f"
 
 /* Loads every lane with deliveries waiting and its earliest due time. */
 static int lanes_rescan(struct engine *d)
@@ -1075,30 +1052,6 @@ static int flight_sign(struct flight *f, struct signing_key *key)
 	f->hdrs[n] = NULL;
 	return 0;
 }
-
-/* The seqs of up to $3 due deliveries of the lane hashed $1 (due at $2),
- * earliest first: from the due index alone, so the lane's deliveries in
- * flight, which still look due, cost an index entry each to skip. Read
- * outside the write lock: only the lane's own sender claims from it. */
-#define DUE_SEQS_SQL                                                                      \
-	"SELECT seq FROM webhook_deliveries WHERE lane_hash = $1 AND"                     \
-	" next_attempt_at IS NOT NULL AND next_attempt_at <= $2 ORDER BY next_attempt_at" \
-	" LIMIT $3"
-#define DUE_COLS                                                                  \
-	"SELECT seq, id, surface, event_id, event_type, portfolio_id, url, body," \
-	" attempt_count, schedule_origin, manual, subscription_id, traceparent"   \
-	" FROM webhook_deliveries"
-/* Those of a group of them ($1..$16) that are the lane's ($17; a hash
- * collision is not). */
-#define DUE_ROWS_SQL                                                   \
-	DUE_COLS " WHERE seq IN " STORE_IDS_LIST " AND lane = $17 AND" \
-		 " next_attempt_at IS NOT NULL ORDER BY next_attempt_at, seq"
-/* The lane's ($4) due deliveries by the text: used when the hash is shared
- * with another lane, whose rows would otherwise fill DUE_SEQS_SQL's LIMIT
- * (hash collisions are rare, but lane text comes partly from users). */
-#define DUE_LANE_SQL                                                         \
-	DUE_COLS " WHERE lane_hash = $1 AND next_attempt_at IS NOT NULL AND" \
-		 " next_attempt_at <= $2 AND lane = $4 ORDER BY next_attempt_at LIMIT $3"
 
 static void lane_key_drop(struct lane *l)
 {
