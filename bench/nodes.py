@@ -6,10 +6,10 @@ measurements taken in the same run, on the same machine, with the same build.
     bench/nodes.py                    (after `make build`; needs wrk, nginx,
                                        haproxy, postgresql-15: `make bench`
                                        installs them)
-    DURATION=10 EVENTS=20000 ROUNDS=5 bench/nodes.py
+    DURATION=10 EVENTS=20000 ROUNDS=3 bench/nodes.py
     PHASES=backends MEASURES=reads bench/nodes.py     (one figure only)
 
-Each pair is measured in ROUNDS (3) paired rounds: both sides run side by
+Each pair is measured in ROUNDS (5) paired rounds: both sides run side by
 side for the whole phase and are measured one after the other, the first of
 each pair in turn, so the load of the machine's neighbours falls on both
 alike; a ratio is the median of the rounds' ratios, a rate the median of the
@@ -59,7 +59,7 @@ DURATION = int(os.environ.get("DURATION", "10"))
 WARMUP = int(os.environ.get("WARMUP", "2"))
 EVENTS = int(os.environ.get("EVENTS", "10000"))
 # Rounds of each pair of measurements (paired): figures are medians.
-ROUNDS = int(os.environ.get("ROUNDS", "3"))
+ROUNDS = int(os.environ.get("ROUNDS", "5"))
 # The pair of API or worker nodes splits the lone node's loops or sender
 # threads between them (api_phase, workers_phase).
 API_SPLIT = os.environ.get("API_SPLIT", "1") != "0"
