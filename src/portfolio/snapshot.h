@@ -8,8 +8,9 @@
  * them, and portfolio_property_add and portfolio_ceiling_add announce each
  * addition on STORE_CH_PROPERTIES. So a property or ceiling found in a
  * snapshot is exactly what the database holds, and the one thing a
- * snapshot can lack is one added since it was loaded. A snapshot is loaded again once store_changes says the
- * properties have news since it was made (PostgreSQL: the adding
+ * snapshot can lack is one added since it was loaded. A snapshot is
+ * loaded again once store_changes says the channel has news since it was
+ * made (PostgreSQL: the adding
  * transaction's NOTIFY, normally well under a millisecond after its
  * commit; SQLite: a count in the database file that the adding
  * transaction raises, read on every request), and in any case after
