@@ -213,11 +213,16 @@ http {
 
 # ------------------------------------------------------------- the setups
 
-def metric(srv, name, outcome="delivered"):
+def metrics_lines(srv):
+    """The node's /metrics, line by line; a refusal fails the run."""
     r = srv.request("GET", "/metrics")
     if r.status != 200:
         raise RuntimeError("GET /metrics: %r" % (r,))
-    for line in r.raw.decode().splitlines():
+    return r.raw.decode().splitlines()
+
+
+def metric(srv, name, outcome="delivered"):
+    for line in metrics_lines(srv):
         if line.startswith(name + " ") or line.startswith(name + "{"):
             if line.startswith(name + " ") or '"%s"' % outcome in line:
                 return float(line.rsplit(" ", 1)[1])
@@ -233,11 +238,8 @@ def failed(srv):
 
 
 def requests_served(srv, route):
-    r = srv.request("GET", "/metrics")
-    if r.status != 200:
-        raise RuntimeError("GET /metrics: %r" % (r,))
     total = 0.0
-    for line in r.raw.decode().splitlines():
+    for line in metrics_lines(srv):
         if line.startswith("revops_http_requests_total{") and 'route="%s"' % route in line:
             total += float(line.rsplit(" ", 1)[1])
     return total
@@ -333,12 +335,13 @@ def combined(runs):
 
 
 def pair_figures(runs_a, runs_b):
-    """(a, b, ratio): each side combined, and the median of the rounds'
-    ratios b / a."""
+    """(a, b): each side combined; b also has the rounds' ratios b / a
+    and their median ("ratio")."""
     ratios = [y["rate"] / x["rate"] for x, y in zip(runs_a, runs_b)]
     a, b = combined(runs_a), combined(runs_b)
     b["round_ratios"] = ratios
-    return a, b, statistics.median(ratios)
+    b["ratio"] = statistics.median(ratios)
+    return a, b
 
 
 class OneNode:
@@ -398,11 +401,10 @@ def backends_phase(ca, sink, pg_pids):
     try:
         nodes.append(OneNode("sqlite", ca, sink, pg_pids))
         nodes.append(OneNode("postgres", ca, sink, pg_pids))
-        out = {"sqlite": {}, "postgres": {}, "ratios": {}}
+        out = {"sqlite": {}, "postgres": {}}
         for what in MEASURES:
             runs = paired(lambda: nodes[0].measure(what), lambda: nodes[1].measure(what))
-            out["sqlite"][what], out["postgres"][what], out["ratios"][what] = \
-                pair_figures(*runs)
+            out["sqlite"][what], out["postgres"][what] = pair_figures(*runs)
         return out
     finally:
         for n in reversed(nodes):
@@ -463,7 +465,7 @@ def workers_phase(ca, sink, pg_pids):
             rate, secs, shares = drain(live, api, s, cpu)
             log("%d worker(s): %.0f deliveries/s, shares %s" % (n, rate, shares))
             return {"rate": rate, "cpu_s": secs, "ops": EVENTS * LANES, "shares": shares}
-        one, two = pair_figures(*paired(lambda: measure(1), lambda: measure(2)))[:2]
+        one, two = pair_figures(*paired(lambda: measure(1), lambda: measure(2)))
         return {"1": one, "2": two, "split_senders": bool(API_SPLIT)}
     finally:
         for w in nodes:
@@ -509,7 +511,7 @@ def api_phase(tmp, pg_pids):
             shares = [x / sum(served) for x in served]
             log("%d api node(s) behind haproxy: %.0f reads/s, shares %s" % (n, rate, shares))
             return {"rate": rate, "cpu_s": secs, "ops": rate * DURATION, "shares": shares}
-        one, two = pair_figures(*paired(lambda: measure(1), lambda: measure(2)))[:2]
+        one, two = pair_figures(*paired(lambda: measure(1), lambda: measure(2)))
         return {"1": one, "2": two, "split_threads": bool(API_SPLIT)}
     finally:
         for lb in lbs:
@@ -582,8 +584,9 @@ def report_backends(r):
         if k not in r["sqlite"]:
             continue
         a, b = r["sqlite"][k], r["postgres"][k]
+        r["ratios"][k] = b["ratio"]
         print("  %-10s sqlite %8.0f/s  postgres %8.0f/s  ratio %.2f  (rounds %s)" % (
-            k, a["rate"], b["rate"], r["ratios"][k],
+            k, a["rate"], b["rate"], b["ratio"],
             " ".join("%.2f" % x for x in b["round_ratios"])))
         print("             rates: sqlite %s; postgres %s" % (rounds(a), rounds(b)))
         print("             CPU us per op: sqlite %s" % us_per_op(a))
@@ -594,7 +597,7 @@ def report_nodes(r, k, what):
     print("== one node against two (PostgreSQL; target: two >= 0.95 x one, each 35-65 %%);"
           " medians of %d paired rounds" % r["rounds"])
     one, two = r[k]["1"], r[k]["2"]
-    r["ratios"][k] = statistics.median(two["round_ratios"])
+    r["ratios"][k] = two["ratio"]
     print("  %-8s %s: one %8.0f/s  two %8.0f/s  ratio %.2f  (rounds %s)  shares %s" % (
         k, what, one["rate"], two["rate"], r["ratios"][k],
         " ".join("%.2f" % x for x in two["round_ratios"]),

@@ -208,9 +208,7 @@ static int load_ceilings(struct store_tx *tx, const char *portfolio_id, json_t *
 	json_t *codes;
 	int rc;
 
-	rc = store_query(tx,
-			 "SELECT id, brand, currency, max_minor_units, room_type_codes, valid_from,"
-			 " valid_to FROM brand_ceilings WHERE portfolio_id = $1 ORDER BY id",
+	rc = store_query(tx, CEILING_COLUMNS " ORDER BY id",
 			 (struct store_val[]){sv_text(portfolio_id)}, 1, &r);
 	if (rc != STORE_OK)
 		return rc;

@@ -106,7 +106,11 @@ static int add_ceiling(void *arg, struct portfolio_ceiling *ce)
 	struct snap *s = arg;
 	struct portfolio_ceiling *grown;
 
-	if (s->pub.n_ceilings == s->ceilings_cap && s->ceilings_cap < PORTFOLIO_SNAPSHOT_MAX) {
+	if (s->pub.n_ceilings == PORTFOLIO_SNAPSHOT_MAX) {
+		portfolio_ceiling_free(ce);
+		return 0;
+	}
+	if (s->pub.n_ceilings == s->ceilings_cap) {
 		s->ceilings_cap = s->ceilings_cap ? 2 * s->ceilings_cap : 4;
 		grown = realloc(s->ceilings, s->ceilings_cap * sizeof *grown);
 		if (!grown) {
@@ -114,10 +118,6 @@ static int add_ceiling(void *arg, struct portfolio_ceiling *ce)
 			return -1;
 		}
 		s->ceilings = grown;
-	}
-	if (s->pub.n_ceilings == s->ceilings_cap) {
-		portfolio_ceiling_free(ce);
-		return 0;
 	}
 	s->ceilings[s->pub.n_ceilings++] = *ce;
 	return 0;

@@ -18,6 +18,21 @@ static inline int tmp_store_dir(const char *name, char dir[64], char *url, size_
 	return 0;
 }
 
+/* tmp_store_dir, with url then the PostgreSQL database REVOPS_TEST_PG_URL
+ * names when it is set (a *_pg run). Returns 1 (PostgreSQL), 0 (SQLite)
+ * or -1. */
+static inline int tmp_store_url(const char *name, char dir[64], char *url, size_t urlcap)
+{
+	const char *pg = getenv("REVOPS_TEST_PG_URL");
+
+	if (tmp_store_dir(name, dir, url, urlcap) < 0)
+		return -1;
+	if (!pg || !*pg)
+		return 0;
+	snprintf(url, urlcap, "%s", pg);
+	return 1;
+}
+
 /* Closes st and removes dir: a cmocka teardown's 0 or -1. */
 static inline int tmp_store_remove(struct store *st, const char *dir)
 {

@@ -29,10 +29,8 @@ static int setup(void **state)
 	int rc;
 
 	(void)state;
-	if (tmp_store_dir("audit", dir, url, sizeof url) < 0)
+	if (tmp_store_url("audit", dir, url, sizeof url) < 0)
 		return -1;
-	if (getenv("REVOPS_TEST_PG_URL"))
-		snprintf(url, sizeof url, "%s", getenv("REVOPS_TEST_PG_URL"));
 	if (store_open(url, 2, &st) < 0 || store_begin(st, 1, &tx) != STORE_OK)
 		return -1;
 	rc = store_exec(

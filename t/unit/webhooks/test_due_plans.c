@@ -62,12 +62,8 @@ static void exec_one(const char *sql)
 static int setup(void **state)
 {
 	(void)state;
-	if (tmp_store_dir("due-plans", dir, url, sizeof url) < 0)
+	if ((pg = tmp_store_url("due-plans", dir, url, sizeof url)) < 0)
 		return -1;
-	if (getenv("REVOPS_TEST_PG_URL") && *getenv("REVOPS_TEST_PG_URL")) {
-		snprintf(url, sizeof url, "%s", getenv("REVOPS_TEST_PG_URL"));
-		pg = 1;
-	}
 	if (store_open(url, 2, &st) < 0)
 		return -1;
 	insert_delivered();
