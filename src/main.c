@@ -22,6 +22,7 @@
 #include "api/openapi.h"
 #include "api/rates/rate_decision.h"
 #include "rates/decision.h"
+#include "rates/suggestion.h"
 #include "api/ratelimit_shared.h"
 #include "api/routes.h"
 #include "cluster/cluster.h"
@@ -55,6 +56,20 @@ static int recover_decisions(struct store *st)
 	return n < 0 ? -1 : 0;
 }
 
+/* Marks expired the rate suggestions left pending past their date. */
+static void expire_suggestions(struct store *st)
+{
+	char today[16];
+	int n;
+
+	suggestion_today(today);
+	n = suggestion_expire(st, today);
+	if (n > 0)
+		log_msg(LOG_INFO, "rate_suggestions", "%d suggestions expired unanswered", n);
+	else if (n < 0)
+		log_msg(LOG_WARN, "rate_suggestions", "could not expire past suggestions");
+}
+
 struct chores_state {
 	struct service *svc;
 	int64_t last_purge;
@@ -85,6 +100,7 @@ static void chores(void *arg)
 			log_msg(LOG_INFO, "oauth", "purged %d expired tokens and assertion ids", n);
 		if (store_shared(a->store) && rl_shared_purge(a->store, clock_now_ms()) < 0)
 			log_msg(LOG_WARN, "ratelimit", "could not purge old rate-limit grants");
+		expire_suggestions(a->store);
 	}
 }
 
@@ -125,7 +141,8 @@ static int start_serving(struct config *cfg, struct store *st, struct service *s
 	struct http_server_opts o;
 	int fd;
 
-	if (pms_open(cfg->pms_url, &svc->pms) < 0)
+	if (pms_open(cfg->pms_url, &svc->pms) < 0 ||
+	    pms_open_as(cfg->booking_engine_url, PMS_ROLE_BOOKING_ENGINE, &svc->booking) < 0)
 		return -1;
 	if (cluster_role(svc->cluster) != CLUSTER_API &&
 	    (recover_decisions(st) < 0 ||
@@ -295,6 +312,7 @@ out:
 		engine_stop(svc.engine, ENGINE_DRAIN_MS);
 		cluster_leave(svc.cluster); /* after the engine: no send outlives its lease */
 		pms_close(svc.pms);
+		pms_close(svc.booking);
 		pipeline_free(&svc);
 	}
 	store_close(st);

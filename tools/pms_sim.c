@@ -5,6 +5,12 @@
  *
  *   POST /properties/{code}/rates  one rate write (application/json)
  *   GET  /written                  every write accepted, oldest first
+ *   POST /booking-engine/properties/{code}/rates
+ *   GET  /booking-engine/written   the same for a booking engine
+ *                                  (docs/booking-engine.md), a separate
+ *                                  simulator: revopsd's
+ *                                  --booking-engine-url is
+ *                                  http://HOST:PORT/booking-engine
  *   GET  /healthz                  {"status": "ok"}
  *
  * --latency-ms sleeps before answering a write. The write then runs on a
@@ -46,6 +52,7 @@ struct opts {
 	char host[256];
 	int port;
 	const char *fail_codes;
+	const char *be_fail_codes;
 	int latency_ms;
 	int threads;
 	int capacity; /* 0: pms_sim_core's default */
@@ -53,24 +60,29 @@ struct opts {
 
 struct sim_server {
 	struct pms_sim *sim;
+	struct pms_sim *be; /* the booking engine */
 	int latency_ms;
 };
 
-enum { ROUTE_WRITE, ROUTE_WRITTEN, ROUTE_HEALTHZ };
+enum { ROUTE_WRITE, ROUTE_WRITTEN, ROUTE_BE_WRITE, ROUTE_BE_WRITTEN, ROUTE_HEALTHZ };
 
 /* Only method and pattern matter here; the index is the route's identity. */
 static const struct route routes[] = {
 	[ROUTE_WRITE] = {.method = "POST", .pattern = "/properties/{code}/rates"},
 	[ROUTE_WRITTEN] = {.method = "GET", .pattern = "/written"},
+	[ROUTE_BE_WRITE] = {.method = "POST", .pattern = "/booking-engine/properties/{code}/rates"},
+	[ROUTE_BE_WRITTEN] = {.method = "GET", .pattern = "/booking-engine/written"},
 	[ROUTE_HEALTHZ] = {.method = "GET", .pattern = "/healthz"},
 };
 
 static void usage(FILE *f)
 {
 	fputs("usage: pms-sim [--listen HOST:PORT] [--fail-codes CODE,...] [--latency-ms N]\n"
-	      "               [--threads N] [--capacity N]\n"
+	      "               [--threads N] [--capacity N] [--booking-engine-fail-codes CODE,...]\n"
 	      "  --listen HOST:PORT     where to listen (127.0.0.1:8090; port 0 = any free port)\n"
 	      "  --fail-codes CODE,...  answer 500 for writes to these property codes\n"
+	      "  --booking-engine-fail-codes CODE,...\n"
+	      "                         the same for the booking engine under /booking-engine\n"
 	      "  --latency-ms N         wait N ms before answering each write (0)\n"
 	      "  --threads N            HTTP threads; with --latency-ms, delayed writes in flight at once (64)\n"
 	      "  --capacity N           accepted writes kept; past it a write is 503 (100000)\n",
@@ -116,6 +128,7 @@ static int parse_args(int argc, char **argv, struct opts *o)
 	snprintf(o->host, sizeof o->host, "127.0.0.1");
 	o->port = 8090;
 	o->fail_codes = NULL;
+	o->be_fail_codes = NULL;
 	o->latency_ms = 0;
 	o->threads = DEFAULT_THREADS;
 	o->capacity = 0;
@@ -135,7 +148,7 @@ static int parse_args(int argc, char **argv, struct opts *o)
 		key[kl] = '\0';
 		if (strcmp(key, "--listen") && strcmp(key, "--fail-codes") &&
 		    strcmp(key, "--latency-ms") && strcmp(key, "--threads") &&
-		    strcmp(key, "--capacity"))
+		    strcmp(key, "--capacity") && strcmp(key, "--booking-engine-fail-codes"))
 			goto unknown;
 		if (eq) {
 			v = eq + 1;
@@ -150,6 +163,8 @@ static int parse_args(int argc, char **argv, struct opts *o)
 			bad = parse_listen(v, o) < 0;
 		else if (!strcmp(key, "--fail-codes"))
 			o->fail_codes = v;
+		else if (!strcmp(key, "--booking-engine-fail-codes"))
+			o->be_fail_codes = v;
 		else if (!strcmp(key, "--latency-ms"))
 			bad = parse_int(v, 0, MAX_LATENCY_MS, &o->latency_ms) < 0;
 		else if (!strcmp(key, "--capacity"))
@@ -209,8 +224,8 @@ static int is_json(const char *ct)
 	       (!ct[16] || ct[16] == ';' || ct[16] == ' ');
 }
 
-static void handle_write(struct sim_server *ss, struct request *req, struct response *res,
-			 const char *code)
+static void handle_write(struct sim_server *ss, struct pms_sim *sim, struct request *req,
+			 struct response *res, const char *code)
 {
 	struct buf err;
 	json_t *body = NULL, *out = NULL;
@@ -229,7 +244,7 @@ static void handle_write(struct sim_server *ss, struct request *req, struct resp
 			    rc == -1 && err.data ? err.data : "out of memory");
 		goto out;
 	}
-	status = pms_sim_write(ss->sim, code, body, &out);
+	status = pms_sim_write(sim, code, body, &out);
 	reply(res, status, out);
 out:
 	json_decref(body);
@@ -264,10 +279,15 @@ static void handle(void *arg, struct request *req, struct response *res)
 	}
 	switch (m.route - routes) {
 	case ROUTE_WRITE:
-		handle_write(ss, req, res, m.params[0]);
+	case ROUTE_BE_WRITE:
+		handle_write(ss, m.route - routes == ROUTE_WRITE ? ss->sim : ss->be, req, res,
+			     m.params[0]);
 		break;
 	case ROUTE_WRITTEN:
 		reply(res, 200, pms_sim_written(ss->sim));
+		break;
+	case ROUTE_BE_WRITTEN:
+		reply(res, 200, pms_sim_written(ss->be));
 		break;
 	default:
 		reply(res, 200, json_pack("{s:s}", "status", "ok"));
@@ -280,7 +300,7 @@ out:
 int main(int argc, char **argv)
 {
 	struct opts o;
-	struct sim_server ss = {NULL, 0};
+	struct sim_server ss = {NULL, NULL, 0};
 	struct http_server *srv = NULL;
 	struct http_server_opts ho;
 	sigset_t sigs;
@@ -293,11 +313,13 @@ int main(int argc, char **argv)
 	signals_block(&sigs);
 
 	ss.sim = pms_sim_new(o.fail_codes);
-	if (!ss.sim) {
+	ss.be = pms_sim_new(o.be_fail_codes);
+	if (!ss.sim || !ss.be) {
 		log_msg(LOG_ERROR, "start", "out of memory");
 		goto out;
 	}
 	pms_sim_set_capacity(ss.sim, (size_t)o.capacity);
+	pms_sim_set_capacity(ss.be, (size_t)o.capacity);
 	ss.latency_ms = o.latency_ms;
 	ho = (struct http_server_opts){
 		o.host, o.port, o.latency_ms ? LISTEN_THREADS_DELAYED : o.threads,
@@ -322,6 +344,7 @@ int main(int argc, char **argv)
 out:
 	http_server_stop(srv);
 	pms_sim_free(ss.sim);
+	pms_sim_free(ss.be);
 	if (exit_code == 0)
 		log_msg(LOG_INFO, "shutdown", "stopped cleanly");
 	return exit_code;

@@ -31,6 +31,7 @@ struct service {
 	struct metrics *metrics;
 	struct deprecation *deprecations;
 	struct pms *pms;         /* the PMS connector (--pms-url) */
+	struct pms *booking;     /* the booking-engine connector (--booking-engine-url) */
 	struct engine *engine;   /* the webhook delivery engine; NULL on an api node */
 	struct cluster *cluster; /* this node among those sharing the database */
 	unsigned char cursor_key[32];
@@ -83,6 +84,8 @@ struct route_table {
 #define ROUTE_PUB(m, p, f) {m, p, f, ROUTE_PUBLIC, 0, 0, BODY_NONE, NULL, 0, 0}
 #define ROUTE_V2(m, p, f, s) {m, p, f, ROUTE_BEARER, s, 1, BODY_NONE, NULL, 0, 0}
 #define ROUTE_V2_JSON(m, p, f, s, spec) {m, p, f, ROUTE_BEARER, s, 1, BODY_JSON, spec, 0, 0}
+/* The same whose body may also be left out (c->body NULL then). */
+#define ROUTE_V2_JSON_OPT(m, p, f, s, spec) {m, p, f, ROUTE_BEARER, s, 1, BODY_JSON_OPTIONAL, spec, 0, 0}
 #define ROUTE_SCIM_ENTRY(m, p, f, b) {m, p, f, ROUTE_SCIM, 0, 0, b, NULL, 1, 0}
 /* A v2 single-resource read: its 200 gets an ETag and honours
  * If-None-Match with 304 (api/negotiate.c). */

@@ -145,6 +145,56 @@ int clock_parse_date(const char *s, int64_t *days)
 	return 0;
 }
 
+/* n decimal digits at s as an unsigned number, or -1. */
+static int digits(const char *s, int n)
+{
+	int v = 0, i;
+
+	for (i = 0; i < n; i++) {
+		if (s[i] < '0' || s[i] > '9')
+			return -1;
+		v = v * 10 + (s[i] - '0');
+	}
+	return v;
+}
+
+int clock_parse_time(const char *s, int64_t *ms)
+{
+	char date[11];
+	int64_t days, frac = 0;
+	int h, mi, sec, n = 0, oh, om;
+	const char *p;
+
+	if (strlen(s) < 20 || (s[10] != 'T' && s[10] != 't') || s[13] != ':' || s[16] != ':')
+		return -1;
+	memcpy(date, s, 10);
+	date[10] = '\0';
+	h = digits(s + 11, 2);
+	mi = digits(s + 14, 2);
+	sec = digits(s + 17, 2);
+	if (clock_parse_date(date, &days) < 0 || h < 0 || h > 23 || mi < 0 || mi > 59 || sec < 0 ||
+	    sec > 59)
+		return -1;
+	p = s + 19;
+	if (*p == '.') {
+		for (p++; *p >= '0' && *p <= '9'; p++, n++)
+			if (n < 3)
+				frac = frac * 10 + (*p - '0');
+		if (n < 1 || n > 9)
+			return -1;
+		for (; n < 3; n++)
+			frac *= 10;
+	}
+	*ms = ((days * 24 + h) * 60 + mi) * 60000 + (int64_t)sec * 1000 + frac;
+	if ((*p == 'Z' || *p == 'z') && !p[1])
+		return 0;
+	if ((*p != '+' && *p != '-') || strlen(p) != 6 || p[3] != ':' ||
+	    (oh = digits(p + 1, 2)) < 0 || oh > 23 || (om = digits(p + 4, 2)) < 0 || om > 59)
+		return -1;
+	*ms -= (*p == '+' ? 1 : -1) * ((int64_t)oh * 60 + om) * 60000;
+	return 0;
+}
+
 void clock_format_date(int64_t days, char out[11])
 {
 	int64_t y;

@@ -22,6 +22,11 @@ void clock_format_http_date(int64_t ms, char out[30]);
 /* Parses "YYYY-MM-DD" strictly (real calendar day). Returns 0 and the day
  * number since 1970-01-01 in *days, or -1. */
 int clock_parse_date(const char *s, int64_t *days) WUR;
+/* Parses an RFC 3339 date-time strictly: "YYYY-MM-DDTHH:MM:SS", an
+ * optional fraction of 1 to 9 digits (kept to the millisecond, truncated),
+ * then "Z" or an offset "+HH:MM" / "-HH:MM" ("T" and "Z" in either case;
+ * no leap second). Returns 0 and Unix ms in *ms, or -1. */
+int clock_parse_time(const char *s, int64_t *ms) WUR;
 /* Formats a day number as "YYYY-MM-DD". */
 void clock_format_date(int64_t days, char out[11]);
 /* Days since 1970-01-01 of the proleptic Gregorian date y-m-d (m 1-12). */

@@ -35,6 +35,8 @@ static const struct opt opts[] = {
 	  "all|api|worker: what this node runs (all; api and worker need postgres://)"),
 	O("demo", OPT_FLAG, demo, "seed demo data on an empty database"),
 	O("pms-url", OPT_STR, pms_url, "PMS connector base URL (sim:)"),
+	O("booking-engine-url", OPT_STR, booking_engine_url,
+	  "booking-engine connector base URL (sim:)"),
 	O("trust-ca", OPT_STR, trust_ca, "extra CA bundle for outbound HTTPS"),
 	O("allow-private-targets", OPT_FLAG, allow_private_targets,
 	  "allow outbound targets on private addresses"),
@@ -145,6 +147,7 @@ static void set_defaults(struct config *cfg)
 	strcpy(cfg->data_dir, "./var");
 	strcpy(cfg->role, "all");
 	strcpy(cfg->pms_url, "sim:");
+	strcpy(cfg->booking_engine_url, "sim:");
 	cfg->time_scale = 1.0;
 	cfg->token_ttl = 3600;
 	cfg->log_json = !isatty(STDERR_FILENO);

@@ -14,6 +14,7 @@ struct config {
 	char role[16]; /* all | api | worker (cluster.h) */
 	int demo;
 	char pms_url[512];
+	char booking_engine_url[512];
 	char trust_ca[1024];
 	int allow_private_targets;
 	int webhook_uncapped;

@@ -14,9 +14,10 @@
 #include "store/store.h"
 
 static const char *const scope_names[] = {
-	"portfolios:read",    "rates:read",  "rates:write", "webhooks:manage",
-	"guest-threads:read", "alerts:read", "tasks:read",  "tasks:write",
-	"fiscal:write",       "audit:read",  "feeds:write",
+	"portfolios:read",    "rates:read",          "rates:write", "webhooks:manage",
+	"guest-threads:read", "alerts:read",         "tasks:read",  "tasks:write",
+	"fiscal:write",       "audit:read",          "feeds:write", "reviews:read",
+	"reviews:write",      "guest-threads:write", "fiscal:read",
 };
 
 unsigned auth_scope_bit(const char *name)

@@ -11,11 +11,17 @@
 #include "pms/pms_sim_core.h"
 
 struct pms {
+	const char *name;    /* "the PMS", "the booking engine": for messages */
 	char base[512];      /* http(s) base URL without a trailing slash */
 	struct pms_sim *sim; /* "sim:" */
 };
 
 int pms_open(const char *url, struct pms **out)
+{
+	return pms_open_as(url, PMS_ROLE_PMS, out);
+}
+
+int pms_open_as(const char *url, enum pms_role role, struct pms **out)
 {
 	struct pms *p;
 	size_t n;
@@ -24,6 +30,7 @@ int pms_open(const char *url, struct pms **out)
 	p = calloc(1, sizeof *p);
 	if (!p)
 		return -1;
+	p->name = role == PMS_ROLE_BOOKING_ENGINE ? "the booking engine" : "the PMS";
 	if (!strcmp(url, "sim:")) {
 		p->sim = pms_sim_new(NULL);
 		if (!p->sim) {
@@ -37,7 +44,8 @@ int pms_open(const char *url, struct pms **out)
 		while (n && p->base[n - 1] == '/')
 			p->base[--n] = '\0';
 	} else {
-		log_msg(LOG_ERROR, "pms", "--pms-url must be sim: or an http(s) URL");
+		log_msg(LOG_ERROR, "pms", "%s must be sim: or an http(s) URL",
+			role == PMS_ROLE_BOOKING_ENGINE ? "--booking-engine-url" : "--pms-url");
 		free(p);
 		return -1;
 	}
@@ -68,7 +76,7 @@ static json_t *request_json(const struct pms_write *w)
 /* Reads a 200 answer into w; anything not shaped as §7 says is a failed
  * write (the PMS's state is then unknown, so it is treated as failed and
  * compensated like any other). */
-static void read_receipt(struct pms_write *w, long status, const json_t *body)
+static void read_receipt(const struct pms *p, struct pms_write *w, long status, const json_t *body)
 {
 	json_t *ref = json_object_get(body, "pms_ref"), *at = json_object_get(body, "at");
 	json_t *prev = json_object_get(body, "previous_rate");
@@ -76,7 +84,7 @@ static void read_receipt(struct pms_write *w, long status, const json_t *body)
 	w->http_status = status;
 	w->ok = 0;
 	if (status != 200) {
-		snprintf(w->error, sizeof w->error, "the PMS answered HTTP %ld", status);
+		snprintf(w->error, sizeof w->error, "%s answered HTTP %ld", p->name, status);
 		return;
 	}
 	if (!json_is_string(ref) || !json_string_length(ref) ||
@@ -86,7 +94,7 @@ static void read_receipt(struct pms_write *w, long status, const json_t *body)
 	      (json_is_object(prev) && json_is_string(json_object_get(prev, "currency")) &&
 	       json_string_length(json_object_get(prev, "currency")) == 3 &&
 	       json_is_integer(json_object_get(prev, "minor_units"))))) {
-		snprintf(w->error, sizeof w->error, "the PMS answer is not a valid receipt");
+		snprintf(w->error, sizeof w->error, "%s's answer is not a valid receipt", p->name);
 		return;
 	}
 	snprintf(w->pms_ref, sizeof w->pms_ref, "%s", json_string_value(ref));
@@ -111,7 +119,7 @@ static int write_sim(struct pms *p, struct pms_write *w, size_t n)
 		if (!req)
 			return -1;
 		status = pms_sim_write(p->sim, w[i].property_code, req, &resp);
-		read_receipt(&w[i], status, resp);
+		read_receipt(p, &w[i], status, resp);
 		json_decref(req);
 		json_decref(resp);
 		resp = NULL;
@@ -172,13 +180,13 @@ static int write_http(struct pms *p, struct pms_write *w, size_t n)
 		if (reqs[i].error != HTTPC_OK) {
 			w[i].ok = 0;
 			w[i].http_status = 0;
-			snprintf(w[i].error, sizeof w[i].error, "no answer from the PMS: %s",
+			snprintf(w[i].error, sizeof w[i].error, "no answer from %s: %s", p->name,
 				 reqs[i].errmsg);
 			continue;
 		}
 		resp = json_loadb(reqs[i].response.data ? reqs[i].response.data : "",
 				  reqs[i].response.len, 0, NULL);
-		read_receipt(&w[i], reqs[i].status, resp);
+		read_receipt(p, &w[i], reqs[i].status, resp);
 		json_decref(resp);
 	}
 	rc = 0;

@@ -1,4 +1,6 @@
-/* pms: the property-management-platform connector (API-CONTRACT §7).
+/* pms: the property-management-platform connector (API-CONTRACT §7), and
+ * the booking-engine connector, which speaks the same protocol at its own
+ * base URL (docs/booking-engine.md).
  * "sim:" runs the simulator in-process (the demo); an http(s) base URL
  * writes over HTTP, every property of a batch in parallel, each write with
  * its own idempotency key and a 10 s limit. */
@@ -35,6 +37,10 @@ struct pms_write {
 /* Opens the connector for url ("sim:" or an http(s) base URL). Returns 0
  * or -1 (unsupported URL). */
 int pms_open(const char *url, struct pms **out) WUR;
+/* What a connector writes to; it names the other end in messages. */
+enum pms_role { PMS_ROLE_PMS, PMS_ROLE_BOOKING_ENGINE };
+/* pms_open for a connector of role (pms_open is PMS_ROLE_PMS). */
+int pms_open_as(const char *url, enum pms_role role, struct pms **out) WUR;
 void pms_close(struct pms *p);
 /* Performs the n writes (in parallel over HTTP) and fills their results.
  * Returns 0 when every write was attempted, -1 on a local failure (out of

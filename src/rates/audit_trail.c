@@ -9,6 +9,36 @@
 #include "core/crypto.h"
 #include "store/store.h"
 
+/* The statements of one kind of trail: a rate decision's (audit_entries)
+ * or a rate suggestion's (suggestion_audit_entries, "rs_" ids). */
+struct trail_sql {
+	const char *key; /* the subject's field in audit_load's answer */
+	const char *tip, *insert, *load;
+};
+
+static const struct trail_sql decision_trail = {
+	"decision_id",
+	"SELECT seq, hash FROM audit_entries WHERE decision_id = $1 ORDER BY seq DESC LIMIT 1",
+	"INSERT INTO audit_entries (decision_id, seq, at, kind, actor, details, prev_hash, hash)",
+	"SELECT seq, at, kind, actor, details, prev_hash, hash FROM audit_entries"
+	" WHERE decision_id = $1 ORDER BY seq",
+};
+
+static const struct trail_sql suggestion_trail = {
+	"suggestion_id",
+	"SELECT seq, hash FROM suggestion_audit_entries WHERE suggestion_id = $1"
+	" ORDER BY seq DESC LIMIT 1",
+	"INSERT INTO suggestion_audit_entries (suggestion_id, seq, at, kind, actor, details,"
+	" prev_hash, hash)",
+	"SELECT seq, at, kind, actor, details, prev_hash, hash FROM suggestion_audit_entries"
+	" WHERE suggestion_id = $1 ORDER BY seq",
+};
+
+static const struct trail_sql *trail_of(const char *id)
+{
+	return strncmp(id, "rs_", 3) ? &decision_trail : &suggestion_trail;
+}
+
 int audit_open(struct store_tx *tx, const char *decision_id, struct audit_chain *ch)
 {
 	struct store_rows *r;
@@ -17,10 +47,8 @@ int audit_open(struct store_tx *tx, const char *decision_id, struct audit_chain 
 	memset(ch, 0, sizeof *ch);
 	snprintf(ch->decision_id, sizeof ch->decision_id, "%s", decision_id);
 	snprintf(ch->head, sizeof ch->head, "%s", AUDIT_GENESIS);
-	rc = store_query(tx,
-			 "SELECT seq, hash FROM audit_entries WHERE decision_id = $1"
-			 " ORDER BY seq DESC LIMIT 1",
-			 (struct store_val[]){sv_text(decision_id)}, 1, &r);
+	rc = store_query(tx, trail_of(decision_id)->tip, (struct store_val[]){sv_text(decision_id)},
+			 1, &r);
 	if (rc != STORE_OK)
 		return rc;
 	rc = store_next(r);
@@ -139,10 +167,7 @@ int audit_insert(struct store_tx *tx, const char *decision_id, const struct audi
 						    sv_text(x->prev), sv_text(x->hash)},
 			       8 * sizeof *v);
 		}
-		rc = store_send_rows(tx,
-				     "INSERT INTO audit_entries (decision_id, seq, at, kind, actor,"
-				     " details, prev_hash, hash)",
-				     "", 8, v, k);
+		rc = store_send_rows(tx, trail_of(decision_id)->insert, "", 8, v, k);
 	}
 	return rc < 0 ? rc : 0;
 }
@@ -204,9 +229,7 @@ int audit_load(struct store_tx *tx, const char *decision_id, json_t **out)
 	int rc;
 
 	*out = NULL;
-	rc = store_query(tx,
-			 "SELECT seq, at, kind, actor, details, prev_hash, hash FROM audit_entries"
-			 " WHERE decision_id = $1 ORDER BY seq",
+	rc = store_query(tx, trail_of(decision_id)->load,
 			 (struct store_val[]){sv_text(decision_id)}, 1, &r);
 	if (rc != STORE_OK) {
 		json_decref(entries);
@@ -228,7 +251,7 @@ int audit_load(struct store_tx *tx, const char *decision_id, json_t **out)
 		json_decref(entries);
 		return rc < 0 ? rc : 0;
 	}
-	*out = json_pack("{s:s, s:o, s:s, s:b}", "decision_id", decision_id, "entries", entries,
-			 "head_hash", head, "chain_valid", audit_entries_valid(entries));
+	*out = json_pack("{s:s, s:o, s:s, s:b}", trail_of(decision_id)->key, decision_id, "entries",
+			 entries, "head_hash", head, "chain_valid", audit_entries_valid(entries));
 	return 1;
 }

@@ -1,5 +1,9 @@
 /* audit_trail: the immutable, hash-chained audit trail of a rate decision
- * (API-CONTRACT §4).
+ * (API-CONTRACT §4) and of a rate suggestion (issue 15). A subject id
+ * starting "rs_" names a suggestion, whose trail is kept in
+ * suggestion_audit_entries; any other names a decision (audit_entries).
+ * Both trails follow the rules below; audit_load names the subject
+ * "suggestion_id" or "decision_id".
  *
  * Entry n's hash is lowercase hex SHA-256 of
  *     prev_hash ":" canonical-JSON({"actor","at","details","kind","seq"})
@@ -8,7 +12,7 @@
  * non-ASCII character escaped as \uXXXX with lowercase hex: exactly Python's
  * json.dumps(v, sort_keys=True, separators=(",", ":"), ensure_ascii=True),
  * so anyone can recompute it. The
- * table refuses UPDATE and DELETE (triggers in migration 003). */
+ * tables refuse UPDATE and DELETE (triggers in migrations 003 and 011). */
 #ifndef REVOPS_AUDIT_TRAIL_H
 #define REVOPS_AUDIT_TRAIL_H
 #include <jansson.h>

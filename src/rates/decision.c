@@ -11,6 +11,7 @@
 #include "portfolio/portfolio.h"
 #include "portfolio/snapshot.h"
 #include "rates/audit_trail.h"
+#include "rates/floors.h"
 #include "rates/governance.h"
 #include "rates/rate_writes.h"
 #include "store/store.h"
@@ -535,7 +536,10 @@ static int record_published(struct store *st, struct publish *pub, const char *i
 	if (rc != STORE_OK)
 		tx = NULL;
 	if (rc == STORE_OK && (rc = insert_entries(tx, pub, id)) == 0 &&
-	    (rc = set_status(tx, id, "published", receipts, NULL)) == 0)
+	    (rc = set_status(tx, id, "published", receipts, NULL)) == 0 &&
+	    (rc = floors_set(tx, p->properties,
+			     &(struct floor_rate){id, p->room_type_code, p->from, p->to,
+						  p->currency, p->minor_units, pub->now})) == 0)
 		rc = outbox_append(tx, "v2", "rate.decision.published", pub->who->portfolio_id,
 				   p->properties, data, NULL, 0);
 	if (tx)
@@ -731,6 +735,8 @@ static int record_reverted(struct store_tx *tx, struct audit_chain *ch, struct r
 	json_decref(e);
 	if (rc == 0)
 		rc = mark_reverted(tx, r->id, r->reason, r->approver, now);
+	if (rc == 0)
+		rc = floors_withdraw(tx, r->id, now);
 	clock_format_ms(now, at);
 	data = json_pack("{s:s, s:s, s:s, s:s}", "decision_id", r->id, "reason", r->reason,
 			 "approver_saml_subject", r->approver, "reverted_at", at);

@@ -268,6 +268,46 @@ int store_query_int(struct store_tx *tx, const char *sql, const struct store_val
 	return rc;
 }
 
+void store_sql_add(struct store_sql *q, const char *fmt, struct store_val val)
+{
+	const char *mark = strstr(fmt, "$#");
+	int w;
+
+	if (q->overflow)
+		return;
+	if (mark && q->n >= STORE_MAX_PARAMS) {
+		q->overflow = 1;
+		return;
+	}
+	if (mark) {
+		q->v[q->n++] = val;
+		w = snprintf(q->text + q->len, sizeof q->text - q->len, "%.*s$%d%s",
+			     (int)(mark - fmt), fmt, q->n, mark + 2);
+	} else {
+		w = snprintf(q->text + q->len, sizeof q->text - q->len, "%s", fmt);
+	}
+	if (w < 0 || (size_t)w >= sizeof q->text - q->len) {
+		q->overflow = 1;
+		return;
+	}
+	q->len += (size_t)w;
+}
+
+void store_sql_in(struct store_sql *q, const char *col, const char *const *vals, int n)
+{
+	int i;
+
+	if (!n) {
+		store_sql_add(q, " AND 1 = 0", sv_null());
+		return;
+	}
+	store_sql_add(q, " AND ", sv_null());
+	store_sql_add(q, col, sv_null());
+	for (i = 0; i < n; i++)
+		store_sql_add(q, i ? ", $#" : " IN ($#", sv_text(vals[i]));
+	store_sql_add(q, ")", sv_null());
+}
+
 void store_ids_group(struct store_val *v, const int64_t *ids, size_t n, size_t from)
 {
 	for (size_t i = 0; i < STORE_IDS; i++)

@@ -167,6 +167,21 @@ int store_finish(struct store_tx *tx, int rc) WUR;
 int store_query_int(struct store_tx *tx, const char *sql, const struct store_val *params,
 		    int nparams, int64_t *out) WUR;
 
+/* A statement assembled in place: text and its placeholders' values. */
+struct store_sql {
+	char text[2048];
+	size_t len;
+	struct store_val v[STORE_MAX_PARAMS];
+	int n;
+	int overflow; /* text or values ran out: the statement must not run */
+};
+/* Appends text to q (printf-style); "$#" in fmt is replaced by the next
+ * placeholder number and binds val (one "$#" at most per call). */
+void store_sql_add(struct store_sql *q, const char *fmt, struct store_val val);
+/* Appends " AND col IN ($i, ...)" binding vals[0..n); n 0 appends
+ * " AND 1 = 0" (nothing matches an empty list). */
+void store_sql_in(struct store_sql *q, const char *col, const char *const *vals, int n);
+
 /* Wake-ups between the processes that share the database: a writer
  * announces with its commit that a channel has news, and every waiter on
  * the channel wakes. On PostgreSQL that is NOTIFY / LISTEN, so every node

@@ -8,6 +8,7 @@
 
 #include "api/ctx.h"
 #include "api/respond.h"
+#include "api/scope.h"
 #include "cluster/cluster.h"
 #include "core/clock.h"
 #include "core/currency.h"
@@ -71,21 +72,12 @@ static int blank(const char *s)
 	return 1;
 }
 
-/* Does the request's token (and X-Service-Property) reach property_id? */
-static int reaches(void *arg, const char *property_id)
-{
-	struct ctx *c = arg;
-
-	return auth_property_allowed(&c->p, property_id) &&
-	       (!c->property_header || !strcmp(c->property_header, property_id));
-}
-
 static struct decision_who who_of(struct ctx *c)
 {
 	return (struct decision_who){c->p.portfolio_id,
 				     c->p.user_id,
 				     c->p.client_id,
-				     reaches,
+				     scope_reaches,
 				     c,
 				     c->svc->cluster ? cluster_node_id(c->svc->cluster) : NULL};
 }
@@ -283,7 +275,7 @@ void rate_decision_h_create(struct ctx *c)
 	}
 	json_decref(details);
 	for (i = 0; i < json_array_size(props); i++)
-		if (!reaches(c, json_string_value(json_array_get(props, i)))) {
+		if (!scope_reaches(c, json_string_value(json_array_get(props, i)))) {
 			respond_error(c, ERR_INSUFFICIENT_ROLE, NULL,
 				      "properties[%zu] is outside this token", i);
 			return;

@@ -47,7 +47,8 @@ NONNEG_INT_RE = re.compile(r"^[0-9]+$")
 ALL_SCOPES = frozenset([
     "portfolios:read", "rates:read", "rates:write", "webhooks:manage",
     "guest-threads:read", "alerts:read", "tasks:read", "tasks:write",
-    "fiscal:write", "audit:read", "feeds:write",
+    "fiscal:write", "audit:read", "feeds:write", "reviews:read", "reviews:write",
+    "guest-threads:write", "fiscal:read",
 ])
 
 SLA_TIER = {"enterprise": "platinum", "group": "gold", "chain_starter": "standard"}

@@ -895,9 +895,10 @@ static void test_router_param_cap(void **state)
 /* -------------------------------------------------------------------- auth */
 
 static const char *const SCOPES[] = {
-	"portfolios:read",    "rates:read",  "rates:write", "webhooks:manage",
-	"guest-threads:read", "alerts:read", "tasks:read",  "tasks:write",
-	"fiscal:write",       "audit:read",  "feeds:write",
+	"portfolios:read",    "rates:read",          "rates:write", "webhooks:manage",
+	"guest-threads:read", "alerts:read",         "tasks:read",  "tasks:write",
+	"fiscal:write",       "audit:read",          "feeds:write", "reviews:read",
+	"reviews:write",      "guest-threads:write", "fiscal:read",
 };
 
 static void test_auth_scopes(void **state)

@@ -1,0 +1,361 @@
+#include "api/feeds/feeds.h"
+
+#include <ctype.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "api/ctx.h"
+#include "api/respond.h"
+#include "api/scope.h"
+#include "core/clock.h"
+#include "core/currency.h"
+#include "core/validate.h"
+#include "feeds/ota.h"
+#include "portfolio/portfolio.h"
+#include "portfolio/snapshot.h"
+#include "rates/suggestion.h"
+#include "store/store.h"
+
+/* How far in the future an observed_at may lie (clock skew). */
+#define FUTURE_SKEW_MS (5 * 60 * 1000)
+
+/* One feed: its item spec, the checks of an item of a known property, and
+ * the write of a good one. */
+struct feed {
+	const struct vfield *spec;
+	void (*check)(const json_t *it, const struct portfolio_property *p, const char *prefix,
+		      json_t *details);
+	/* Writes it inside tx and fills result ("status" and more). */
+	int (*write)(struct store_tx *tx, struct ctx *c, const json_t *it,
+		     const struct portfolio_property *p, int64_t now, json_t *result);
+};
+
+static const struct vfield money_spec[] = {
+	{"currency", V_STRING, 1, 0, 3, NULL, 0, NULL},
+	{"minor_units", V_INT, 1, 0, 0, NULL, 0, NULL},
+	{NULL, 0, 0, 0, 0, NULL, 0, NULL},
+};
+
+static const struct vfield batch_spec[] = {
+	{"items", V_ARRAY, 1, 0, FEEDS_MAX_ITEMS, NULL, V_OBJECT, NULL},
+	{NULL, 0, 0, 0, 0, NULL, 0, NULL},
+};
+
+/* ------------------------------------------------------------- checks */
+
+static const char *str(const json_t *o, const char *key)
+{
+	return json_string_value(json_object_get(o, key));
+}
+
+static void add(json_t *details, const char *prefix, const char *field, const char *issue)
+{
+	char path[128];
+
+	snprintf(path, sizeof path, "%s.%s", prefix, field);
+	validate_add_detail(details, path, issue);
+}
+
+static int blank(const char *s)
+{
+	for (; s && *s; s++)
+		if (!isspace((unsigned char)*s))
+			return 0;
+	return 1;
+}
+
+/* A money field: known currency, the property's, a positive amount. */
+static void check_money(const json_t *it, const char *field, const struct portfolio_property *p,
+			const char *prefix, json_t *details)
+{
+	const json_t *m = json_object_get(it, field);
+	const char *cur = str(m, "currency");
+	char f[64], issue[96];
+
+	snprintf(f, sizeof f, "%s.currency", field);
+	if (!currency_known(cur)) {
+		add(details, prefix, f, "must be an ISO 4217 currency code such as PLN");
+	} else if (strcmp(cur, p->currency)) {
+		snprintf(issue, sizeof issue, "must be the property's currency, %s", p->currency);
+		add(details, prefix, f, issue);
+	}
+	snprintf(f, sizeof f, "%s.minor_units", field);
+	if (json_integer_value(json_object_get(m, "minor_units")) <= 0)
+		add(details, prefix, f, "must be a positive integer");
+}
+
+static void check_room_and_date(const json_t *it, const char *prefix, json_t *details, int64_t *day)
+{
+	if (!validate_code(str(it, "room_type_code")))
+		add(details, prefix, "room_type_code",
+		    "must be a code of letters, digits, '-', '_' or '.'");
+	if (!str(it, "date") || clock_parse_date(str(it, "date"), day) < 0)
+		add(details, prefix, "date", "must be a date YYYY-MM-DD");
+}
+
+/* ---------------------------------------------------- rate suggestions */
+
+static const struct vfield suggestion_spec[] = {
+	{"property_id", V_STRING, 1, 0, 64, NULL, 0, NULL},
+	{"room_type_code", V_STRING, 1, 0, 32, NULL, 0, NULL},
+	{"date", V_STRING, 1, 0, 10, NULL, 0, NULL},
+	{"current_rate", V_OBJECT, 1, 0, 0, money_spec, 0, NULL},
+	{"proposed_rate", V_OBJECT, 1, 0, 0, money_spec, 0, NULL},
+	{"trigger", V_STRING, 1, 0, 200, NULL, 0, NULL},
+	{NULL, 0, 0, 0, 0, NULL, 0, NULL},
+};
+
+static void suggestion_check(const json_t *it, const struct portfolio_property *p,
+			     const char *prefix, json_t *details)
+{
+	int64_t day = 0;
+
+	check_room_and_date(it, prefix, details, &day);
+	if (day && day < clock_now_ms() / 86400000)
+		add(details, prefix, "date", "must not be in the past (UTC)");
+	check_money(it, "current_rate", p, prefix, details);
+	check_money(it, "proposed_rate", p, prefix, details);
+	if (blank(str(it, "trigger")))
+		add(details, prefix, "trigger", "must not be empty");
+}
+
+/* "client:cli_..." or "user:usr_...": who fed an item. */
+static void actor_of(const struct ctx *c, char *out, size_t cap)
+{
+	if (c->p.user_id[0])
+		snprintf(out, cap, "user:%s", c->p.user_id);
+	else
+		snprintf(out, cap, "client:%s", c->p.client_id);
+}
+
+static int suggestion_write(struct store_tx *tx, struct ctx *c, const json_t *it,
+			    const struct portfolio_property *p, int64_t now, json_t *result)
+{
+	const json_t *cur = json_object_get(it, "current_rate");
+	char id[ID_MAX], actor[ID_MAX + 8];
+	struct suggestion_new s = {
+		p->id,
+		str(it, "room_type_code"),
+		str(it, "date"),
+		p->currency,
+		str(it, "trigger"),
+		actor,
+		json_integer_value(json_object_get(cur, "minor_units")),
+		json_integer_value(
+			json_object_get(json_object_get(it, "proposed_rate"), "minor_units")),
+	};
+	int rc;
+
+	actor_of(c, actor, sizeof actor);
+	rc = suggestion_create(tx, c->p.portfolio_id, &s, now, id);
+	if (rc == 0) {
+		json_object_set_new(result, "status", json_string("created"));
+		json_object_set_new(result, "id", json_string(id));
+	}
+	return rc;
+}
+
+/* ------------------------------------------------------------ OTA rates */
+
+static const struct vfield ota_spec[] = {
+	{"property_id", V_STRING, 1, 0, 64, NULL, 0, NULL},
+	{"ota", V_STRING, 1, 0, 32, NULL, 0, NULL},
+	{"room_type_code", V_STRING, 1, 0, 32, NULL, 0, NULL},
+	{"date", V_STRING, 1, 0, 10, NULL, 0, NULL},
+	{"rate", V_OBJECT, 1, 0, 0, money_spec, 0, NULL},
+	{"observed_at", V_STRING, 1, 0, 40, NULL, 0, NULL},
+	{NULL, 0, 0, 0, 0, NULL, 0, NULL},
+};
+
+static void ota_check(const json_t *it, const struct portfolio_property *p, const char *prefix,
+		      json_t *details)
+{
+	int64_t day, at;
+
+	check_room_and_date(it, prefix, details, &day);
+	if (!validate_code(str(it, "ota")))
+		add(details, prefix, "ota",
+		    "must name the OTA as a code of letters, digits, '-', '_' or '.' such as "
+		    "booking.com");
+	check_money(it, "rate", p, prefix, details);
+	if (!str(it, "observed_at") || clock_parse_time(str(it, "observed_at"), &at) < 0)
+		add(details, prefix, "observed_at",
+		    "must be an RFC 3339 date-time such as 2026-11-22T08:00:00Z");
+	else if (at > clock_now_ms() + FUTURE_SKEW_MS)
+		add(details, prefix, "observed_at", "must not be in the future");
+}
+
+static int ota_write(struct store_tx *tx, struct ctx *c, const json_t *it,
+		     const struct portfolio_property *p, int64_t now, json_t *result)
+{
+	const json_t *rate = json_object_get(it, "rate");
+	struct ota_new o = {p->id,
+			    str(it, "ota"),
+			    str(it, "room_type_code"),
+			    str(it, "date"),
+			    p->currency,
+			    json_integer_value(json_object_get(rate, "minor_units")),
+			    0};
+	struct ota_outcome out;
+	int rc = clock_parse_time(str(it, "observed_at"), &o.observed_at) < 0
+			 ? STORE_ERR
+			 : ota_record(tx, c->p.portfolio_id, &o, now, &out);
+
+	if (rc == 0) {
+		json_object_set_new(result, "status", json_string("created"));
+		json_object_set_new(result, "parity", json_string(ota_parity_name(out.parity)));
+		json_object_set_new(result, "parity_alert_id",
+				    out.alert_id[0] ? json_string(out.alert_id) : json_null());
+	}
+	return rc;
+}
+
+/* -------------------------------------------------------------- batches */
+
+/* A rejected item's result. */
+static json_t *rejected(size_t i, enum err e, json_t *details, const char *msg)
+{
+	return json_pack("{s:I, s:s, s:{s:s, s:s, s:o}}", "index", (json_int_t)i, "status",
+			 "rejected", "error", "code", err_code(e), "message", msg, "details",
+			 details ? details : json_array());
+}
+
+/* Finds item i's property (this node's snapshot, else tx) and checks it
+ * can be written. Returns 1 (good: *p filled), 0 (results[i] says why) or
+ * a negative store status. */
+static int admit(struct ctx *c, struct store_tx *tx, const struct portfolio_snapshot *snap,
+		 const struct feed *f, const json_t *it, size_t i, struct portfolio_property *p,
+		 json_t *results)
+{
+	const struct portfolio_snap_prop *sp;
+	json_t *details = json_array();
+	const char *prop = str(it, "property_id"), *issue = NULL;
+	char prefix[32], field[64], msg[128];
+	int rc = 1;
+
+	snprintf(prefix, sizeof prefix, "items[%zu]", i);
+	if (validate_object(it, f->spec, prefix, details)) {
+		json_array_set_new(results, i,
+				   rejected(i, ERR_VALIDATION_FAILED, details,
+					    "the item is not valid"));
+		return 0;
+	}
+	if (!scope_reaches(c, prop))
+		issue = "is outside this token";
+	else if (snap && (sp = portfolio_snapshot_find(snap, prop)) != NULL)
+		*p = sp->p;
+	else if ((rc = portfolio_property_get(tx, c->p.portfolio_id, prop, p)) == 0)
+		issue = "is not a property of this portfolio";
+	if (rc < 0) {
+		json_decref(details);
+		return rc;
+	}
+	if (issue) {
+		snprintf(field, sizeof field, "%s.property_id", prefix);
+		validate_add_detail(details, field, issue);
+		snprintf(msg, sizeof msg, "%s %s", field, issue);
+		json_array_set_new(results, i, rejected(i, ERR_INSUFFICIENT_ROLE, details, msg));
+		return 0;
+	}
+	f->check(it, p, prefix, details);
+	if (json_array_size(details)) {
+		json_array_set_new(results, i,
+				   rejected(i, ERR_VALIDATION_FAILED, details,
+					    "the item is not valid"));
+		return 0;
+	}
+	json_decref(details);
+	return 1;
+}
+
+/* Admits and writes every item inside tx, filling results. Returns 0 or a
+ * negative store status (then nothing is kept). */
+static int run_items(struct ctx *c, struct store_tx *tx, const struct feed *f, const json_t *items,
+		     json_t *results)
+{
+	const struct portfolio_snapshot *snap = NULL;
+	struct portfolio_property p;
+	int64_t now = clock_now_ms();
+	json_t *it, *res;
+	size_t i;
+	int rc = portfolio_snapshot_get(c->svc->store, c->p.portfolio_id, &snap);
+
+	for (i = 0; rc >= 0 && i < json_array_size(items); i++) {
+		it = json_array_get(items, i);
+		if ((rc = admit(c, tx, snap, f, it, i, &p, results)) <= 0)
+			continue;
+		res = json_pack("{s:I}", "index", (json_int_t)i);
+		rc = res ? f->write(tx, c, it, &p, now, res) : STORE_ERR;
+		json_array_set_new(results, i, res);
+	}
+	portfolio_snapshot_put(snap);
+	return rc < 0 ? rc : 0;
+}
+
+/* Counts the results by status: {"created": n, "duplicate": n, "rejected": n}. */
+static json_t *counts(const json_t *results)
+{
+	json_int_t created = 0, dup = 0, bad = 0;
+	const char *st;
+	json_t *r;
+	size_t i;
+
+	json_array_foreach(results, i, r) {
+		st = str(r, "status");
+		created += st && !strcmp(st, "created");
+		dup += st && !strcmp(st, "duplicate");
+		bad += st && !strcmp(st, "rejected");
+	}
+	return json_pack("{s:I, s:I, s:I}", "created", created, "duplicate", dup, "rejected", bad);
+}
+
+static void feed_run(struct ctx *c, const struct feed *f)
+{
+	const json_t *items = json_object_get(c->body, "items");
+	struct store_tx *tx;
+	json_t *results, *data;
+	size_t i;
+	int rc;
+
+	if (!json_array_size(items)) {
+		respond_error(c, ERR_VALIDATION_FAILED,
+			      json_pack("[{s:s, s:s}]", "field", "items", "issue",
+					"must hold at least one item"),
+			      "the batch is empty");
+		return;
+	}
+	results = json_array();
+	for (i = 0; i < json_array_size(items); i++)
+		json_array_append_new(results, json_null());
+	if ((rc = store_begin(c->svc->store, STORE_WRITE, &tx)) == STORE_OK)
+		rc = store_finish(tx, run_items(c, tx, f, items, results));
+	if (rc != STORE_OK) {
+		json_decref(results);
+		respond_store_error(c, rc);
+		return;
+	}
+	data = counts(results);
+	json_object_set_new(data, "results", results);
+	respond_data(c, 200, data);
+}
+
+static const struct feed suggestion_feed = {suggestion_spec, suggestion_check, suggestion_write};
+static const struct feed ota_feed = {ota_spec, ota_check, ota_write};
+
+static void feeds_h_suggestions(struct ctx *c)
+{
+	feed_run(c, &suggestion_feed);
+}
+
+static void feeds_h_ota(struct ctx *c)
+{
+	feed_run(c, &ota_feed);
+}
+
+static const struct route routes[] = {
+	ROUTE_V2_JSON("POST", "/v2/feeds/rate-suggestions", feeds_h_suggestions,
+		      AUTH_SCOPE_FEEDS_WRITE, batch_spec),
+	ROUTE_V2_JSON("POST", "/v2/feeds/ota-rates", feeds_h_ota, AUTH_SCOPE_FEEDS_WRITE, batch_spec),
+};
+const struct route_table feed_routes = ROUTE_TABLE(routes);

@@ -1,0 +1,223 @@
+#include "api/rates/rate_suggestion.h"
+
+#include <stdio.h>
+#include <string.h>
+
+#include "api/ctx.h"
+#include "api/respond.h"
+#include "api/scope.h"
+#include "core/clock.h"
+#include "core/validate.h"
+#include "rates/audit_trail.h"
+#include "rates/suggestion.h"
+#include "store/store.h"
+
+static const struct vfield approve_spec[] = {
+	{NULL, 0, 0, 0, 0, NULL, 0, NULL},
+};
+static const struct vfield reject_spec[] = {
+	{"reason", V_STRING, 0, 1, 2000, NULL, 0, NULL},
+	{NULL, 0, 0, 0, 0, NULL, 0, NULL},
+};
+
+/* Answers that the suggestion of the path is not there (what 0), is
+ * another portfolio's (2) or outside the token (3). */
+static void refuse(struct ctx *c, int what)
+{
+	if (what == 0)
+		respond_error(c, ERR_NOT_FOUND, NULL, "no rate suggestion %s", ctx_param(c, 0));
+	else if (what == 2)
+		respond_error(c, ERR_INSUFFICIENT_ROLE, NULL,
+			      "the rate suggestion belongs to another portfolio");
+	else
+		respond_error(c, ERR_INSUFFICIENT_ROLE, NULL,
+			      "the rate suggestion's property is outside this token");
+}
+
+/* Answers 404/403 for suggestion_load's 0/2 and the token's reach.
+ * Returns 1 to go on. */
+static int visible(struct ctx *c, int rc, const json_t *s)
+{
+	if (rc < 0)
+		respond_store_error(c, rc);
+	else if (rc != 1)
+		refuse(c, rc);
+	else if (!scope_reaches(c, json_string_value(json_object_get(s, "property_id"))))
+		refuse(c, 3);
+	else
+		return 1;
+	return 0;
+}
+
+static void h_get(struct ctx *c)
+{
+	struct store_tx *tx;
+	json_t *s = NULL;
+	int rc;
+
+	if ((rc = store_begin(c->svc->store, STORE_READ_ONE, &tx)) != STORE_OK) {
+		respond_store_error(c, rc);
+		return;
+	}
+	rc = suggestion_load(tx, c->p.portfolio_id, ctx_param(c, 0), &s);
+	store_rollback(tx);
+	if (visible(c, rc, s)) {
+		respond_data(c, 200, s);
+		s = NULL;
+	}
+	json_decref(s);
+}
+
+static void h_audit(struct ctx *c)
+{
+	struct store_tx *tx;
+	json_t *s = NULL, *trail = NULL;
+	int rc;
+
+	if ((rc = store_begin(c->svc->store, STORE_READ, &tx)) != STORE_OK) {
+		respond_store_error(c, rc);
+		return;
+	}
+	rc = suggestion_load(tx, c->p.portfolio_id, ctx_param(c, 0), &s);
+	if (rc == 1 && (rc = audit_load(tx, ctx_param(c, 0), &trail)) == 0)
+		rc = STORE_ERR; /* a suggestion always has a trail */
+	store_rollback(tx);
+	if (visible(c, rc, s)) {
+		respond_data(c, 200, trail);
+		trail = NULL;
+	}
+	json_decref(s);
+	json_decref(trail);
+}
+
+static json_t *row(struct store_tx *tx, struct store_rows *r, void *arg, char *key, size_t keycap)
+{
+	(void)tx;
+	(void)arg;
+	snprintf(key, keycap, "%s", suggestion_row_id(r));
+	return suggestion_from_row(r);
+}
+
+/* A ?date_from / ?date_to query parameter: absent, or a date. */
+static int date_param(struct ctx *c, const char *name, const char **out)
+{
+	int64_t day;
+
+	*out = http_query(c->req, name);
+	if (!*out || clock_parse_date(*out, &day) == 0)
+		return 0;
+	respond_error(c, ERR_REQUEST_MALFORMED, NULL, "%s must be a date YYYY-MM-DD", name);
+	return -1;
+}
+
+static void h_list(struct ctx *c)
+{
+	static const char *const statuses[] = {"pending_approval", "approved", "rejected", "expired"};
+	struct suggestion_filter f = {http_query(c->req, "status"),
+				      http_query(c->req, "property_id"),
+				      NULL,
+				      NULL,
+				      NULL,
+				      0};
+	char after[ID_MAX] = "", scope[512];
+	struct store_tx *tx = NULL;
+	struct store_rows *r = NULL;
+	size_t i;
+	int limit, rc;
+
+	for (i = 0; f.status && i < ARRAY_LEN(statuses) && strcmp(f.status, statuses[i]); i++)
+		;
+	if (f.status && i == ARRAY_LEN(statuses)) {
+		respond_error(c, ERR_REQUEST_MALFORMED, NULL,
+			      "status must be pending_approval, approved, rejected or expired");
+		return;
+	}
+	if (date_param(c, "date_from", &f.date_from) < 0 || date_param(c, "date_to", &f.date_to) < 0)
+		return;
+	if (f.property_id && (strlen(f.property_id) >= ID_MAX || !scope_reaches(c, f.property_id))) {
+		respond_error(c, ERR_INSUFFICIENT_ROLE, NULL,
+			      "property_id names a property outside this token");
+		return;
+	}
+	f.props = scope_props(c, &f.nprops);
+	snprintf(scope, sizeof scope, "rate-suggestions|%s|%s|%s|%s|%s|%s", c->p.portfolio_id,
+		 f.status ? f.status : "", f.property_id ? f.property_id : "",
+		 f.date_from ? f.date_from : "", f.date_to ? f.date_to : "",
+		 c->property_header ? c->property_header : "");
+	if (respond_page_args(c, scope, &limit, after, sizeof after) < 0)
+		return;
+	if ((rc = store_begin(c->svc->store, STORE_READ_ONE, &tx)) != STORE_OK) {
+		respond_store_error(c, rc);
+		return;
+	}
+	rc = suggestion_list(tx, c->p.portfolio_id, after, &f, limit + 1, &r);
+	respond_rows_page(c, tx, rc, r, limit, scope, row, NULL);
+}
+
+/* Approves (approve 1) or rejects the suggestion of the path. */
+static void decide(struct ctx *c, int approve)
+{
+	const char *reason = json_string_value(json_object_get(c->body, "reason"));
+	struct suggestion_who who = {c->p.portfolio_id, c->p.user_id, scope_reaches, c};
+	struct suggestion_outcome o;
+	int rc = suggestion_decide(c->svc->store, c->svc->booking, &who, ctx_param(c, 0), approve,
+				   reason, &o);
+
+	if (rc < 0) {
+		respond_store_error(c, rc);
+		return;
+	}
+	switch (o.result) {
+	case SUGGESTION_DONE:
+		respond_data(c, 200, o.body);
+		return;
+	case SUGGESTION_NOT_FOUND:
+		refuse(c, 0);
+		break;
+	case SUGGESTION_OTHER_PORTFOLIO:
+		refuse(c, 2);
+		break;
+	case SUGGESTION_OUT_OF_REACH:
+		refuse(c, 3);
+		break;
+	case SUGGESTION_NOT_APPROVER:
+		respond_error(c, ERR_INSUFFICIENT_ROLE, NULL, "%s", o.why);
+		break;
+	case SUGGESTION_CONFLICT:
+		respond_error(c, ERR_CONFLICT, NULL, "%s", o.why);
+		break;
+	case SUGGESTION_CEILING_EXCEEDED:
+		respond_error(c, ERR_RATE_CEILING_EXCEEDED, json_incref(o.body),
+			      "the proposed rate fails the brand ceiling; nothing was pushed and "
+			      "the suggestion stays pending approval");
+		break;
+	case SUGGESTION_PUSH_FAILED:
+		respond_error(c, ERR_PMS_WRITE_FAILED,
+			      json_pack("[{s:s, s:s}]", "field", "booking_engine", "issue", o.why),
+			      "the booking engine did not accept the rate; the suggestion stays "
+			      "pending approval");
+		break;
+	}
+	json_decref(o.body);
+}
+
+static void h_approve(struct ctx *c)
+{
+	decide(c, 1);
+}
+
+static void h_reject(struct ctx *c)
+{
+	decide(c, 0);
+}
+
+static const struct route routes[] = {
+	ROUTE_V2("GET", "/v2/rate-suggestions", h_list, AUTH_SCOPE_RATES_READ),
+	ROUTE_V2_ETAG("GET", "/v2/rate-suggestions/{id}", h_get, AUTH_SCOPE_RATES_READ),
+	ROUTE_V2_ETAG("GET", "/v2/rate-suggestions/{id}/audit-trail", h_audit, AUTH_SCOPE_RATES_READ),
+	ROUTE_V2_JSON_OPT("POST", "/v2/rate-suggestions/{id}/approve", h_approve,
+			  AUTH_SCOPE_RATES_WRITE, approve_spec),
+	ROUTE_V2_JSON_OPT("POST", "/v2/rate-suggestions/{id}/reject", h_reject,
+			  AUTH_SCOPE_RATES_WRITE, reject_spec),
+};
+const struct route_table rate_suggestion_routes = ROUTE_TABLE(routes);

@@ -1,0 +1,256 @@
+#include "feeds/ota.h"
+
+#include <stdio.h>
+#include <string.h>
+
+#include "core/clock.h"
+#include "core/jsonw.h"
+#include "events/outbox.h"
+#include "rates/floors.h"
+#include "rates/governance.h"
+#include "store/store.h"
+
+const char *ota_parity_name(enum ota_parity p)
+{
+	static const char *const names[] = {
+		[OTA_NO_FLOOR] = "no_floor",
+		[OTA_AT_OR_ABOVE] = "at_or_above_floor",
+		[OTA_BREACH_OPENED] = "breach_opened",
+		[OTA_BREACH_CONTINUES] = "breach_continues",
+		[OTA_BREACH_RESOLVED] = "breach_resolved",
+		[OTA_STALE] = "stale",
+		[OTA_FLOOR_OTHER_MONEY] = "floor_in_other_currency",
+	};
+
+	return names[p];
+}
+
+/* The key of an observation: property, room type, date and OTA. */
+#define KEY_WHERE "property_id = $1 AND room_type_code = $2 AND stay_date = $3 AND ota = $4"
+#define KEY_VALS(o)                                                                  \
+	sv_text((o)->property_id), sv_text((o)->room_type_code), sv_text((o)->date), \
+		sv_text((o)->ota)
+
+/* 1 when an observation of o's key newer than o is recorded, 0 when not,
+ * or < 0. */
+static int newer_seen(struct store_tx *tx, const struct ota_new *o)
+{
+	int64_t one;
+
+	return store_query_int(tx,
+			       "SELECT 1 FROM ota_observations WHERE " KEY_WHERE
+			       " AND observed_at > $5 LIMIT 1",
+			       (struct store_val[]){KEY_VALS(o), sv_int(o->observed_at)}, 5, &one);
+}
+
+static int insert_observation(struct store_tx *tx, const char *pf, const struct ota_new *o,
+			      int64_t now)
+{
+	int rc = store_send(tx,
+			    "INSERT INTO ota_observations (portfolio_id, property_id, ota,"
+			    " room_type_code, stay_date, currency, minor_units, observed_at,"
+			    " received_at) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)",
+			    (struct store_val[]){sv_text(pf), sv_text(o->property_id), sv_text(o->ota),
+						 sv_text(o->room_type_code), sv_text(o->date),
+						 sv_text(o->currency), sv_int(o->minor_units),
+						 sv_int(o->observed_at), sv_int(now)},
+			    9);
+
+	return rc < 0 ? rc : 0;
+}
+
+/* The open alert of o's key into id (ID_MAX bytes). 1, 0 or < 0. */
+static int open_alert(struct store_tx *tx, const struct ota_new *o, char *id)
+{
+	struct store_rows *r;
+	int rc = store_query(tx,
+			     "SELECT id FROM parity_alerts WHERE " KEY_WHERE " AND status = 'open'",
+			     (struct store_val[]){KEY_VALS(o)}, 4, &r);
+
+	if (rc != STORE_OK)
+		return rc;
+	if ((rc = store_next(r)) == 1)
+		snprintf(id, ID_MAX, "%s", store_text(r, 0));
+	store_rows_close(r);
+	return rc;
+}
+
+/* Opens an alert for o below floor f, with its event. */
+static int open_breach(struct store_tx *tx, const char *pf, const struct ota_new *o,
+		       const struct floor *f, int64_t now, char *id)
+{
+	json_t *data, *props;
+	int rc;
+
+	if (id_new("pa_", id, ID_MAX) < 0)
+		return STORE_ERR;
+	rc = store_send(
+		tx,
+		"INSERT INTO parity_alerts (id, portfolio_id, property_id, ota, room_type_code,"
+		" stay_date, status, currency, ota_minor, floor_minor, floor_source, opened_at,"
+		" observed_at, updated_at) VALUES ($1, $2, $3, $4, $5, $6, 'open', $7, $8, $9,"
+		" $10, $11, $12, $11)",
+		(struct store_val[]){sv_text(id), sv_text(pf), sv_text(o->property_id),
+				     sv_text(o->ota), sv_text(o->room_type_code), sv_text(o->date),
+				     sv_text(o->currency), sv_int(o->minor_units),
+				     sv_int(f->minor_units), sv_text(f->source_id), sv_int(now),
+				     sv_int(o->observed_at)},
+		12);
+	if (rc < 0)
+		return rc;
+	data = json_pack("{s:s, s:s, s:s, s:s, s:s, s:o, s:o}", "alert_id", id, "property_id",
+			 o->property_id, "room_type_code", o->room_type_code, "date", o->date,
+			 "ota", o->ota, "ota_rate", governance_money(o->currency, o->minor_units),
+			 "approved_floor", governance_money(f->currency, f->minor_units));
+	props = json_pack("[s]", o->property_id);
+	rc = data && props
+		     ? outbox_append(tx, "v2", "parity.breach.detected", pf, props, data, NULL, 0)
+		     : STORE_ERR;
+	json_decref(data);
+	json_decref(props);
+	return rc;
+}
+
+/* Updates the open alert id: still below floor f (f set), or resolved. */
+static int update_alert(struct store_tx *tx, const char *id, const struct ota_new *o,
+			const struct floor *f, int64_t now)
+{
+	int rc;
+
+	if (f)
+		rc = store_send(tx,
+				"UPDATE parity_alerts SET ota_minor = $2, floor_minor = $3,"
+				" floor_source = $4, observed_at = $5, updated_at = $6 WHERE id = $1",
+				(struct store_val[]){sv_text(id), sv_int(o->minor_units),
+						     sv_int(f->minor_units), sv_text(f->source_id),
+						     sv_int(o->observed_at), sv_int(now)},
+				6);
+	else
+		rc = store_send(tx,
+				"UPDATE parity_alerts SET status = 'resolved', resolved_at = $2,"
+				" resolved_minor = $3, observed_at = $4, updated_at = $2 WHERE id = $1",
+				(struct store_val[]){sv_text(id), sv_int(now),
+						     sv_int(o->minor_units), sv_int(o->observed_at)},
+				4);
+	return rc < 0 ? rc : 0;
+}
+
+int ota_record(struct store_tx *tx, const char *pf, const struct ota_new *o, int64_t now,
+	       struct ota_outcome *out)
+{
+	struct floor f;
+	int rc, has_floor, below, stale;
+
+	memset(out, 0, sizeof *out);
+	if ((stale = newer_seen(tx, o)) < 0)
+		return stale;
+	if ((rc = insert_observation(tx, pf, o, now)) < 0)
+		return rc;
+	if (stale) {
+		out->parity = OTA_STALE;
+		return 0;
+	}
+	if ((has_floor = floors_get(tx, o->property_id, o->room_type_code, o->date, &f)) < 0 ||
+	    (rc = open_alert(tx, o, out->alert_id)) < 0)
+		return has_floor < 0 ? has_floor : rc;
+	if (has_floor && strcmp(f.currency, o->currency)) {
+		out->parity = OTA_FLOOR_OTHER_MONEY;
+		return 0;
+	}
+	below = has_floor && o->minor_units < f.minor_units;
+	if (rc == 1) {
+		out->parity = below ? OTA_BREACH_CONTINUES : OTA_BREACH_RESOLVED;
+		return update_alert(tx, out->alert_id, o, below ? &f : NULL, now);
+	}
+	out->parity = below ? OTA_BREACH_OPENED : has_floor ? OTA_AT_OR_ABOVE : OTA_NO_FLOOR;
+	return below ? open_breach(tx, pf, o, &f, now, out->alert_id) : 0;
+}
+
+/* ------------------------------------------------------------ the list */
+
+#define ALERT_COLS                                                                         \
+	"id, status, property_id, ota, room_type_code, stay_date, currency, ota_minor,"    \
+	" floor_minor, floor_source, opened_at, observed_at, resolved_at, resolved_minor," \
+	" updated_at, portfolio_id"
+
+/* gap as a percentage of floor, rounded half away from zero to two
+ * decimals. */
+static double percent_of(int64_t gap, int64_t floor)
+{
+	int64_t basis;
+
+	if (floor <= 0)
+		return 0.0;
+	basis = (gap * 10000 + (gap < 0 ? -floor / 2 : floor / 2)) / floor;
+	return (double)basis / 100.0;
+}
+
+json_t *ota_alert_from_row(struct store_rows *r)
+{
+	const char *cur = store_text(r, 6), *src = store_text(r, 9);
+	int64_t ota = store_int(r, 7), floor = store_int(r, 8), gap = floor - ota;
+
+	return json_pack("{s:s, s:s, s:s, s:s, s:s, s:s, s:o, s:o, s:{s:I, s:f}, s:{s:s, s:s},"
+			 " s:o, s:o, s:o, s:o, s:o}",
+			 "id", store_text(r, 0), "status", store_text(r, 1), "property_id",
+			 store_text(r, 2), "ota", store_text(r, 3), "room_type_code",
+			 store_text(r, 4), "date", store_text(r, 5), "observed_rate",
+			 governance_money(cur, ota), "approved_rate", governance_money(cur, floor),
+			 "gap", "minor_units", (json_int_t)gap, "percent", percent_of(gap, floor),
+			 "floor_source", "kind",
+			 strncmp(src, "rs_", 3) ? "rate_decision" : "rate_suggestion", "id", src,
+			 "opened_at", jsonw_time(store_int(r, 10)), "last_observed_at",
+			 jsonw_time(store_int(r, 11)), "resolved_at",
+			 store_is_null(r, 12) ? json_null() : jsonw_time(store_int(r, 12)),
+			 "resolved_by_rate",
+			 store_is_null(r, 13) ? json_null() : governance_money(cur, store_int(r, 13)),
+			 "updated_at", jsonw_time(store_int(r, 14)));
+}
+
+const char *ota_alert_row_id(struct store_rows *r)
+{
+	return store_text(r, 0);
+}
+
+int ota_alert_list(struct store_tx *tx, const char *pf, const char *after,
+		   const struct ota_alert_filter *f, int limit, struct store_rows **rows)
+{
+	struct store_sql q = {.len = 0};
+
+	store_sql_add(&q, "SELECT " ALERT_COLS " FROM parity_alerts WHERE portfolio_id = $#",
+		      sv_text(pf));
+	store_sql_add(&q, " AND id > $#", sv_text(after));
+	if (f->status && *f->status)
+		store_sql_add(&q, " AND status = $#", sv_text(f->status));
+	if (f->property_id && *f->property_id)
+		store_sql_add(&q, " AND property_id = $#", sv_text(f->property_id));
+	if (f->ota && *f->ota)
+		store_sql_add(&q, " AND ota = $#", sv_text(f->ota));
+	if (f->props)
+		store_sql_in(&q, "property_id", f->props, f->nprops);
+	store_sql_add(&q, " ORDER BY id LIMIT $#", sv_int(limit));
+	if (q.overflow)
+		return STORE_ERR;
+	return store_query(tx, q.text, q.v, q.n, rows);
+}
+
+int ota_alert_load(struct store_tx *tx, const char *pf, const char *id, json_t **out)
+{
+	struct store_rows *r;
+	int rc, other = 0;
+
+	*out = NULL;
+	rc = store_query(tx, "SELECT " ALERT_COLS " FROM parity_alerts WHERE id = $1",
+			 (struct store_val[]){sv_text(id)}, 1, &r);
+	if (rc != STORE_OK)
+		return rc;
+	if ((rc = store_next(r)) == 1) {
+		other = strcmp(store_text(r, 15), pf) != 0;
+		if (!other)
+			*out = ota_alert_from_row(r);
+	}
+	store_rows_close(r);
+	if (rc <= 0)
+		return rc;
+	return other ? 2 : (*out ? 1 : STORE_ERR);
+}

@@ -1,0 +1,42 @@
+/* floors: the approved rate floors (issue 15, parity), the one owner of
+ * the rate_floors table. The approved floor of a property, room type and
+ * stay date is the rate of the latest published rate decision covering
+ * that date, or of the latest approved rate suggestion for it, whichever
+ * was set last; a reverted decision stops counting. Writers call these
+ * inside the transaction that publishes, reverts or approves. */
+#ifndef REVOPS_FLOORS_H
+#define REVOPS_FLOORS_H
+#include <jansson.h>
+#include <stdint.h>
+#include "core/common.h"
+#include "core/id.h"
+
+struct store_tx;
+
+/* A rate set for a room type over dates from..to (YYYY-MM-DD). */
+struct floor_rate {
+	const char *source_id; /* rd_... or rs_... */
+	const char *room_type_code, *from, *to, *currency;
+	int64_t minor_units;
+	int64_t set_at; /* ms */
+};
+
+/* Records r for each property id of the JSON array properties inside tx.
+ * Returns 0 or a negative store status. */
+int floors_set(struct store_tx *tx, const json_t *properties, const struct floor_rate *r) WUR;
+/* Withdraws every floor source_id set (a reverted decision). Returns 0 or
+ * a negative store status. */
+int floors_withdraw(struct store_tx *tx, const char *source_id, int64_t at) WUR;
+
+/* The floor in force. */
+struct floor {
+	char source_id[ID_MAX];
+	char currency[4];
+	int64_t minor_units;
+};
+/* The approved floor of property_id, room type and date inside tx. Returns
+ * 1 with *out, 0 when none is set, or a negative store status. */
+int floors_get(struct store_tx *tx, const char *property_id, const char *room_type_code,
+	       const char *date, struct floor *out) WUR;
+
+#endif

@@ -1,0 +1,110 @@
+-- Revenue signals (issue 15): rate suggestions from a revenue management
+-- system with their own hash-chained trail, the approved rate floors that
+-- published decisions and approved suggestions set, and OTA rate
+-- observations with the parity alerts they open.
+
+CREATE TABLE rate_suggestions (
+  id TEXT PRIMARY KEY,
+  portfolio_id TEXT NOT NULL REFERENCES portfolios (id),
+  property_id TEXT NOT NULL REFERENCES properties (id),
+  room_type_code TEXT NOT NULL,
+  stay_date TEXT NOT NULL,
+  currency TEXT NOT NULL,
+  current_minor BIGINT NOT NULL,
+  proposed_minor BIGINT NOT NULL,
+  trigger_text TEXT NOT NULL,
+  status TEXT NOT NULL
+    CHECK (status IN ('pending_approval', 'approved', 'rejected', 'expired')),
+  decided_by TEXT,
+  decided_at BIGINT,
+  reason TEXT,
+  booking_ref TEXT,
+  booking_at TEXT,
+  -- An approval holds the suggestion while it pushes to the booking engine.
+  claim_until BIGINT,
+  created_at BIGINT NOT NULL,
+  updated_at BIGINT NOT NULL
+);
+CREATE INDEX rate_suggestions_by_portfolio ON rate_suggestions (portfolio_id, id);
+CREATE INDEX rate_suggestions_pending ON rate_suggestions (status, stay_date);
+
+-- Append-only, as audit_entries.
+CREATE TABLE suggestion_audit_entries (
+  suggestion_id TEXT NOT NULL REFERENCES rate_suggestions (id),
+  seq BIGINT NOT NULL,
+  at BIGINT NOT NULL,
+  kind TEXT NOT NULL,
+  actor TEXT NOT NULL,
+  details TEXT NOT NULL,
+  prev_hash TEXT NOT NULL,
+  hash TEXT NOT NULL,
+  PRIMARY KEY (suggestion_id, seq)
+);
+-- audit_entries_immutable() is migration 003's.
+CREATE TRIGGER suggestion_audit_entries_no_update BEFORE UPDATE ON suggestion_audit_entries
+  FOR EACH ROW EXECUTE FUNCTION audit_entries_immutable();
+CREATE TRIGGER suggestion_audit_entries_no_delete BEFORE DELETE ON suggestion_audit_entries
+  FOR EACH ROW EXECUTE FUNCTION audit_entries_immutable();
+CREATE TRIGGER suggestion_audit_entries_no_truncate BEFORE TRUNCATE ON suggestion_audit_entries
+  FOR EACH STATEMENT EXECUTE FUNCTION audit_entries_immutable();
+
+-- One row per property of a published decision (source rd_...) or
+-- approved suggestion (rs_...); a revert withdraws its decision's rows.
+CREATE TABLE rate_floors (
+  source_id TEXT NOT NULL,
+  property_id TEXT NOT NULL,
+  room_type_code TEXT NOT NULL,
+  date_from TEXT NOT NULL,
+  date_to TEXT NOT NULL,
+  currency TEXT NOT NULL,
+  minor_units BIGINT NOT NULL,
+  set_at BIGINT NOT NULL,
+  withdrawn_at BIGINT,
+  PRIMARY KEY (source_id, property_id)
+);
+CREATE INDEX rate_floors_lookup ON rate_floors (property_id, room_type_code, date_from);
+INSERT INTO rate_floors
+  SELECT d.id, j.value, d.room_type_code, d.date_from, d.date_to, d.currency, d.minor_units,
+         d.updated_at, NULL
+  FROM rate_decisions d, jsonb_array_elements_text(d.properties::jsonb) j(value)
+  WHERE d.status = 'published';
+
+-- No foreign keys here (unlike SQLite): the feed checked the property, and
+-- PostgreSQL's per-row key check would cost more than the insert itself
+-- (migration 010 says why).
+CREATE TABLE ota_observations (
+  seq BIGSERIAL PRIMARY KEY,
+  portfolio_id TEXT NOT NULL,
+  property_id TEXT NOT NULL,
+  ota TEXT NOT NULL,
+  room_type_code TEXT NOT NULL,
+  stay_date TEXT NOT NULL,
+  currency TEXT NOT NULL,
+  minor_units BIGINT NOT NULL,
+  observed_at BIGINT NOT NULL,
+  received_at BIGINT NOT NULL
+);
+CREATE INDEX ota_observations_by_key
+  ON ota_observations (property_id, room_type_code, stay_date, ota, observed_at);
+
+CREATE TABLE parity_alerts (
+  id TEXT PRIMARY KEY,
+  portfolio_id TEXT NOT NULL REFERENCES portfolios (id),
+  property_id TEXT NOT NULL REFERENCES properties (id),
+  ota TEXT NOT NULL,
+  room_type_code TEXT NOT NULL,
+  stay_date TEXT NOT NULL,
+  status TEXT NOT NULL CHECK (status IN ('open', 'resolved')),
+  currency TEXT NOT NULL,
+  ota_minor BIGINT NOT NULL,
+  floor_minor BIGINT NOT NULL,
+  floor_source TEXT NOT NULL,
+  opened_at BIGINT NOT NULL,
+  observed_at BIGINT NOT NULL,
+  resolved_at BIGINT,
+  resolved_minor BIGINT,
+  updated_at BIGINT NOT NULL
+);
+CREATE UNIQUE INDEX parity_alerts_open
+  ON parity_alerts (property_id, room_type_code, stay_date, ota) WHERE status = 'open';
+CREATE INDEX parity_alerts_by_portfolio ON parity_alerts (portfolio_id, id);
