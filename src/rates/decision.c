@@ -339,23 +339,6 @@ static int load_targets(struct store_tx *tx, const struct portfolio_snapshot *sn
 	return 0;
 }
 
-/* The API details of a failed ceiling check of properties[i]. */
-static json_t *ceiling_detail(const json_t *chk, size_t i)
-{
-	json_t *reasons = json_object_get(chk, "reasons");
-	char field[48], issue[400] = "";
-	size_t j;
-
-	for (j = 0; j < json_array_size(reasons); j++)
-		snprintf(issue + strlen(issue), sizeof issue - strlen(issue), "%s%s", j ? "; " : "",
-			 json_string_value(json_array_get(reasons, j)));
-	snprintf(field, sizeof field, "properties[%zu]", i);
-	return json_pack("{s:s, s:s, s:O, s:O, s:O, s:O}", "field", field, "issue", issue,
-			 "property", json_object_get(chk, "property"), "ceiling",
-			 json_object_get(chk, "ceiling"), "limit", json_object_get(chk, "limit"),
-			 "proposed", json_object_get(chk, "proposed"));
-}
-
 /* Governance without the write lock: targets and ceiling (from this
  * node's snapshot, else the database), ceiling checks (pub->checks,
  * failures in pub->details), and, when every check passed, the approver
@@ -390,9 +373,11 @@ static int govern(struct store *st, struct publish *pub, struct decision_outcome
 	}
 	for (i = 0; i < n; i++) {
 		json_t *chk = governance_ceiling_check(&pub->batch->t[i], ce, &pub->rate);
+		char field[48];
 
+		snprintf(field, sizeof field, "properties[%zu]", i);
 		if (!json_is_true(json_object_get(chk, "passed")))
-			json_array_append_new(pub->details, ceiling_detail(chk, i));
+			json_array_append_new(pub->details, governance_ceiling_detail(chk, field));
 		json_array_append_new(pub->checks, chk);
 	}
 	if (!json_array_size(pub->details))

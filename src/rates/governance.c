@@ -58,6 +58,21 @@ json_t *governance_ceiling_check(const struct portfolio_property *p,
 			 json_array_size(reasons) == 0, "reasons", reasons);
 }
 
+json_t *governance_ceiling_detail(const json_t *chk, const char *field)
+{
+	json_t *reasons = json_object_get(chk, "reasons");
+	char issue[400] = "";
+	size_t j;
+
+	for (j = 0; j < json_array_size(reasons); j++)
+		snprintf(issue + strlen(issue), sizeof issue - strlen(issue), "%s%s", j ? "; " : "",
+			 json_string_value(json_array_get(reasons, j)));
+	return json_pack("{s:s, s:s, s:O, s:O, s:O, s:O}", "field", field, "issue", issue,
+			 "property", json_object_get(chk, "property"), "ceiling",
+			 json_object_get(chk, "ceiling"), "limit", json_object_get(chk, "limit"),
+			 "proposed", json_object_get(chk, "proposed"));
+}
+
 int governance_check_approver(struct store_tx *tx, const char *pf, const char *subject,
 			      const char *proposer_user_id, char *user_id, json_t **roles,
 			      const char **why)

@@ -28,6 +28,11 @@ json_t *governance_ceiling_check(const struct portfolio_property *p,
 				 const struct portfolio_ceiling *ce,
 				 const struct governance_rate *rate);
 
+/* The API error detail of a failed check chk (governance_ceiling_check's
+ * object) naming field: {field, issue (the reasons joined by "; "),
+ * property, ceiling, limit, proposed}. */
+json_t *governance_ceiling_detail(const json_t *chk, const char *field);
+
 /* Checks the approver of a decision or a revert: subject names (by
  * userName, case-insensitively) an active user of the portfolio with role
  * revenue-approver who is not proposer_user_id. Returns 0 (approved:

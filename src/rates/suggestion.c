@@ -339,9 +339,11 @@ static int check_ceilings(struct store_tx *tx, struct decide *d)
 			 "no brand ceiling of brand %s covers room type %s on %s", d->prop.brand,
 			 d->s.room, d->s.date);
 		json_array_append_new(d->failed,
-				      json_pack("{s:s, s:s, s:b, s:[s]}", "property", d->prop.id,
-						"pms_property_code", d->prop.code, "passed", 0,
-						"reasons", issue));
+				      json_pack("{s:s, s:s, s:n, s:n, s:o, s:b, s:[s]}", "property",
+						d->prop.id, "pms_property_code", d->prop.code,
+						"ceiling", "limit", "proposed",
+						governance_money(d->s.currency, d->s.proposed),
+						"passed", 0, "reasons", issue));
 	}
 	return 0;
 }
@@ -404,8 +406,14 @@ static int approve_check(struct store_tx *tx, struct decide *d, struct suggestio
 	if (rc < 0)
 		return rc;
 	if (json_array_size(d->failed)) {
+		json_t *chk;
+		size_t i;
+
 		out->result = SUGGESTION_CEILING_EXCEEDED;
-		out->body = json_incref(d->failed);
+		out->body = json_array();
+		json_array_foreach(d->failed, i, chk)
+			json_array_append_new(out->body,
+					      governance_ceiling_detail(chk, "proposed_rate"));
 		return 1;
 	}
 	rc = set_claim(tx, d, 1);
