@@ -23,6 +23,9 @@
 #include "api/rates/rate_decision.h"
 #include "rates/decision.h"
 #include "rates/suggestion.h"
+#include "feeds/reputation.h"
+#include "feeds/review_platform.h"
+#include "feeds/reviews.h"
 #include "api/ratelimit_shared.h"
 #include "api/routes.h"
 #include "cluster/cluster.h"
@@ -90,6 +93,8 @@ static void chores(void *arg)
 	 * when it stopped. (A sole node recovered its own at start.) */
 	if (store_shared(a->store))
 		recover_decisions(a->store);
+	if (review_publish_due(a->store, a->reviews) < 0)
+		log_msg(LOG_WARN, "reviews", "could not send the replies due");
 	if (now - *last_purge >= 60000) {
 		*last_purge = now;
 		n = idempotency_purge(a->store, clock_now_ms());
@@ -101,6 +106,8 @@ static void chores(void *arg)
 		if (store_shared(a->store) && rl_shared_purge(a->store, clock_now_ms()) < 0)
 			log_msg(LOG_WARN, "ratelimit", "could not purge old rate-limit grants");
 		expire_suggestions(a->store);
+		if (reputation_sweep(a->store) < 0)
+			log_msg(LOG_WARN, "reputation", "could not re-evaluate reputation scores");
 	}
 }
 
@@ -142,7 +149,8 @@ static int start_serving(struct config *cfg, struct store *st, struct service *s
 	int fd;
 
 	if (pms_open(cfg->pms_url, &svc->pms) < 0 ||
-	    pms_open_as(cfg->booking_engine_url, PMS_ROLE_BOOKING_ENGINE, &svc->booking) < 0)
+	    pms_open_as(cfg->booking_engine_url, PMS_ROLE_BOOKING_ENGINE, &svc->booking) < 0 ||
+	    review_platform_open(cfg->reviews_url, &svc->reviews) < 0)
 		return -1;
 	if (cluster_role(svc->cluster) != CLUSTER_API &&
 	    (recover_decisions(st) < 0 ||
@@ -313,6 +321,7 @@ out:
 		cluster_leave(svc.cluster); /* after the engine: no send outlives its lease */
 		pms_close(svc.pms);
 		pms_close(svc.booking);
+		review_platform_close(svc.reviews);
 		pipeline_free(&svc);
 	}
 	store_close(st);

@@ -11,8 +11,16 @@
  *                                  simulator: revopsd's
  *                                  --booking-engine-url is
  *                                  http://HOST:PORT/booking-engine
+ *   PUT  /v4/accounts/{a}/locations/{l}/reviews/{r}/reply
+ *                                  a review reply, as Google Business
+ *                                  Profile takes it ({"comment"} -> 200
+ *                                  {"comment", "updateTime"}): revopsd's
+ *                                  --reviews-url is http://HOST:PORT
+ *   GET  /reviews/replies          every reply accepted, oldest first
  *   GET  /healthz                  {"status": "ok"}
  *
+ * --reviews-fail-first N answers the first N reply calls 503 (a platform
+ * that is briefly down).
  * --latency-ms sleeps before answering a write. The write then runs on a
  * pool of --threads workers while its connection is suspended, so the
  * listener threads never sleep and a burst of delayed writes all wait
@@ -24,6 +32,7 @@
  * and exits 0. */
 #include <errno.h>
 #include <jansson.h>
+#include <pthread.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -56,15 +65,27 @@ struct opts {
 	int latency_ms;
 	int threads;
 	int capacity; /* 0: pms_sim_core's default */
+	int reviews_fail_first;
 };
 
 struct sim_server {
 	struct pms_sim *sim;
 	struct pms_sim *be; /* the booking engine */
 	int latency_ms;
+	pthread_mutex_t mu; /* the review replies below */
+	json_t *replies;
+	int fail_left;
 };
 
-enum { ROUTE_WRITE, ROUTE_WRITTEN, ROUTE_BE_WRITE, ROUTE_BE_WRITTEN, ROUTE_HEALTHZ };
+enum {
+	ROUTE_WRITE,
+	ROUTE_WRITTEN,
+	ROUTE_BE_WRITE,
+	ROUTE_BE_WRITTEN,
+	ROUTE_REPLY,
+	ROUTE_REPLIES,
+	ROUTE_HEALTHZ
+};
 
 /* Only method and pattern matter here; the index is the route's identity. */
 static const struct route routes[] = {
@@ -72,6 +93,9 @@ static const struct route routes[] = {
 	[ROUTE_WRITTEN] = {.method = "GET", .pattern = "/written"},
 	[ROUTE_BE_WRITE] = {.method = "POST", .pattern = "/booking-engine/properties/{code}/rates"},
 	[ROUTE_BE_WRITTEN] = {.method = "GET", .pattern = "/booking-engine/written"},
+	[ROUTE_REPLY] = {.method = "PUT",
+			 .pattern = "/v4/accounts/{a}/locations/{l}/reviews/{r}/reply"},
+	[ROUTE_REPLIES] = {.method = "GET", .pattern = "/reviews/replies"},
 	[ROUTE_HEALTHZ] = {.method = "GET", .pattern = "/healthz"},
 };
 
@@ -83,6 +107,7 @@ static void usage(FILE *f)
 	      "  --fail-codes CODE,...  answer 500 for writes to these property codes\n"
 	      "  --booking-engine-fail-codes CODE,...\n"
 	      "                         the same for the booking engine under /booking-engine\n"
+	      "  --reviews-fail-first N answer the first N review-reply calls 503 (0)\n"
 	      "  --latency-ms N         wait N ms before answering each write (0)\n"
 	      "  --threads N            HTTP threads; with --latency-ms, delayed writes in flight at once (64)\n"
 	      "  --capacity N           accepted writes kept; past it a write is 503 (100000)\n",
@@ -132,6 +157,7 @@ static int parse_args(int argc, char **argv, struct opts *o)
 	o->latency_ms = 0;
 	o->threads = DEFAULT_THREADS;
 	o->capacity = 0;
+	o->reviews_fail_first = 0;
 	for (i = 1; i < argc; i++) {
 		name = argv[i];
 		if (!strcmp(name, "--help") || !strcmp(name, "-h")) {
@@ -148,7 +174,8 @@ static int parse_args(int argc, char **argv, struct opts *o)
 		key[kl] = '\0';
 		if (strcmp(key, "--listen") && strcmp(key, "--fail-codes") &&
 		    strcmp(key, "--latency-ms") && strcmp(key, "--threads") &&
-		    strcmp(key, "--capacity") && strcmp(key, "--booking-engine-fail-codes"))
+		    strcmp(key, "--capacity") && strcmp(key, "--booking-engine-fail-codes") &&
+		    strcmp(key, "--reviews-fail-first"))
 			goto unknown;
 		if (eq) {
 			v = eq + 1;
@@ -169,6 +196,8 @@ static int parse_args(int argc, char **argv, struct opts *o)
 			bad = parse_int(v, 0, MAX_LATENCY_MS, &o->latency_ms) < 0;
 		else if (!strcmp(key, "--capacity"))
 			bad = parse_int(v, 1, MAX_CAPACITY, &o->capacity) < 0;
+		else if (!strcmp(key, "--reviews-fail-first"))
+			bad = parse_int(v, 0, MAX_CAPACITY, &o->reviews_fail_first) < 0;
 		else
 			bad = parse_int(v, 1, MAX_THREADS, &o->threads) < 0;
 		if (bad) {
@@ -251,6 +280,60 @@ out:
 	buf_free(&err);
 }
 
+/* A review reply: {"comment": text} and nothing else. The first
+ * --reviews-fail-first calls fail with 503. */
+static void handle_reply(struct sim_server *ss, struct request *req, struct response *res,
+			 const struct route_match *m)
+{
+	struct buf err;
+	json_t *body = NULL, *comment;
+	char at[CLOCK_RFC3339_LEN];
+	int fail;
+
+	buf_init(&err, 512);
+	if (!is_json(http_header(req, "Content-Type"))) {
+		reply_error(res, 415, "Content-Type must be application/json");
+		goto out;
+	}
+	if (validate_parse_body(req->body.data, req->body.len, &body, &err) < 0) {
+		reply_error(res, 400, err.data ? err.data : "malformed JSON");
+		goto out;
+	}
+	comment = json_object_get(body, "comment");
+	if (!json_is_string(comment) || json_object_size(body) != 1) {
+		reply_error(res, 400, "the body must be {\"comment\": string}");
+		goto out;
+	}
+	clock_format_ms(clock_now_ms(), at);
+	pthread_mutex_lock(&ss->mu);
+	fail = ss->fail_left > 0;
+	if (fail)
+		ss->fail_left--;
+	else
+		json_array_append_new(ss->replies, json_pack("{s:s, s:s, s:s, s:O, s:s}", "account",
+							     m->params[0], "location", m->params[1],
+							     "review", m->params[2], "comment",
+							     comment, "updateTime", at));
+	pthread_mutex_unlock(&ss->mu);
+	if (fail)
+		reply_error(res, 503, "the review platform is briefly unavailable");
+	else
+		reply(res, 200, json_pack("{s:O, s:s}", "comment", comment, "updateTime", at));
+out:
+	json_decref(body);
+	buf_free(&err);
+}
+
+static json_t *replies_copy(struct sim_server *ss)
+{
+	json_t *copy;
+
+	pthread_mutex_lock(&ss->mu);
+	copy = json_deep_copy(ss->replies);
+	pthread_mutex_unlock(&ss->mu);
+	return copy;
+}
+
 /* The http_server handler: routes, then answers (always JSON). */
 static void handle(void *arg, struct request *req, struct response *res)
 {
@@ -289,6 +372,12 @@ static void handle(void *arg, struct request *req, struct response *res)
 	case ROUTE_BE_WRITTEN:
 		reply(res, 200, pms_sim_written(ss->be));
 		break;
+	case ROUTE_REPLY:
+		handle_reply(ss, req, res, &m);
+		break;
+	case ROUTE_REPLIES:
+		reply(res, 200, replies_copy(ss));
+		break;
 	default:
 		reply(res, 200, json_pack("{s:s}", "status", "ok"));
 		break;
@@ -300,7 +389,7 @@ out:
 int main(int argc, char **argv)
 {
 	struct opts o;
-	struct sim_server ss = {NULL, NULL, 0};
+	struct sim_server ss = {NULL, NULL, 0, PTHREAD_MUTEX_INITIALIZER, NULL, 0};
 	struct http_server *srv = NULL;
 	struct http_server_opts ho;
 	sigset_t sigs;
@@ -314,7 +403,9 @@ int main(int argc, char **argv)
 
 	ss.sim = pms_sim_new(o.fail_codes);
 	ss.be = pms_sim_new(o.be_fail_codes);
-	if (!ss.sim || !ss.be) {
+	ss.replies = json_array();
+	ss.fail_left = o.reviews_fail_first;
+	if (!ss.sim || !ss.be || !ss.replies) {
 		log_msg(LOG_ERROR, "start", "out of memory");
 		goto out;
 	}
@@ -345,6 +436,7 @@ out:
 	http_server_stop(srv);
 	pms_sim_free(ss.sim);
 	pms_sim_free(ss.be);
+	json_decref(ss.replies);
 	if (exit_code == 0)
 		log_msg(LOG_INFO, "shutdown", "stopped cleanly");
 	return exit_code;

@@ -86,6 +86,9 @@ static void usage(void)
 	      "             reads one count per line of standard input and answers each)\n"
 	      "  idp set --portfolio ID --entity-id ENTITY --cert PEMFILE [--roles-attribute roles]\n"
 	      "  deprecation add --method M --route /v2/... --announced 2026-06-01T00:00:00Z [--note T]\n"
+	      "  review-template set --portfolio ID --band low|mid|high --language L\n"
+	      "                      (--text T | --file F)   ({guest_name}, {property_name})\n"
+	      "  reputation-ceiling set --portfolio ID --brand B --min-score 0-10\n"
 	      "--data-dir and --database default to REVOPS_DATA_DIR and REVOPS_DATABASE, as for\n"
 	      "revopsd (--database sqlite:PATH or postgres://...).\n",
 	      stderr);
@@ -301,6 +304,30 @@ static int cmd_idp_set(struct store *st, const struct args *a, json_t **out, str
 	return rc;
 }
 
+/* review-template set: the text from --text, or from the file --file. */
+static int cmd_review_template_set(struct store *st, const struct args *a, json_t **out,
+				   struct buf *err)
+{
+	char *file = arg(a, "file") ? read_file(arg(a, "file"), 8192) : NULL;
+	int rc;
+
+	if (arg(a, "file") && arg(a, "text"))
+		return usage_error(err, "give --text or --file, not both");
+	if (arg(a, "file") && !file)
+		return usage_error(err, "--file must name a readable file of at most 8192 bytes");
+	rc = operator_review_template_set(st, arg(a, "portfolio"), arg(a, "band"),
+					  arg(a, "language"), file ? file : arg(a, "text"), out, err);
+	free(file);
+	return rc;
+}
+
+static int cmd_reputation_ceiling_set(struct store *st, const struct args *a, json_t **out,
+				      struct buf *err)
+{
+	return operator_reputation_floor_set(st, arg(a, "portfolio"), arg(a, "brand"),
+					     arg(a, "min-score"), out, err);
+}
+
 static int cmd_deprecation_add(struct store *st, const struct args *a, json_t **out, struct buf *err)
 {
 	return operator_deprecation_add(st, arg(a, "method"), arg(a, "route"), arg(a, "announced"),
@@ -327,6 +354,8 @@ static const struct command {
 	{"event", "emit", cmd_event_emit},
 	{"idp", "set", cmd_idp_set},
 	{"deprecation", "add", cmd_deprecation_add},
+	{"review-template", "set", cmd_review_template_set},
+	{"reputation-ceiling", "set", cmd_reputation_ceiling_set},
 };
 
 /* Runs the command named by noun and verb. Returns 0 with the answer in

@@ -17,6 +17,7 @@ struct ratelimit;
 struct metrics;
 struct deprecation;
 struct pms;
+struct review_platform;
 struct engine;
 struct cluster;
 struct rl_shared;
@@ -30,10 +31,11 @@ struct service {
 	struct ratelimit *rl_anon;
 	struct metrics *metrics;
 	struct deprecation *deprecations;
-	struct pms *pms;         /* the PMS connector (--pms-url) */
-	struct pms *booking;     /* the booking-engine connector (--booking-engine-url) */
-	struct engine *engine;   /* the webhook delivery engine; NULL on an api node */
-	struct cluster *cluster; /* this node among those sharing the database */
+	struct pms *pms;                 /* the PMS connector (--pms-url) */
+	struct pms *booking;             /* the booking-engine connector (--booking-engine-url) */
+	struct review_platform *reviews; /* the review-platform connector (--reviews-url) */
+	struct engine *engine;           /* the webhook delivery engine; NULL on an api node */
+	struct cluster *cluster;         /* this node among those sharing the database */
 	unsigned char cursor_key[32];
 	unsigned char seal_key[32]; /* seals stored secrets (<data-dir>/revops.key) */
 	volatile int shutting_down;

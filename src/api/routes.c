@@ -11,6 +11,7 @@
 #include "api/openapi.h"
 #include "api/feeds/alerts.h"
 #include "api/feeds/feeds.h"
+#include "api/feeds/review.h"
 #include "api/identity/oauth.h"
 #include "api/identity/scim.h"
 #include "api/portfolio/portfolios.h"
@@ -22,9 +23,18 @@
 /* The platform's (health, readiness, metrics) first: a worker node serves
  * only those. */
 static const struct route_table *const areas[] = {
-	&pipeline_platform_routes, &openapi_routes,         &oauth_routes, &portfolio_routes,
-	&rate_decision_routes,     &rate_suggestion_routes, &feed_routes,  &alert_routes,
-	&delivery_routes,          &webhook_routes,         &scim_routes,
+	&pipeline_platform_routes,
+	&openapi_routes,
+	&oauth_routes,
+	&portfolio_routes,
+	&rate_decision_routes,
+	&rate_suggestion_routes,
+	&feed_routes,
+	&alert_routes,
+	&review_routes,
+	&delivery_routes,
+	&webhook_routes,
+	&scim_routes,
 };
 
 struct route *api_routes_build(int health_only, size_t *n)

@@ -37,6 +37,7 @@ static const struct opt opts[] = {
 	O("pms-url", OPT_STR, pms_url, "PMS connector base URL (sim:)"),
 	O("booking-engine-url", OPT_STR, booking_engine_url,
 	  "booking-engine connector base URL (sim:)"),
+	O("reviews-url", OPT_STR, reviews_url, "review-platform connector base URL (sim:)"),
 	O("trust-ca", OPT_STR, trust_ca, "extra CA bundle for outbound HTTPS"),
 	O("allow-private-targets", OPT_FLAG, allow_private_targets,
 	  "allow outbound targets on private addresses"),
@@ -148,6 +149,7 @@ static void set_defaults(struct config *cfg)
 	strcpy(cfg->role, "all");
 	strcpy(cfg->pms_url, "sim:");
 	strcpy(cfg->booking_engine_url, "sim:");
+	strcpy(cfg->reviews_url, "sim:");
 	cfg->time_scale = 1.0;
 	cfg->token_ttl = 3600;
 	cfg->log_json = !isatty(STDERR_FILENO);

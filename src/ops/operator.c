@@ -13,6 +13,8 @@
 #include "core/id.h"
 #include "core/validate.h"
 #include "events/outbox.h"
+#include "feeds/reputation.h"
+#include "feeds/reviews.h"
 #include "identity/auth.h"
 #include "identity/directory.h"
 #include "identity/idp.h"
@@ -476,6 +478,98 @@ int operator_idp_set(struct store *st, const char *portfolio_id, const char *ent
 	return 0;
 }
 
+/* Runs fn(tx, arg) inside a write transaction of the existing portfolio
+ * pf, with what for the failure message. Returns 0 or -1 (err set). */
+static int in_portfolio(struct store *st, const char *pf, int (*fn)(struct store_tx *tx, void *arg),
+			void *arg, const char *what, struct buf *err)
+{
+	struct store_tx *tx;
+	char msg[160];
+
+	if (begin(st, &tx, err) < 0)
+		return -1;
+	if (portfolio_exists(tx, pf) != 1) {
+		store_rollback(tx);
+		return fail(err, "no such portfolio");
+	}
+	if (fn(tx, arg) < 0) {
+		store_rollback(tx);
+		snprintf(msg, sizeof msg, "could not store the %s", what);
+		return fail(err, msg);
+	}
+	return commit(tx, err);
+}
+
+struct template_args {
+	const char *pf, *band, *language, *text;
+};
+
+static int set_template(struct store_tx *tx, void *arg)
+{
+	struct template_args *t = arg;
+
+	return review_template_set(tx, t->pf, t->band, t->language, t->text, clock_now_ms());
+}
+
+int operator_review_template_set(struct store *st, const char *pf, const char *band,
+				 const char *language, const char *text, json_t **out,
+				 struct buf *err)
+{
+	char lang[40];
+	size_t i;
+	struct template_args t = {pf, band, lang, text};
+
+	*out = NULL;
+	if (!pf)
+		return fail(err, "--portfolio is required");
+	if (!band || (strcmp(band, "low") && strcmp(band, "mid") && strcmp(band, "high")))
+		return fail(err, "--band must be low (score below 6), mid (below 8) or high");
+	if (!is_text(language, 35) || !validate_code(language))
+		return fail(err, "--language must be a language tag such as en or pl-PL");
+	if (!is_text(text, 8192) || validate_utf8_len(text, NULL) < 0)
+		return fail(err, "--text (or --file) must hold 1-8192 bytes of UTF-8 text");
+	for (i = 0; language[i] && i < sizeof lang - 1; i++)
+		lang[i] = (char)tolower((unsigned char)language[i]);
+	lang[i] = '\0';
+	if (in_portfolio(st, pf, set_template, &t, "reply template", err) < 0)
+		return -1;
+	*out = json_pack("{s:s, s:s, s:s, s:s}", "portfolio_id", pf, "band", band, "language", lang,
+			 "text", text);
+	return 0;
+}
+
+struct floor_args {
+	const char *pf, *brand;
+	int64_t x100;
+};
+
+static int set_floor(struct store_tx *tx, void *arg)
+{
+	struct floor_args *f = arg;
+
+	return reputation_floor_set(tx, f->pf, f->brand, f->x100, clock_now_ms());
+}
+
+int operator_reputation_floor_set(struct store *st, const char *pf, const char *brand,
+				  const char *min_score, json_t **out, struct buf *err)
+{
+	struct floor_args f = {pf, brand, -1};
+	char *end = NULL;
+	double v = min_score ? strtod(min_score, &end) : -1;
+
+	*out = NULL;
+	if (!pf || !is_text(brand, 100))
+		return fail(err, "--portfolio and --brand are required");
+	if (!min_score || !*min_score || !end || *end || !(v >= 0 && v <= 10))
+		return fail(err, "--min-score must be a number from 0 to 10 (such as 8.2)");
+	f.x100 = (int64_t)(v * 100.0 + 0.5);
+	if (in_portfolio(st, pf, set_floor, &f, "reputation ceiling", err) < 0)
+		return -1;
+	*out = json_pack("{s:s, s:s, s:o}", "portfolio_id", pf, "brand", brand, "min_score",
+			 reputation_score_json(f.x100));
+	return 0;
+}
+
 int operator_event_list(struct store *st, const char *portfolio_id, int64_t after, int64_t limit,
 			json_t **out, struct buf *err)
 {
@@ -580,32 +674,6 @@ int operator_audit_verify(struct store *st, const char *decision_id, json_t **ou
 	return 0;
 }
 
-int operator_parse_time(const char *s, int64_t *ms)
-{
-	char date[11];
-	int64_t days;
-	int h, m, sec, frac = 0, n = 0;
-
-	if (!s || strlen(s) < 20 || s[10] != 'T')
-		return -1;
-	memcpy(date, s, 10);
-	date[10] = '\0';
-	if (clock_parse_date(date, &days) < 0)
-		return -1;
-	if (sscanf(s + 11, "%2d:%2d:%2d%n", &h, &m, &sec, &n) != 3 || n != 8)
-		return -1;
-	s += 19;
-	if (*s == '.') {
-		if (sscanf(s + 1, "%3d%n", &frac, &n) != 1 || n != 3)
-			return -1;
-		s += 4;
-	}
-	if (strcmp(s, "Z") != 0 || h > 23 || m > 59 || sec > 59 || h < 0 || m < 0 || sec < 0)
-		return -1;
-	*ms = ((days * 24 + h) * 60 + m) * 60000LL + sec * 1000LL + frac;
-	return 0;
-}
-
 int operator_deprecation_add(struct store *st, const char *method, const char *route,
 			     const char *announced, const char *note, json_t **out, struct buf *err)
 {
@@ -622,7 +690,7 @@ int operator_deprecation_add(struct store *st, const char *method, const char *r
 		return fail(err, "--method must be GET, POST, PUT, PATCH or DELETE");
 	if (!route || route[0] != '/' || strlen(route) >= 160)
 		return fail(err, "--route must be a route pattern such as /v2/portfolios/{id}");
-	if (operator_parse_time(announced, &at) < 0)
+	if (!announced || clock_parse_time(announced, &at) < 0)
 		return fail(err, "--announced must be RFC 3339 UTC, e.g. 2026-06-01T00:00:00Z");
 	if (begin(st, &tx, err) < 0)
 		return -1;

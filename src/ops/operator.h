@@ -71,9 +71,16 @@ int operator_event_emit(struct store *st, const char *portfolio_id, const char *
 /* Recomputes a decision's audit chain from the stored entries (offline,
  * the same computation as the API's chain_valid): {decision_id, entries,
  * head_hash, chain_valid}. */
+/* revopsctl review-template set: the reply template of a rating band
+ * (low|mid|high) and language. */
+int operator_review_template_set(struct store *st, const char *portfolio_id, const char *band,
+				 const char *language, const char *text, json_t **out,
+				 struct buf *err) WUR;
+/* revopsctl reputation-ceiling set: a brand's floor on its reputation
+ * score (0-10). */
+int operator_reputation_floor_set(struct store *st, const char *portfolio_id, const char *brand,
+				  const char *min_score, json_t **out, struct buf *err) WUR;
 int operator_audit_verify(struct store *st, const char *decision_id, json_t **out,
 			  struct buf *err) WUR;
-/* Parses RFC 3339 UTC into ms. Returns 0 or -1. */
-int operator_parse_time(const char *s, int64_t *ms) WUR;
 
 #endif

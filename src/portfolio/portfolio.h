@@ -20,6 +20,7 @@ struct portfolio_property {
 	char code[64]; /* pms_property_code */
 	char brand[128];
 	char currency[4];
+	char name[160]; /* shortened when longer */
 };
 
 /* One brand ceiling, dates as days since the epoch. */

@@ -1,6 +1,7 @@
-/* alerts: the v2 alert lists of issue 15 (alerts:read): parity alerts
- * (feeds/ota.h), one alert or a page, scoped to the request's
- * properties. */
+/* alerts: the v2 alerts of issue 15 (alerts:read): parity alerts
+ * (feeds/ota.h) and reputation alerts (feeds/reputation.h), one alert or a
+ * page, scoped to the request's properties, and the reputation scores
+ * now (GET /v2/reputation). */
 #ifndef REVOPS_API_ALERTS_H
 #define REVOPS_API_ALERTS_H
 

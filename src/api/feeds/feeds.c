@@ -11,7 +11,10 @@
 #include "core/clock.h"
 #include "core/currency.h"
 #include "core/validate.h"
+#include "core/log.h"
 #include "feeds/ota.h"
+#include "feeds/reputation.h"
+#include "feeds/reviews.h"
 #include "portfolio/portfolio.h"
 #include "portfolio/snapshot.h"
 #include "rates/suggestion.h"
@@ -20,15 +23,26 @@
 /* How far in the future an observed_at may lie (clock skew). */
 #define FUTURE_SKEW_MS (5 * 60 * 1000)
 
-/* One feed: its item spec, the checks of an item of a known property, and
- * the write of a good one. */
+/* What one batch's writes share. */
+struct batch {
+	struct store_tx *tx;
+	const struct portfolio_snapshot *snap; /* may be NULL */
+	json_t *state;                         /* the feed's own (begin), or NULL */
+	int64_t now;
+	int written; /* items written so far */
+};
+
+/* One feed: its item spec, the checks of an item of a known property, the
+ * write of a good one, and optional steps around a batch's writes. */
 struct feed {
 	const struct vfield *spec;
 	void (*check)(const json_t *it, const struct portfolio_property *p, const char *prefix,
 		      json_t *details);
-	/* Writes it inside tx and fills result ("status" and more). */
-	int (*write)(struct store_tx *tx, struct ctx *c, const json_t *it,
-		     const struct portfolio_property *p, int64_t now, json_t *result);
+	/* Writes it inside b->tx and fills result ("status" and more). */
+	int (*write)(struct batch *b, struct ctx *c, const json_t *it,
+		     const struct portfolio_property *p, json_t *result);
+	int (*begin)(struct batch *b, struct ctx *c); /* before the first item */
+	int (*end)(struct batch *b, struct ctx *c);   /* after the last */
 };
 
 static const struct vfield money_spec[] = {
@@ -129,8 +143,8 @@ static void actor_of(const struct ctx *c, char *out, size_t cap)
 		snprintf(out, cap, "client:%s", c->p.client_id);
 }
 
-static int suggestion_write(struct store_tx *tx, struct ctx *c, const json_t *it,
-			    const struct portfolio_property *p, int64_t now, json_t *result)
+static int suggestion_write(struct batch *b, struct ctx *c, const json_t *it,
+			    const struct portfolio_property *p, json_t *result)
 {
 	const json_t *cur = json_object_get(it, "current_rate");
 	char id[ID_MAX], actor[ID_MAX + 8];
@@ -148,7 +162,7 @@ static int suggestion_write(struct store_tx *tx, struct ctx *c, const json_t *it
 	int rc;
 
 	actor_of(c, actor, sizeof actor);
-	rc = suggestion_create(tx, c->p.portfolio_id, &s, now, id);
+	rc = suggestion_create(b->tx, c->p.portfolio_id, &s, b->now, id);
 	if (rc == 0) {
 		json_object_set_new(result, "status", json_string("created"));
 		json_object_set_new(result, "id", json_string(id));
@@ -186,8 +200,8 @@ static void ota_check(const json_t *it, const struct portfolio_property *p, cons
 		add(details, prefix, "observed_at", "must not be in the future");
 }
 
-static int ota_write(struct store_tx *tx, struct ctx *c, const json_t *it,
-		     const struct portfolio_property *p, int64_t now, json_t *result)
+static int ota_write(struct batch *b, struct ctx *c, const json_t *it,
+		     const struct portfolio_property *p, json_t *result)
 {
 	const json_t *rate = json_object_get(it, "rate");
 	struct ota_new o = {p->id,
@@ -200,7 +214,7 @@ static int ota_write(struct store_tx *tx, struct ctx *c, const json_t *it,
 	struct ota_outcome out;
 	int rc = clock_parse_time(str(it, "observed_at"), &o.observed_at) < 0
 			 ? STORE_ERR
-			 : ota_record(tx, c->p.portfolio_id, &o, now, &out);
+			 : ota_record(b->tx, c->p.portfolio_id, &o, b->now, &out);
 
 	if (rc == 0) {
 		json_object_set_new(result, "status", json_string("created"));
@@ -209,6 +223,130 @@ static int ota_write(struct store_tx *tx, struct ctx *c, const json_t *it,
 				    out.alert_id[0] ? json_string(out.alert_id) : json_null());
 	}
 	return rc;
+}
+
+/* -------------------------------------------------------------- reviews */
+
+static const struct vfield review_spec[] = {
+	{"property_id", V_STRING, 1, 0, 64, NULL, 0, NULL},
+	{"source", V_STRING, 1, 0, 32, NULL, 0, NULL},
+	{"external_id", V_STRING, 1, 0, 256, NULL, 0, NULL},
+	{"rating", V_NUMBER, 1, 0, 0, NULL, 0, NULL},
+	{"max_rating", V_INT, 1, 0, 0, NULL, 0, NULL},
+	{"language", V_STRING, 1, 0, 35, NULL, 0, NULL},
+	{"text", V_STRING, 1, 0, 20000, NULL, 0, NULL},
+	{"author", V_STRING, 1, 0, 200, NULL, 0, NULL},
+	{"published_at", V_STRING, 1, 0, 40, NULL, 0, NULL},
+	{NULL, 0, 0, 0, 0, NULL, 0, NULL},
+};
+
+/* A language tag: letters, then "-" and letters or digits (BCP 47's
+ * shape, not its registry). */
+static int language_tag(const char *s)
+{
+	size_t i, run = 0;
+
+	if (!s || !isalpha((unsigned char)s[0]))
+		return 0;
+	for (i = 0; s[i]; i++) {
+		if (s[i] == '-') {
+			if (!run || !s[i + 1])
+				return 0;
+			run = 0;
+		} else if (!isalnum((unsigned char)s[i]) || ++run > 8) {
+			return 0;
+		}
+	}
+	return 1;
+}
+
+/* The rating in hundredths. */
+static int64_t rating_x100(const json_t *it)
+{
+	double r = json_number_value(json_object_get(it, "rating"));
+
+	return (int64_t)(r * 100.0 + 0.5);
+}
+
+static void review_check(const json_t *it, const struct portfolio_property *p, const char *prefix,
+			 json_t *details)
+{
+	int64_t max = json_integer_value(json_object_get(it, "max_rating")), at;
+	double rating = json_number_value(json_object_get(it, "rating"));
+
+	(void)p;
+	if (!validate_code(str(it, "source")))
+		add(details, prefix, "source",
+		    "must name the platform as a code such as google or booking.com");
+	if (blank(str(it, "external_id")))
+		add(details, prefix, "external_id", "must not be empty");
+	if (max < 1 || max > 100)
+		add(details, prefix, "max_rating", "must be an integer from 1 to 100");
+	else if (rating < 0 || rating > (double)max)
+		add(details, prefix, "rating", "must be from 0 to max_rating");
+	if (!language_tag(str(it, "language")))
+		add(details, prefix, "language", "must be a language tag such as en or pl-PL");
+	if (!str(it, "published_at") || clock_parse_time(str(it, "published_at"), &at) < 0)
+		add(details, prefix, "published_at",
+		    "must be an RFC 3339 date-time such as 2026-11-22T08:00:00Z");
+	else if (at > clock_now_ms() + FUTURE_SKEW_MS)
+		add(details, prefix, "published_at", "must not be in the future");
+}
+
+static int review_begin(struct batch *b, struct ctx *c)
+{
+	return review_templates_load(b->tx, c->p.portfolio_id, &b->state);
+}
+
+static int review_write(struct batch *b, struct ctx *c, const json_t *it,
+			const struct portfolio_property *p, json_t *result)
+{
+	struct review_new r = {str(it, "source"),
+			       str(it, "external_id"),
+			       str(it, "language"),
+			       str(it, "text"),
+			       str(it, "author"),
+			       rating_x100(it),
+			       json_integer_value(json_object_get(it, "max_rating")),
+			       0};
+	struct review_outcome out;
+	int rc = clock_parse_time(str(it, "published_at"), &r.published_at) < 0
+			 ? STORE_ERR
+			 : review_create(b->tx, c->p.portfolio_id, p, &r, b->state, b->now, &out);
+
+	if (rc == 0) {
+		json_object_set_new(result, "status",
+				    json_string(out.duplicate ? "duplicate" : "created"));
+		json_object_set_new(result, "id", json_string(out.id));
+		json_object_set_new(result, "reply_drafted", json_boolean(out.drafted));
+	}
+	return rc;
+}
+
+/* After the reviews: the portfolio's reputation, alerts included. */
+static int review_end(struct batch *b, struct ctx *c)
+{
+	struct portfolio_property *props;
+	size_t i;
+	int rc;
+
+	if (!b->written)
+		return 0;
+	if (!b->snap) {
+		log_msg(LOG_WARN, "reputation",
+			"portfolio %s has more properties than a snapshot keeps; its reputation is "
+			"evaluated by the worker's sweep only",
+			c->p.portfolio_id);
+		return 0;
+	}
+	props = calloc(b->snap->n ? b->snap->n : 1, sizeof *props);
+	if (!props)
+		return STORE_ERR;
+	for (i = 0; i < b->snap->n; i++)
+		props[i] = b->snap->props[i].p;
+	rc = reputation_evaluate(b->tx, c->p.portfolio_id, props, b->snap->n, b->now);
+	free(props);
+	return rc < 0 ? rc : 0;
 }
 
 /* -------------------------------------------------------------- batches */
@@ -274,22 +412,27 @@ static int admit(struct ctx *c, struct store_tx *tx, const struct portfolio_snap
 static int run_items(struct ctx *c, struct store_tx *tx, const struct feed *f, const json_t *items,
 		     json_t *results)
 {
-	const struct portfolio_snapshot *snap = NULL;
+	struct batch b = {tx, NULL, NULL, clock_now_ms(), 0};
 	struct portfolio_property p;
-	int64_t now = clock_now_ms();
 	json_t *it, *res;
 	size_t i;
-	int rc = portfolio_snapshot_get(c->svc->store, c->p.portfolio_id, &snap);
+	int rc = portfolio_snapshot_get(c->svc->store, c->p.portfolio_id, &b.snap);
 
+	if (rc >= 0 && f->begin)
+		rc = f->begin(&b, c);
 	for (i = 0; rc >= 0 && i < json_array_size(items); i++) {
 		it = json_array_get(items, i);
-		if ((rc = admit(c, tx, snap, f, it, i, &p, results)) <= 0)
+		if ((rc = admit(c, tx, b.snap, f, it, i, &p, results)) <= 0)
 			continue;
 		res = json_pack("{s:I}", "index", (json_int_t)i);
-		rc = res ? f->write(tx, c, it, &p, now, res) : STORE_ERR;
+		rc = res ? f->write(&b, c, it, &p, res) : STORE_ERR;
 		json_array_set_new(results, i, res);
+		b.written++;
 	}
-	portfolio_snapshot_put(snap);
+	if (rc >= 0 && f->end)
+		rc = f->end(&b, c);
+	portfolio_snapshot_put(b.snap);
+	json_decref(b.state);
 	return rc < 0 ? rc : 0;
 }
 
@@ -340,8 +483,11 @@ static void feed_run(struct ctx *c, const struct feed *f)
 	respond_data(c, 200, data);
 }
 
-static const struct feed suggestion_feed = {suggestion_spec, suggestion_check, suggestion_write};
-static const struct feed ota_feed = {ota_spec, ota_check, ota_write};
+static const struct feed suggestion_feed = {suggestion_spec, suggestion_check, suggestion_write,
+					    NULL, NULL};
+static const struct feed ota_feed = {ota_spec, ota_check, ota_write, NULL, NULL};
+static const struct feed review_feed = {review_spec, review_check, review_write, review_begin,
+					review_end};
 
 static void feeds_h_suggestions(struct ctx *c)
 {
@@ -353,9 +499,16 @@ static void feeds_h_ota(struct ctx *c)
 	feed_run(c, &ota_feed);
 }
 
+static void feeds_h_reviews(struct ctx *c)
+{
+	feed_run(c, &review_feed);
+}
+
 static const struct route routes[] = {
 	ROUTE_V2_JSON("POST", "/v2/feeds/rate-suggestions", feeds_h_suggestions,
 		      AUTH_SCOPE_FEEDS_WRITE, batch_spec),
 	ROUTE_V2_JSON("POST", "/v2/feeds/ota-rates", feeds_h_ota, AUTH_SCOPE_FEEDS_WRITE, batch_spec),
+	ROUTE_V2_JSON("POST", "/v2/feeds/reviews", feeds_h_reviews, AUTH_SCOPE_FEEDS_WRITE,
+		      batch_spec),
 };
 const struct route_table feed_routes = ROUTE_TABLE(routes);

@@ -1,0 +1,195 @@
+#include "api/feeds/review.h"
+
+#include <ctype.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "api/ctx.h"
+#include "api/respond.h"
+#include "api/scope.h"
+#include "core/clock.h"
+#include "core/validate.h"
+#include "feeds/reviews.h"
+#include "store/store.h"
+
+static const struct vfield reply_spec[] = {
+	{"text", V_STRING, 1, 0, REVIEW_REPLY_MAX, NULL, 0, NULL},
+	{NULL, 0, 0, 0, 0, NULL, 0, NULL},
+};
+static const struct vfield publish_spec[] = {
+	{NULL, 0, 0, 0, 0, NULL, 0, NULL},
+};
+
+static json_t *row(struct store_tx *tx, struct store_rows *r, void *arg, char *key, size_t keycap)
+{
+	(void)tx;
+	(void)arg;
+	snprintf(key, keycap, "%s", review_row_id(r));
+	return review_from_row(r);
+}
+
+static void h_list(struct ctx *c)
+{
+	static const char *const statuses[] = {"none", "drafted", "publishing", "published",
+					       "failed"};
+	struct review_filter f = {http_query(c->req, "property_id"),
+				  http_query(c->req, "source"),
+				  http_query(c->req, "reply_status"),
+				  http_query(c->req, "language"),
+				  NULL,
+				  0};
+	char after[ID_MAX] = "", scope[600];
+	struct store_tx *tx = NULL;
+	struct store_rows *r = NULL;
+	size_t i;
+	int limit, rc;
+
+	for (i = 0;
+	     f.reply_status && i < ARRAY_LEN(statuses) && strcmp(f.reply_status, statuses[i]); i++)
+		;
+	if (f.reply_status && i == ARRAY_LEN(statuses)) {
+		respond_error(c, ERR_REQUEST_MALFORMED, NULL,
+			      "reply_status must be none, drafted, publishing, published or failed");
+		return;
+	}
+	if ((f.source && strlen(f.source) > 32) || (f.language && strlen(f.language) > 35)) {
+		respond_error(c, ERR_REQUEST_MALFORMED, NULL, "source or language is too long");
+		return;
+	}
+	if (f.property_id && (strlen(f.property_id) >= ID_MAX || !scope_reaches(c, f.property_id))) {
+		respond_error(c, ERR_INSUFFICIENT_ROLE, NULL,
+			      "property_id names a property outside this token");
+		return;
+	}
+	f.props = scope_props(c, &f.nprops);
+	snprintf(scope, sizeof scope, "reviews|%s|%s|%s|%s|%s|%s", c->p.portfolio_id,
+		 f.property_id ? f.property_id : "", f.source ? f.source : "",
+		 f.reply_status ? f.reply_status : "", f.language ? f.language : "",
+		 c->property_header ? c->property_header : "");
+	if (respond_page_args(c, scope, &limit, after, sizeof after) < 0)
+		return;
+	if ((rc = store_begin(c->svc->store, STORE_READ_ONE, &tx)) != STORE_OK) {
+		respond_store_error(c, rc);
+		return;
+	}
+	rc = review_list(tx, c->p.portfolio_id, after, &f, limit + 1, &r);
+	respond_rows_page(c, tx, rc, r, limit, scope, row, NULL);
+}
+
+/* Loads the review of the path inside tx, answering 404/403 when it is
+ * not there, another portfolio's or outside the token. Returns 1 with *out
+ * or 0 after answering. */
+static int load_visible(struct ctx *c, struct store_tx *tx, json_t **out)
+{
+	int rc = review_load(tx, c->p.portfolio_id, ctx_param(c, 0), out);
+
+	if (rc < 0)
+		respond_store_error(c, rc);
+	else if (rc == 0)
+		respond_error(c, ERR_NOT_FOUND, NULL, "no review %s", ctx_param(c, 0));
+	else if (rc == 2)
+		respond_error(c, ERR_INSUFFICIENT_ROLE, NULL,
+			      "the review belongs to another portfolio");
+	else if (!scope_reaches(c, json_string_value(json_object_get(*out, "property_id"))))
+		respond_error(c, ERR_INSUFFICIENT_ROLE, NULL,
+			      "the review's property is outside this token");
+	else
+		return 1;
+	json_decref(*out);
+	*out = NULL;
+	return 0;
+}
+
+static void h_get(struct ctx *c)
+{
+	struct store_tx *tx;
+	json_t *rv = NULL;
+	int rc;
+
+	if ((rc = store_begin(c->svc->store, STORE_READ_ONE, &tx)) != STORE_OK) {
+		respond_store_error(c, rc);
+		return;
+	}
+	rc = load_visible(c, tx, &rv);
+	store_rollback(tx);
+	if (rc)
+		respond_data(c, 200, rv);
+}
+
+/* Changes the reply of the review of the path with fn inside one write
+ * transaction, then answers status with the review. */
+static void change(struct ctx *c, int (*fn)(struct ctx *c, struct store_tx *tx), int status,
+		   const char *conflict)
+{
+	struct store_tx *tx;
+	json_t *rv = NULL;
+	int rc;
+
+	if ((rc = store_begin(c->svc->store, STORE_WRITE, &tx)) != STORE_OK) {
+		respond_store_error(c, rc);
+		return;
+	}
+	if (!load_visible(c, tx, &rv)) {
+		store_rollback(tx);
+		return;
+	}
+	json_decref(rv);
+	rv = NULL;
+	rc = fn(c, tx);
+	if (rc == 1 && (rc = review_load(tx, c->p.portfolio_id, ctx_param(c, 0), &rv)) != 1)
+		rc = rc < 0 ? rc : STORE_ERR;
+	if (rc == 0) {
+		store_rollback(tx);
+		respond_error(c, ERR_CONFLICT, NULL, "%s", conflict);
+	} else if ((rc = store_finish(tx, rc)) != STORE_OK) {
+		respond_store_error(c, rc);
+	} else {
+		respond_data(c, status, rv);
+		rv = NULL;
+	}
+	json_decref(rv);
+}
+
+static int set_text(struct ctx *c, struct store_tx *tx)
+{
+	const char *text = json_string_value(json_object_get(c->body, "text"));
+
+	return review_reply_set(tx, ctx_param(c, 0), text, clock_now_ms());
+}
+
+static int queue(struct ctx *c, struct store_tx *tx)
+{
+	return review_reply_publish(tx, ctx_param(c, 0), clock_now_ms());
+}
+
+static void h_reply(struct ctx *c)
+{
+	const char *text = json_string_value(json_object_get(c->body, "text"));
+	const char *p;
+
+	for (p = text; *p && isspace((unsigned char)*p); p++)
+		;
+	if (!*p) {
+		respond_error(c, ERR_VALIDATION_FAILED,
+			      json_pack("[{s:s, s:s}]", "field", "text", "issue", "must not be empty"),
+			      "the reply is not valid");
+		return;
+	}
+	change(c, set_text, 200,
+	       "the reply is being published or was published; it can no longer change");
+}
+
+static void h_publish(struct ctx *c)
+{
+	change(c, queue, 202,
+	       "only a drafted reply (or one whose publication failed) can be published");
+}
+
+static const struct route routes[] = {
+	ROUTE_V2("GET", "/v2/reviews", h_list, AUTH_SCOPE_REVIEWS_READ),
+	ROUTE_V2_ETAG("GET", "/v2/reviews/{id}", h_get, AUTH_SCOPE_REVIEWS_READ),
+	ROUTE_V2_JSON("PUT", "/v2/reviews/{id}/reply", h_reply, AUTH_SCOPE_REVIEWS_WRITE, reply_spec),
+	ROUTE_V2_JSON_OPT("POST", "/v2/reviews/{id}/reply/publish", h_publish,
+			  AUTH_SCOPE_REVIEWS_WRITE, publish_spec),
+};
+const struct route_table review_routes = ROUTE_TABLE(routes);

@@ -1,0 +1,495 @@
+#include "feeds/reviews.h"
+
+#include <ctype.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+
+#include "core/buf.h"
+#include "core/clock.h"
+#include "core/jsonw.h"
+#include "core/log.h"
+#include "events/outbox.h"
+#include "feeds/reputation.h"
+#include "feeds/review_platform.h"
+#include "portfolio/portfolio.h"
+#include "store/store.h"
+
+#define DAY_MS 86400000LL
+#define TEMPLATE_MAX 8192
+
+/* Waits after failed attempt 1, 2, ...: then the reply is reported failed
+ * (about 23 hours after the first attempt). */
+static const int64_t retry_ms[] = {30000,   120000,   600000,   1800000,
+				   3600000, 10800000, 21600000, 43200000};
+
+const char *review_band(int64_t score_x100)
+{
+	return score_x100 < 600 ? "low" : score_x100 < 800 ? "mid" : "high";
+}
+
+/* ------------------------------------------------------------ templates */
+
+int review_templates_load(struct store_tx *tx, const char *pf, json_t **out)
+{
+	struct store_rows *r;
+	char key[64];
+	int rc;
+
+	*out = json_object();
+	if (!*out)
+		return STORE_ERR;
+	rc = store_query(tx,
+			 "SELECT band, language, text FROM review_templates WHERE portfolio_id = $1",
+			 (struct store_val[]){sv_text(pf)}, 1, &r);
+	if (rc != STORE_OK)
+		goto fail;
+	while ((rc = store_next(r)) == 1) {
+		snprintf(key, sizeof key, "%s|%s", store_text(r, 0), store_text(r, 1));
+		json_object_set_new(*out, key, json_string(store_text(r, 2)));
+	}
+	store_rows_close(r);
+	if (rc == 0)
+		return 0;
+fail:
+	json_decref(*out);
+	*out = NULL;
+	return rc;
+}
+
+int review_template_set(struct store_tx *tx, const char *pf, const char *band, const char *language,
+			const char *text, int64_t now)
+{
+	int rc = store_exec(tx,
+			    "INSERT INTO review_templates (portfolio_id, band, language, text,"
+			    " updated_at) VALUES ($1, $2, $3, $4, $5) ON CONFLICT (portfolio_id,"
+			    " band, language) DO UPDATE SET text = excluded.text, updated_at ="
+			    " excluded.updated_at",
+			    (struct store_val[]){sv_text(pf), sv_text(band), sv_text(language),
+						 sv_text(text), sv_int(now)},
+			    5);
+
+	return rc < 0 ? rc : 0;
+}
+
+/* The template of band for the first n characters of lang (lower-cased
+ * into used, 40 bytes), or NULL. */
+static const char *template_for(const json_t *t, const char *band, const char *lang, size_t n,
+				char *used)
+{
+	char key[64];
+	size_t i;
+
+	for (i = 0; i < n && i < 39; i++)
+		used[i] = (char)tolower((unsigned char)lang[i]);
+	used[i] = '\0';
+	snprintf(key, sizeof key, "%s|%s", band, used);
+	return json_string_value(json_object_get(t, key));
+}
+
+/* Appends tpl to b with each {name} of names[] replaced by its value. */
+static int render(struct buf *b, const char *tpl, const char *const names[2],
+		  const char *const values[2])
+{
+	const char *p = tpl;
+	size_t i, n;
+	int rc = 0;
+
+	while (*p && rc == 0) {
+		for (i = 0; i < 2; i++) {
+			n = strlen(names[i]);
+			if (!strncmp(p, names[i], n))
+				break;
+		}
+		if (i < 2) {
+			rc = buf_puts(b, values[i]);
+			p += strlen(names[i]);
+		} else {
+			rc = buf_putc(b, *p++);
+		}
+	}
+	return rc;
+}
+
+char *review_draft(const json_t *templates, const char *band, const char *language,
+		   const char *guest, const char *property, char lang_used[40])
+{
+	static const char *const names[2] = {"{guest_name}", "{property_name}"};
+	const char *values[2] = {guest && *guest ? guest : "guest", property}, *tpl;
+	const char *dash = strchr(language, '-');
+	struct buf b;
+	char *out = NULL;
+
+	tpl = template_for(templates, band, language, strlen(language), lang_used);
+	if (!tpl && dash)
+		tpl = template_for(templates, band, language, (size_t)(dash - language), lang_used);
+	if (!tpl)
+		return NULL;
+	buf_init(&b, TEMPLATE_MAX * 4);
+	if (render(&b, tpl, names, values) == 0 && buf_putc(&b, '\0') == 0)
+		out = strdup(b.data);
+	buf_free(&b);
+	return out;
+}
+
+/* ------------------------------------------------------------ creating */
+
+#define REVIEW_COLS                                                                            \
+	"id, property_id, source, external_id, rating_x100, max_rating, score_x100, language," \
+	" text, author, published_at, reply_status, reply_text, reply_band, reply_language,"   \
+	" reply_edited, reply_published_at, publish_attempts, next_attempt_at, last_error,"    \
+	" created_at, updated_at, portfolio_id"
+
+/* A rating in hundredths as the API writes it: 4 or 4.5. */
+static json_t *rating_json(int64_t x100)
+{
+	return x100 % 100 ? json_real((double)x100 / 100.0) : json_integer(x100 / 100);
+}
+
+/* review.drafted's data. */
+static json_t *drafted_data(const char *id, const struct review_new *r, const char *reply)
+{
+	return json_pack("{s:s, s:s, s:s, s:o, s:I, s:s, s:s}", "review_id", id, "source",
+			 r->source, "source_review_id", r->external_id, "rating",
+			 rating_json(r->rating_x100), "rating_scale", (json_int_t)r->max_rating,
+			 "language", r->language, "reply_text", reply);
+}
+
+/* Inserts the review unless (portfolio, source, external id) is known.
+ * Returns 1 (inserted), 0 (known) or < 0. */
+static int insert_review(struct store_tx *tx, const char *pf, const struct portfolio_property *p,
+			 const struct review_new *r, int64_t score, const char *reply,
+			 const char *band, const char *lang, int64_t now, const char *id)
+{
+	struct store_rows *rows;
+	int rc = store_query(
+		tx,
+		"INSERT INTO reviews (id, portfolio_id, property_id, source, external_id,"
+		" rating_x100, max_rating, score_x100, language, text, author, published_at,"
+		" reply_status, reply_text, reply_band, reply_language, created_at, updated_at)"
+		" VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17,"
+		" $17) ON CONFLICT (portfolio_id, source, external_id) DO NOTHING RETURNING id",
+		(struct store_val[]){sv_text(id), sv_text(pf), sv_text(p->id), sv_text(r->source),
+				     sv_text(r->external_id), sv_int(r->rating_x100),
+				     sv_int(r->max_rating), sv_int(score), sv_text(r->language),
+				     sv_text(r->text), sv_text(r->author), sv_int(r->published_at),
+				     sv_text(reply ? "drafted" : "none"), sv_text(reply),
+				     sv_text(reply ? band : NULL), sv_text(reply ? lang : NULL),
+				     sv_int(now)},
+		17, &rows);
+
+	if (rc != STORE_OK)
+		return rc;
+	rc = store_next(rows);
+	store_rows_close(rows);
+	return rc;
+}
+
+/* The id of the known review (portfolio, source, external id). */
+static int known_id(struct store_tx *tx, const char *pf, const struct review_new *r, char *id)
+{
+	struct store_rows *rows;
+	int rc = store_query(tx,
+			     "SELECT id FROM reviews WHERE portfolio_id = $1 AND source = $2 AND"
+			     " external_id = $3",
+			     (struct store_val[]){sv_text(pf), sv_text(r->source),
+						  sv_text(r->external_id)},
+			     3, &rows);
+
+	if (rc != STORE_OK)
+		return rc;
+	if ((rc = store_next(rows)) == 1)
+		snprintf(id, ID_MAX, "%s", store_text(rows, 0));
+	store_rows_close(rows);
+	return rc == 1 ? 0 : (rc < 0 ? rc : STORE_ERR);
+}
+
+int review_create(struct store_tx *tx, const char *pf, const struct portfolio_property *p,
+		  const struct review_new *r, const json_t *templates, int64_t now,
+		  struct review_outcome *out)
+{
+	int64_t score = r->rating_x100 * 10 / r->max_rating;
+	const char *band = review_band(score);
+	char lang[40];
+	char *reply = review_draft(templates, band, r->language, r->author, p->name, lang);
+	json_t *data = NULL, *props = NULL;
+	int rc;
+
+	memset(out, 0, sizeof *out);
+	rc = id_new("rv_", out->id, sizeof out->id) < 0 ? STORE_ERR : 0;
+	if (rc == 0)
+		rc = insert_review(tx, pf, p, r, score, reply, band, lang, now, out->id);
+	if (rc == 0) {
+		out->duplicate = 1;
+		rc = known_id(tx, pf, r, out->id);
+		goto out;
+	}
+	if (rc < 0)
+		goto out;
+	rc = reputation_add(tx, pf, p->id, r->published_at / DAY_MS, score);
+	if (rc == 0 && reply) {
+		out->drafted = 1;
+		data = drafted_data(out->id, r, reply);
+		props = json_pack("[s]", p->id);
+		rc = data && props
+			     ? outbox_append(tx, "v1", "review.drafted", pf, props, data, NULL, 0)
+			     : STORE_ERR;
+	}
+out:
+	json_decref(data);
+	json_decref(props);
+	free(reply);
+	return rc < 0 ? rc : 0;
+}
+
+/* ------------------------------------------------------------ reading */
+
+json_t *review_from_row(struct store_rows *r)
+{
+	json_t *tpl = store_is_null(r, 13) ? json_null()
+					   : json_pack("{s:s, s:s}", "band", store_text(r, 13),
+						       "language", store_text(r, 14));
+	json_t *reply = json_pack(
+		"{s:s, s:o, s:o, s:b, s:o, s:I, s:o, s:o}", "status", store_text(r, 11), "text",
+		store_is_null(r, 12) ? json_null() : json_string(store_text(r, 12)), "template",
+		tpl ? tpl : json_null(), "edited", (int)store_int(r, 15), "published_at",
+		store_is_null(r, 16) ? json_null() : jsonw_time(store_int(r, 16)), "attempts",
+		(json_int_t)store_int(r, 17), "next_attempt_at",
+		store_is_null(r, 18) || strcmp(store_text(r, 11), "publishing")
+			? json_null()
+			: jsonw_time(store_int(r, 18)),
+		"last_error", store_is_null(r, 19) ? json_null() : json_string(store_text(r, 19)));
+
+	return json_pack("{s:s, s:s, s:s, s:s, s:o, s:I, s:o, s:s, s:s, s:s, s:o, s:o, s:o, s:o}",
+			 "id", store_text(r, 0), "property_id", store_text(r, 1), "source",
+			 store_text(r, 2), "external_id", store_text(r, 3), "rating",
+			 rating_json(store_int(r, 4)), "max_rating", (json_int_t)store_int(r, 5),
+			 "score", reputation_score_json(store_int(r, 6)), "language",
+			 store_text(r, 7), "text", store_text(r, 8), "author", store_text(r, 9),
+			 "published_at", jsonw_time(store_int(r, 10)), "reply",
+			 reply ? reply : json_null(), "created_at", jsonw_time(store_int(r, 20)),
+			 "updated_at", jsonw_time(store_int(r, 21)));
+}
+
+const char *review_row_id(struct store_rows *r)
+{
+	return store_text(r, 0);
+}
+
+int review_list(struct store_tx *tx, const char *pf, const char *after,
+		const struct review_filter *f, int limit, struct store_rows **rows)
+{
+	struct store_sql q = {.len = 0};
+
+	store_sql_add(&q, "SELECT " REVIEW_COLS " FROM reviews WHERE portfolio_id = $#", sv_text(pf));
+	store_sql_add(&q, " AND id > $#", sv_text(after));
+	if (f->property_id && *f->property_id)
+		store_sql_add(&q, " AND property_id = $#", sv_text(f->property_id));
+	if (f->source && *f->source)
+		store_sql_add(&q, " AND source = $#", sv_text(f->source));
+	if (f->reply_status && *f->reply_status)
+		store_sql_add(&q, " AND reply_status = $#", sv_text(f->reply_status));
+	if (f->language && *f->language)
+		store_sql_add(&q, " AND language = $#", sv_text(f->language));
+	if (f->props)
+		store_sql_in(&q, "property_id", f->props, f->nprops);
+	store_sql_add(&q, " ORDER BY id LIMIT $#", sv_int(limit));
+	if (q.overflow)
+		return STORE_ERR;
+	return store_query(tx, q.text, q.v, q.n, rows);
+}
+
+int review_load(struct store_tx *tx, const char *pf, const char *id, json_t **out)
+{
+	struct store_rows *r;
+	int rc, other = 0;
+
+	*out = NULL;
+	rc = store_query(tx, "SELECT " REVIEW_COLS " FROM reviews WHERE id = $1",
+			 (struct store_val[]){sv_text(id)}, 1, &r);
+	if (rc != STORE_OK)
+		return rc;
+	if ((rc = store_next(r)) == 1) {
+		other = strcmp(store_text(r, 22), pf) != 0;
+		if (!other)
+			*out = review_from_row(r);
+	}
+	store_rows_close(r);
+	if (rc <= 0)
+		return rc;
+	return other ? 2 : (*out ? 1 : STORE_ERR);
+}
+
+/* ------------------------------------------------------------ replies */
+
+int review_reply_set(struct store_tx *tx, const char *id, const char *text, int64_t now)
+{
+	return store_exec(tx,
+			  "UPDATE reviews SET reply_text = $2, reply_status = 'drafted', reply_edited = 1,"
+			  " last_error = NULL, updated_at = $3 WHERE id = $1 AND reply_status IN"
+			  " ('none', 'drafted', 'failed')",
+			  (struct store_val[]){sv_text(id), sv_text(text), sv_int(now)}, 3);
+}
+
+int review_reply_publish(struct store_tx *tx, const char *id, int64_t now)
+{
+	return store_exec(tx,
+			  "UPDATE reviews SET reply_status = 'publishing', publish_attempts = 0,"
+			  " next_attempt_at = $2, last_error = NULL, updated_at = $2 WHERE id = $1 AND"
+			  " reply_status IN ('drafted', 'failed') AND reply_text IS NOT NULL",
+			  (struct store_val[]){sv_text(id), sv_int(now)}, 2);
+}
+
+/* One reply being sent. */
+struct sending {
+	char id[ID_MAX], pf[ID_MAX], property_id[ID_MAX], code[64];
+	char source[64], external_id[300], language[40];
+	char *text;
+	int64_t due, attempts, rating_x100, max_rating;
+};
+
+/* Claims the reply of s (due at s->due) for this worker. 1, 0 (another
+ * took it) or < 0. */
+static int claim(struct store *st, struct sending *s, int64_t now)
+{
+	struct store_tx *tx;
+	int rc = store_begin(st, STORE_WRITE_OWN, &tx);
+
+	if (rc != STORE_OK)
+		return rc;
+	rc = store_exec(tx,
+			"UPDATE reviews SET next_attempt_at = $3 WHERE id = $1 AND reply_status ="
+			" 'publishing' AND next_attempt_at = $2",
+			(struct store_val[]){sv_text(s->id), sv_int(s->due),
+					     sv_int(now + REVIEW_SEND_LEASE_MS)},
+			3);
+	return store_finish(tx, rc) != STORE_OK ? STORE_ERR : rc;
+}
+
+/* review.published, and the reply published, inside tx. */
+static int record_published(struct store_tx *tx, const struct sending *s,
+			    const struct review_reply *rr, int64_t now)
+{
+	char at[CLOCK_RFC3339_LEN];
+	json_t *data, *props;
+	int rc = store_exec(tx,
+			    "UPDATE reviews SET reply_status = 'published', reply_published_at = $2,"
+			    " publish_attempts = publish_attempts + 1, next_attempt_at = NULL,"
+			    " last_error = NULL, updated_at = $3 WHERE id = $1 AND reply_status ="
+			    " 'publishing'",
+			    (struct store_val[]){sv_text(s->id), sv_int(rr->published_at),
+						 sv_int(now)},
+			    3);
+
+	if (rc <= 0)
+		return rc;
+	clock_format_ms(rr->published_at, at);
+	data = json_pack("{s:s, s:s, s:s, s:s, s:s, s:n}", "review_id", s->id, "source", s->source,
+			 "source_review_id", s->external_id, "reply_text", s->text, "published_at",
+			 at, "reply_url");
+	props = json_pack("[s]", s->property_id);
+	rc = data && props ? outbox_append(tx, "v1", "review.published", s->pf, props, data, NULL, 0)
+			   : STORE_ERR;
+	json_decref(data);
+	json_decref(props);
+	return rc;
+}
+
+/* A failed attempt: the next one on the schedule, or failed for good. */
+static int record_failure(struct store_tx *tx, const struct sending *s,
+			  const struct review_reply *rr, int64_t now)
+{
+	int64_t n = s->attempts + 1;
+	int last = n > (int64_t)ARRAY_LEN(retry_ms);
+	int rc = store_exec(tx,
+			    "UPDATE reviews SET reply_status = $2, publish_attempts = $3,"
+			    " next_attempt_at = $4, last_error = $5, updated_at = $6 WHERE id = $1"
+			    " AND reply_status = 'publishing'",
+			    (struct store_val[]){sv_text(s->id),
+						 sv_text(last ? "failed" : "publishing"), sv_int(n),
+						 last ? sv_null()
+						      : sv_int(now +
+							       clock_business_ms(retry_ms[n - 1])),
+						 sv_text(rr->error), sv_int(now)},
+			    6);
+
+	if (last && rc > 0)
+		log_msg(LOG_WARN, "reviews",
+			"reply to review %s not published after %lld attempts: %s", s->id,
+			(long long)n, rr->error);
+	return rc < 0 ? rc : 0;
+}
+
+/* Sends s and records the outcome. */
+static int send_one(struct store *st, struct review_platform *rp, struct sending *s)
+{
+	struct review_reply rr = {s->pf, s->code, s->external_id, s->text, 0, 0, 0, ""};
+	struct store_tx *tx;
+	int rc = claim(st, s, clock_now_ms());
+
+	if (rc <= 0)
+		return rc;
+	if (review_platform_reply(rp, &rr) < 0)
+		snprintf(rr.error, sizeof rr.error, "could not send the reply");
+	if ((rc = store_begin(st, STORE_WRITE, &tx)) != STORE_OK)
+		return rc;
+	rc = rr.ok ? record_published(tx, s, &rr, clock_now_ms())
+		   : record_failure(tx, s, &rr, clock_now_ms());
+	return store_finish(tx, rc) != STORE_OK ? STORE_ERR : 1;
+}
+
+/* The replies due now, at most cap, into s[] (texts owned). */
+static int due(struct store *st, int64_t now, struct sending *s, size_t cap, size_t *n)
+{
+	struct portfolio_property p;
+	struct store_tx *tx;
+	struct store_rows *r;
+	int rc = store_begin(st, STORE_READ, &tx), opened;
+
+	*n = 0;
+	if (rc != STORE_OK)
+		return rc;
+	rc = store_query(tx,
+			 "SELECT id, portfolio_id, property_id, source, external_id, reply_text,"
+			 " next_attempt_at, publish_attempts FROM reviews WHERE reply_status ="
+			 " 'publishing' AND next_attempt_at <= $1 ORDER BY next_attempt_at LIMIT $2",
+			 (struct store_val[]){sv_int(now), sv_int((int64_t)cap)}, 2, &r);
+	opened = rc == STORE_OK;
+	while (opened && (rc = store_next(r)) == 1) {
+		struct sending *x = &s[(*n)++];
+
+		memset(x, 0, sizeof *x);
+		snprintf(x->id, sizeof x->id, "%s", store_text(r, 0));
+		snprintf(x->pf, sizeof x->pf, "%s", store_text(r, 1));
+		snprintf(x->property_id, sizeof x->property_id, "%s", store_text(r, 2));
+		snprintf(x->source, sizeof x->source, "%s", store_text(r, 3));
+		snprintf(x->external_id, sizeof x->external_id, "%s", store_text(r, 4));
+		x->text = strdup(store_text(r, 5));
+		x->due = store_int(r, 6);
+		x->attempts = store_int(r, 7);
+		rc = x->text ? 1 : STORE_ERR;
+	}
+	if (opened)
+		store_rows_close(r);
+	for (size_t i = 0; rc >= 0 && i < *n; i++) {
+		rc = portfolio_property_get(tx, s[i].pf, s[i].property_id, &p);
+		snprintf(s[i].code, sizeof s[i].code, "%s", rc == 1 ? p.code : "");
+	}
+	store_rollback(tx);
+	return rc < 0 ? rc : 0;
+}
+
+int review_publish_due(struct store *st, struct review_platform *rp)
+{
+	struct sending s[16];
+	size_t n = 0, i;
+	int rc = due(st, clock_now_ms(), s, ARRAY_LEN(s), &n), sent = 0;
+
+	for (i = 0; rc >= 0 && i < n; i++)
+		if ((rc = send_one(st, rp, &s[i])) > 0)
+			sent++;
+	for (i = 0; i < n; i++)
+		free(s[i].text);
+	return rc < 0 ? rc : sent;
+}
