@@ -523,8 +523,9 @@ class SuggestionFlowTest(Base):
         sid = self.suggest(date=day(1))
         later = self.suggest(date=day(1))
         # Age both by moving their stay date into the past.
-        E.srv.db.run("UPDATE rate_suggestions SET stay_date = '%s' WHERE id IN ('%s', '%s')"
-                     % (day(-2), sid, later))
+        p = E.srv.db.run("UPDATE rate_suggestions SET stay_date = '%s' WHERE id IN ('%s', '%s')"
+                         % (day(-2), sid, later))
+        self.assertEqual(p.returncode, 0, p.stderr)
         d = assert_error(self, self.act(sid, "approve"), 409, "SVC-CONFLICT")
         self.assertIn("expired", d["message"])
         self.assertEqual(self.suggestion(sid)["status"], "expired")
