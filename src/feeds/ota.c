@@ -217,40 +217,24 @@ int ota_alert_list(struct store_tx *tx, const char *pf, const char *after,
 {
 	struct store_sql q = {.len = 0};
 
-	store_sql_add(&q, "SELECT " ALERT_COLS " FROM parity_alerts WHERE portfolio_id = $#",
-		      sv_text(pf));
-	store_sql_add(&q, " AND id > $#", sv_text(after));
-	if (f->status && *f->status)
-		store_sql_add(&q, " AND status = $#", sv_text(f->status));
-	if (f->property_id && *f->property_id)
-		store_sql_add(&q, " AND property_id = $#", sv_text(f->property_id));
-	if (f->ota && *f->ota)
-		store_sql_add(&q, " AND ota = $#", sv_text(f->ota));
-	if (f->props)
-		store_sql_in(&q, "property_id", f->props, f->nprops);
-	store_sql_add(&q, " ORDER BY id LIMIT $#", sv_int(limit));
-	if (q.overflow)
-		return STORE_ERR;
-	return store_query(tx, q.text, q.v, q.n, rows);
+	store_sql_page(&q, "SELECT " ALERT_COLS " FROM parity_alerts", pf, after);
+	store_sql_eq(&q, "status", f->status);
+	store_sql_eq(&q, "property_id", f->property_id);
+	store_sql_eq(&q, "ota", f->ota);
+	return store_sql_page_end(tx, &q, f->props, f->nprops, limit, rows);
+}
+
+static void *alert_row(struct store_rows *r)
+{
+	return ota_alert_from_row(r);
 }
 
 int ota_alert_load(struct store_tx *tx, const char *pf, const char *id, json_t **out)
 {
-	struct store_rows *r;
-	int rc, other = 0;
+	void *v;
+	int rc = store_get_owned(tx, "SELECT " ALERT_COLS " FROM parity_alerts WHERE id = $1", id,
+				 15, pf, alert_row, &v);
 
-	*out = NULL;
-	rc = store_query(tx, "SELECT " ALERT_COLS " FROM parity_alerts WHERE id = $1",
-			 (struct store_val[]){sv_text(id)}, 1, &r);
-	if (rc != STORE_OK)
-		return rc;
-	if ((rc = store_next(r)) == 1) {
-		other = strcmp(store_text(r, 15), pf) != 0;
-		if (!other)
-			*out = ota_alert_from_row(r);
-	}
-	store_rows_close(r);
-	if (rc <= 0)
-		return rc;
-	return other ? 2 : (*out ? 1 : STORE_ERR);
+	*out = v;
+	return rc;
 }

@@ -456,40 +456,24 @@ int reputation_alert_list(struct store_tx *tx, const char *pf, const char *after
 {
 	struct store_sql q = {.len = 0};
 
-	store_sql_add(&q, "SELECT " ALERT_COLS " FROM reputation_alerts WHERE portfolio_id = $#",
-		      sv_text(pf));
-	store_sql_add(&q, " AND id > $#", sv_text(after));
-	if (f->status && *f->status)
-		store_sql_add(&q, " AND status = $#", sv_text(f->status));
-	if (f->brand && *f->brand)
-		store_sql_add(&q, " AND brand = $#", sv_text(f->brand));
-	if (f->property_id && *f->property_id)
-		store_sql_add(&q, " AND property_id = $#", sv_text(f->property_id));
-	if (f->props)
-		store_sql_in(&q, "property_id", f->props, f->nprops);
-	store_sql_add(&q, " ORDER BY id LIMIT $#", sv_int(limit));
-	if (q.overflow)
-		return STORE_ERR;
-	return store_query(tx, q.text, q.v, q.n, rows);
+	store_sql_page(&q, "SELECT " ALERT_COLS " FROM reputation_alerts", pf, after);
+	store_sql_eq(&q, "status", f->status);
+	store_sql_eq(&q, "brand", f->brand);
+	store_sql_eq(&q, "property_id", f->property_id);
+	return store_sql_page_end(tx, &q, f->props, f->nprops, limit, rows);
+}
+
+static void *alert_row(struct store_rows *r)
+{
+	return reputation_alert_from_row(r);
 }
 
 int reputation_alert_load(struct store_tx *tx, const char *pf, const char *id, json_t **out)
 {
-	struct store_rows *r;
-	int rc, other = 0;
+	void *v;
+	int rc = store_get_owned(tx, "SELECT " ALERT_COLS " FROM reputation_alerts WHERE id = $1",
+				 id, 12, pf, alert_row, &v);
 
-	*out = NULL;
-	rc = store_query(tx, "SELECT " ALERT_COLS " FROM reputation_alerts WHERE id = $1",
-			 (struct store_val[]){sv_text(id)}, 1, &r);
-	if (rc != STORE_OK)
-		return rc;
-	if ((rc = store_next(r)) == 1) {
-		other = strcmp(store_text(r, 12), pf) != 0;
-		if (!other)
-			*out = reputation_alert_from_row(r);
-	}
-	store_rows_close(r);
-	if (rc <= 0)
-		return rc;
-	return other ? 2 : (*out ? 1 : STORE_ERR);
+	*out = v;
+	return rc;
 }

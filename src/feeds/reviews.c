@@ -282,43 +282,27 @@ int review_list(struct store_tx *tx, const char *pf, const char *after,
 {
 	struct store_sql q = {.len = 0};
 
-	store_sql_add(&q, "SELECT " REVIEW_COLS " FROM reviews WHERE portfolio_id = $#", sv_text(pf));
-	store_sql_add(&q, " AND id > $#", sv_text(after));
-	if (f->property_id && *f->property_id)
-		store_sql_add(&q, " AND property_id = $#", sv_text(f->property_id));
-	if (f->source && *f->source)
-		store_sql_add(&q, " AND source = $#", sv_text(f->source));
-	if (f->reply_status && *f->reply_status)
-		store_sql_add(&q, " AND reply_status = $#", sv_text(f->reply_status));
-	if (f->language && *f->language)
-		store_sql_add(&q, " AND language = $#", sv_text(f->language));
-	if (f->props)
-		store_sql_in(&q, "property_id", f->props, f->nprops);
-	store_sql_add(&q, " ORDER BY id LIMIT $#", sv_int(limit));
-	if (q.overflow)
-		return STORE_ERR;
-	return store_query(tx, q.text, q.v, q.n, rows);
+	store_sql_page(&q, "SELECT " REVIEW_COLS " FROM reviews", pf, after);
+	store_sql_eq(&q, "property_id", f->property_id);
+	store_sql_eq(&q, "source", f->source);
+	store_sql_eq(&q, "reply_status", f->reply_status);
+	store_sql_eq(&q, "language", f->language);
+	return store_sql_page_end(tx, &q, f->props, f->nprops, limit, rows);
+}
+
+static void *review_row(struct store_rows *r)
+{
+	return review_from_row(r);
 }
 
 int review_load(struct store_tx *tx, const char *pf, const char *id, json_t **out)
 {
-	struct store_rows *r;
-	int rc, other = 0;
+	void *v;
+	int rc = store_get_owned(tx, "SELECT " REVIEW_COLS " FROM reviews WHERE id = $1", id, 22,
+				 pf, review_row, &v);
 
-	*out = NULL;
-	rc = store_query(tx, "SELECT " REVIEW_COLS " FROM reviews WHERE id = $1",
-			 (struct store_val[]){sv_text(id)}, 1, &r);
-	if (rc != STORE_OK)
-		return rc;
-	if ((rc = store_next(r)) == 1) {
-		other = strcmp(store_text(r, 22), pf) != 0;
-		if (!other)
-			*out = review_from_row(r);
-	}
-	store_rows_close(r);
-	if (rc <= 0)
-		return rc;
-	return other ? 2 : (*out ? 1 : STORE_ERR);
+	*out = v;
+	return rc;
 }
 
 /* ------------------------------------------------------------ replies */

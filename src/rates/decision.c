@@ -83,27 +83,21 @@ const char *decision_row_id(struct store_rows *r)
 	return store_text(r, 0);
 }
 
+static void *decision_row(struct store_rows *r)
+{
+	return decision_from_row(r);
+}
+
 int decision_load(struct store_tx *tx, const char *pf, const char *id, json_t **out)
 {
-	struct store_rows *r;
-	int rc, other = 0;
+	void *v;
+	int rc = store_get_owned(tx,
+				 "SELECT " DECISION_COLS
+				 ", portfolio_id FROM rate_decisions WHERE id = $1",
+				 id, 19, pf, decision_row, &v);
 
-	*out = NULL;
-	rc = store_query(tx,
-			 "SELECT " DECISION_COLS ", portfolio_id FROM rate_decisions WHERE id = $1",
-			 (struct store_val[]){sv_text(id)}, 1, &r);
-	if (rc != STORE_OK)
-		return rc;
-	rc = store_next(r);
-	if (rc == 1) {
-		other = strcmp(store_text(r, 19), pf) != 0;
-		if (!other)
-			*out = decision_from_row(r);
-	}
-	store_rows_close(r);
-	if (rc <= 0)
-		return rc;
-	return other ? 2 : (*out ? 1 : STORE_ERR);
+	*out = v;
+	return rc;
 }
 
 int decision_reached(const struct decision_who *who, const json_t *d)

@@ -101,31 +101,24 @@ int suggestion_create(struct store_tx *tx, const char *pf, const struct suggesti
 /* Reads suggestion id's row with fn (a from-row function). Returns 1, 0,
  * 2 (another portfolio's) or a negative status. */
 static int load_row(struct store_tx *tx, const char *pf, const char *id,
-		    json_t *(*fn)(struct store_rows *r), json_t **out)
+		    void *(*fn)(struct store_rows *r), json_t **out)
 {
-	struct store_rows *r;
-	int rc, other = 0;
+	void *v;
+	int rc = store_get_owned(tx, "SELECT " SUGGESTION_COLS " FROM rate_suggestions WHERE id = $1",
+				 id, 16, pf, fn, &v);
 
-	*out = NULL;
-	rc = store_query(tx, "SELECT " SUGGESTION_COLS " FROM rate_suggestions WHERE id = $1",
-			 (struct store_val[]){sv_text(id)}, 1, &r);
-	if (rc != STORE_OK)
-		return rc;
-	rc = store_next(r);
-	if (rc == 1) {
-		other = strcmp(store_text(r, 16), pf) != 0;
-		if (!other)
-			*out = fn(r);
-	}
-	store_rows_close(r);
-	if (rc <= 0)
-		return rc;
-	return other ? 2 : (*out ? 1 : STORE_ERR);
+	*out = v;
+	return rc;
+}
+
+static void *api_row(struct store_rows *r)
+{
+	return suggestion_from_row(r);
 }
 
 int suggestion_load(struct store_tx *tx, const char *pf, const char *id, json_t **out)
 {
-	return load_row(tx, pf, id, suggestion_from_row, out);
+	return load_row(tx, pf, id, api_row, out);
 }
 
 int suggestion_list(struct store_tx *tx, const char *pf, const char *after,
@@ -133,23 +126,14 @@ int suggestion_list(struct store_tx *tx, const char *pf, const char *after,
 {
 	struct store_sql q = {.len = 0};
 
-	store_sql_add(&q, "SELECT " SUGGESTION_COLS " FROM rate_suggestions WHERE portfolio_id = $#",
-		      sv_text(pf));
-	store_sql_add(&q, " AND id > $#", sv_text(after));
-	if (f->status && *f->status)
-		store_sql_add(&q, " AND status = $#", sv_text(f->status));
-	if (f->property_id && *f->property_id)
-		store_sql_add(&q, " AND property_id = $#", sv_text(f->property_id));
+	store_sql_page(&q, "SELECT " SUGGESTION_COLS " FROM rate_suggestions", pf, after);
+	store_sql_eq(&q, "status", f->status);
+	store_sql_eq(&q, "property_id", f->property_id);
 	if (f->date_from && *f->date_from)
 		store_sql_add(&q, " AND stay_date >= $#", sv_text(f->date_from));
 	if (f->date_to && *f->date_to)
 		store_sql_add(&q, " AND stay_date <= $#", sv_text(f->date_to));
-	if (f->props)
-		store_sql_in(&q, "property_id", f->props, f->nprops);
-	store_sql_add(&q, " ORDER BY id LIMIT $#", sv_int(limit));
-	if (q.overflow)
-		return STORE_ERR;
-	return store_query(tx, q.text, q.v, q.n, rows);
+	return store_sql_page_end(tx, &q, f->props, f->nprops, limit, rows);
 }
 
 /* ------------------------------------------------------ deciding */
@@ -160,7 +144,7 @@ struct pending {
 	int64_t proposed, claim_until;
 };
 
-static json_t *pending_from_row(struct store_rows *r)
+static void *pending_from_row(struct store_rows *r)
 {
 	return json_pack("{s:s, s:s, s:s, s:s, s:s, s:s, s:I, s:I}", "id", store_text(r, 0),
 			 "status", store_text(r, 1), "property_id", store_text(r, 2), "room",
@@ -209,8 +193,10 @@ static int check_actor(struct store_tx *tx, struct decide *d, struct suggestion_
 	d->s.claim_until = json_integer_value(json_object_get(row, "claim"));
 	json_decref(row);
 	out->result = SUGGESTION_OUT_OF_REACH;
-	if (!d->who->reaches(d->who->arg, d->s.property_id))
+	if (!d->who->reaches(d->who->arg, d->s.property_id)) {
+		out->body = json_pack("{s:s}", "property_id", d->s.property_id);
 		return 1;
+	}
 	out->result = SUGGESTION_NOT_APPROVER;
 	if (!d->who->user_id[0]) {
 		snprintf(out->why, sizeof out->why,

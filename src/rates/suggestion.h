@@ -71,7 +71,7 @@ enum suggestion_result {
 	SUGGESTION_DONE,             /* body: the suggestion now */
 	SUGGESTION_NOT_FOUND,        /* no such suggestion */
 	SUGGESTION_OTHER_PORTFOLIO,  /* it belongs to another portfolio */
-	SUGGESTION_OUT_OF_REACH,     /* its property is outside the credentials */
+	SUGGESTION_OUT_OF_REACH,     /* body: {property_id}, outside the credentials */
 	SUGGESTION_NOT_APPROVER,     /* why: not a user, inactive, or lacks the role */
 	SUGGESTION_CONFLICT,         /* why; status: what it is */
 	SUGGESTION_CEILING_EXCEEDED, /* body: the failed checks; stays pending */

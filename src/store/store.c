@@ -308,6 +308,54 @@ void store_sql_in(struct store_sql *q, const char *col, const char *const *vals,
 	store_sql_add(q, ")", sv_null());
 }
 
+void store_sql_eq(struct store_sql *q, const char *col, const char *value)
+{
+	if (!value || !*value)
+		return;
+	store_sql_add(q, " AND ", sv_null());
+	store_sql_add(q, col, sv_null());
+	store_sql_add(q, " = $#", sv_text(value));
+}
+
+void store_sql_page(struct store_sql *q, const char *select_from, const char *pf, const char *after)
+{
+	store_sql_add(q, select_from, sv_null());
+	store_sql_add(q, " WHERE portfolio_id = $#", sv_text(pf));
+	store_sql_add(q, " AND id > $#", sv_text(after));
+}
+
+int store_sql_page_end(struct store_tx *tx, struct store_sql *q, const char *const *props,
+		       int nprops, int limit, struct store_rows **rows)
+{
+	if (props)
+		store_sql_in(q, "property_id", props, nprops);
+	store_sql_add(q, " ORDER BY id LIMIT $#", sv_int(limit));
+	if (q->overflow)
+		return STORE_ERR;
+	return store_query(tx, q->text, q->v, q->n, rows);
+}
+
+int store_get_owned(struct store_tx *tx, const char *sql, const char *id, int owner_col,
+		    const char *owner, void *(*fn)(struct store_rows *r), void **out)
+{
+	struct store_rows *r;
+	int rc, other = 0;
+
+	*out = NULL;
+	rc = store_query(tx, sql, (struct store_val[]){sv_text(id)}, 1, &r);
+	if (rc != STORE_OK)
+		return rc;
+	if ((rc = store_next(r)) == 1) {
+		other = strcmp(store_text(r, owner_col), owner) != 0;
+		if (!other)
+			*out = fn(r);
+	}
+	store_rows_close(r);
+	if (rc <= 0)
+		return rc;
+	return other ? 2 : (*out ? 1 : STORE_ERR);
+}
+
 void store_ids_group(struct store_val *v, const int64_t *ids, size_t n, size_t from)
 {
 	for (size_t i = 0; i < STORE_IDS; i++)

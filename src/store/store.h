@@ -181,6 +181,25 @@ void store_sql_add(struct store_sql *q, const char *fmt, struct store_val val);
 /* Appends " AND col IN ($i, ...)" binding vals[0..n); n 0 appends
  * " AND 1 = 0" (nothing matches an empty list). */
 void store_sql_in(struct store_sql *q, const char *col, const char *const *vals, int n);
+/* Appends " AND col = $i" binding value, unless value is NULL or "". */
+void store_sql_eq(struct store_sql *q, const char *col, const char *value);
+
+/* A page of a portfolio's list, keyset on id: select_from ("SELECT ...
+ * FROM t") with "WHERE portfolio_id = $1 AND id > $2" (store_sql_page),
+ * the caller's filters (store_sql_eq), then store_sql_page_end: the
+ * property_id IN list when props is not NULL, "ORDER BY id LIMIT n". */
+void store_sql_page(struct store_sql *q, const char *select_from, const char *portfolio_id,
+		    const char *after);
+/* Runs the page. Returns a store status (STORE_ERR when q overflowed). */
+int store_sql_page_end(struct store_tx *tx, struct store_sql *q, const char *const *props,
+		       int nprops, int limit, struct store_rows **rows) WUR;
+
+/* Reads the row of sql (whose one parameter $1 is id) and, when its
+ * column owner_col is owner, makes *out = fn(row). Returns 1, 0 (no such
+ * row), 2 (the row is another owner's: *out NULL), or a negative status
+ * (also when fn returned NULL). For "one resource of this portfolio". */
+int store_get_owned(struct store_tx *tx, const char *sql, const char *id, int owner_col,
+		    const char *owner, void *(*fn)(struct store_rows *r), void **out) WUR;
 
 /* Wake-ups between the processes that share the database: a writer
  * announces with its commit that a channel has news, and every waiter on

@@ -22,69 +22,28 @@ static json_t *parity_row(struct store_tx *tx, struct store_rows *r, void *arg, 
 	return ota_alert_from_row(r);
 }
 
+static const char *const open_resolved[] = {"open", "resolved"};
+
 static void h_parity_list(struct ctx *c)
 {
-	struct ota_alert_filter f = {http_query(c->req, "status"), http_query(c->req, "property_id"),
+	struct ota_alert_filter f = {NULL, http_query(c->req, "property_id"),
 				     http_query(c->req, "ota"), NULL, 0};
-	char after[ID_MAX] = "", scope[512];
-	struct store_tx *tx = NULL;
+	struct scope_page pg;
 	struct store_rows *r = NULL;
-	int limit, rc;
+	int rc;
 
-	if (f.status && strcmp(f.status, "open") && strcmp(f.status, "resolved")) {
-		respond_error(c, ERR_REQUEST_MALFORMED, NULL, "status must be open or resolved");
+	if (scope_query_enum(c, "status", open_resolved, 2, &f.status) < 0 ||
+	    scope_list_begin(c, "parity-alerts", (const char *[]){f.status, f.ota}, 2, &pg) < 0)
 		return;
-	}
-	if (f.ota && (!*f.ota || strlen(f.ota) > 32)) {
-		respond_error(c, ERR_REQUEST_MALFORMED, NULL, "ota must name an OTA");
-		return;
-	}
-	if (f.property_id && (strlen(f.property_id) >= ID_MAX || !scope_reaches(c, f.property_id))) {
-		respond_error(c, ERR_INSUFFICIENT_ROLE, NULL,
-			      "property_id names a property outside this token");
-		return;
-	}
-	f.props = scope_props(c, &f.nprops);
-	snprintf(scope, sizeof scope, "parity-alerts|%s|%s|%s|%s|%s", c->p.portfolio_id,
-		 f.status ? f.status : "", f.property_id ? f.property_id : "", f.ota ? f.ota : "",
-		 c->property_header ? c->property_header : "");
-	if (respond_page_args(c, scope, &limit, after, sizeof after) < 0)
-		return;
-	if ((rc = store_begin(c->svc->store, STORE_READ_ONE, &tx)) != STORE_OK) {
-		respond_store_error(c, rc);
-		return;
-	}
-	rc = ota_alert_list(tx, c->p.portfolio_id, after, &f, limit + 1, &r);
-	respond_rows_page(c, tx, rc, r, limit, scope, parity_row, NULL);
+	f.props = pg.props;
+	f.nprops = pg.nprops;
+	rc = ota_alert_list(pg.tx, c->p.portfolio_id, pg.after, &f, pg.limit + 1, &r);
+	respond_rows_page(c, pg.tx, rc, r, pg.limit, pg.scope, parity_row, NULL);
 }
 
 static void h_parity_get(struct ctx *c)
 {
-	struct store_tx *tx;
-	json_t *a = NULL;
-	int rc;
-
-	if ((rc = store_begin(c->svc->store, STORE_READ_ONE, &tx)) != STORE_OK) {
-		respond_store_error(c, rc);
-		return;
-	}
-	rc = ota_alert_load(tx, c->p.portfolio_id, ctx_param(c, 0), &a);
-	store_rollback(tx);
-	if (rc < 0)
-		respond_store_error(c, rc);
-	else if (rc == 0)
-		respond_error(c, ERR_NOT_FOUND, NULL, "no parity alert %s", ctx_param(c, 0));
-	else if (rc == 2)
-		respond_error(c, ERR_INSUFFICIENT_ROLE, NULL,
-			      "the parity alert belongs to another portfolio");
-	else if (!scope_reaches(c, json_string_value(json_object_get(a, "property_id"))))
-		respond_error(c, ERR_INSUFFICIENT_ROLE, NULL,
-			      "the parity alert's property is outside this token");
-	else {
-		respond_data(c, 200, a);
-		a = NULL;
-	}
-	json_decref(a);
+	scope_get(c, ota_alert_load, "parity alert");
 }
 
 /* ---------------------------------------------------------- reputation */
@@ -100,69 +59,24 @@ static json_t *reputation_row(struct store_tx *tx, struct store_rows *r, void *a
 
 static void h_reputation_list(struct ctx *c)
 {
-	struct reputation_filter f = {http_query(c->req, "status"), http_query(c->req, "brand"),
+	struct reputation_filter f = {NULL, http_query(c->req, "brand"),
 				      http_query(c->req, "property_id"), NULL, 0};
-	char after[ID_MAX] = "", scope[600];
-	struct store_tx *tx = NULL;
+	struct scope_page pg;
 	struct store_rows *r = NULL;
-	int limit, rc;
+	int rc;
 
-	if (f.status && strcmp(f.status, "open") && strcmp(f.status, "resolved")) {
-		respond_error(c, ERR_REQUEST_MALFORMED, NULL, "status must be open or resolved");
+	if (scope_query_enum(c, "status", open_resolved, 2, &f.status) < 0 ||
+	    scope_list_begin(c, "reputation-alerts", (const char *[]){f.status, f.brand}, 2, &pg) < 0)
 		return;
-	}
-	if (f.brand && (!*f.brand || strlen(f.brand) > 100)) {
-		respond_error(c, ERR_REQUEST_MALFORMED, NULL, "brand must name a brand");
-		return;
-	}
-	if (f.property_id && (strlen(f.property_id) >= ID_MAX || !scope_reaches(c, f.property_id))) {
-		respond_error(c, ERR_INSUFFICIENT_ROLE, NULL,
-			      "property_id names a property outside this token");
-		return;
-	}
-	f.props = scope_props(c, &f.nprops);
-	snprintf(scope, sizeof scope, "reputation-alerts|%s|%s|%s|%s|%s", c->p.portfolio_id,
-		 f.status ? f.status : "", f.brand ? f.brand : "",
-		 f.property_id ? f.property_id : "", c->property_header ? c->property_header : "");
-	if (respond_page_args(c, scope, &limit, after, sizeof after) < 0)
-		return;
-	if ((rc = store_begin(c->svc->store, STORE_READ_ONE, &tx)) != STORE_OK) {
-		respond_store_error(c, rc);
-		return;
-	}
-	rc = reputation_alert_list(tx, c->p.portfolio_id, after, &f, limit + 1, &r);
-	respond_rows_page(c, tx, rc, r, limit, scope, reputation_row, NULL);
+	f.props = pg.props;
+	f.nprops = pg.nprops;
+	rc = reputation_alert_list(pg.tx, c->p.portfolio_id, pg.after, &f, pg.limit + 1, &r);
+	respond_rows_page(c, pg.tx, rc, r, pg.limit, pg.scope, reputation_row, NULL);
 }
 
 static void h_reputation_get(struct ctx *c)
 {
-	struct store_tx *tx;
-	json_t *a = NULL;
-	const char *prop;
-	int rc;
-
-	if ((rc = store_begin(c->svc->store, STORE_READ_ONE, &tx)) != STORE_OK) {
-		respond_store_error(c, rc);
-		return;
-	}
-	rc = reputation_alert_load(tx, c->p.portfolio_id, ctx_param(c, 0), &a);
-	store_rollback(tx);
-	prop = json_string_value(json_object_get(a, "property_id"));
-	if (rc < 0)
-		respond_store_error(c, rc);
-	else if (rc == 0)
-		respond_error(c, ERR_NOT_FOUND, NULL, "no reputation alert %s", ctx_param(c, 0));
-	else if (rc == 2)
-		respond_error(c, ERR_INSUFFICIENT_ROLE, NULL,
-			      "the reputation alert belongs to another portfolio");
-	else if (prop ? !scope_reaches(c, prop) : scope_props(c, &rc) != NULL)
-		respond_error(c, ERR_INSUFFICIENT_ROLE, NULL,
-			      "the reputation alert concerns properties outside this token");
-	else {
-		respond_data(c, 200, a);
-		a = NULL;
-	}
-	json_decref(a);
+	scope_get(c, reputation_alert_load, "reputation alert");
 }
 
 /* The scores now: of the properties the request reaches, and, for a

@@ -34,86 +34,27 @@ static void h_list(struct ctx *c)
 					       "failed"};
 	struct review_filter f = {http_query(c->req, "property_id"),
 				  http_query(c->req, "source"),
-				  http_query(c->req, "reply_status"),
+				  NULL,
 				  http_query(c->req, "language"),
 				  NULL,
 				  0};
-	char after[ID_MAX] = "", scope[600];
-	struct store_tx *tx = NULL;
+	struct scope_page pg;
 	struct store_rows *r = NULL;
-	size_t i;
-	int limit, rc;
+	int rc;
 
-	for (i = 0;
-	     f.reply_status && i < ARRAY_LEN(statuses) && strcmp(f.reply_status, statuses[i]); i++)
-		;
-	if (f.reply_status && i == ARRAY_LEN(statuses)) {
-		respond_error(c, ERR_REQUEST_MALFORMED, NULL,
-			      "reply_status must be none, drafted, publishing, published or failed");
+	if (scope_query_enum(c, "reply_status", statuses, ARRAY_LEN(statuses), &f.reply_status) < 0 ||
+	    scope_list_begin(c, "reviews", (const char *[]){f.source, f.reply_status, f.language},
+			     3, &pg) < 0)
 		return;
-	}
-	if ((f.source && strlen(f.source) > 32) || (f.language && strlen(f.language) > 35)) {
-		respond_error(c, ERR_REQUEST_MALFORMED, NULL, "source or language is too long");
-		return;
-	}
-	if (f.property_id && (strlen(f.property_id) >= ID_MAX || !scope_reaches(c, f.property_id))) {
-		respond_error(c, ERR_INSUFFICIENT_ROLE, NULL,
-			      "property_id names a property outside this token");
-		return;
-	}
-	f.props = scope_props(c, &f.nprops);
-	snprintf(scope, sizeof scope, "reviews|%s|%s|%s|%s|%s|%s", c->p.portfolio_id,
-		 f.property_id ? f.property_id : "", f.source ? f.source : "",
-		 f.reply_status ? f.reply_status : "", f.language ? f.language : "",
-		 c->property_header ? c->property_header : "");
-	if (respond_page_args(c, scope, &limit, after, sizeof after) < 0)
-		return;
-	if ((rc = store_begin(c->svc->store, STORE_READ_ONE, &tx)) != STORE_OK) {
-		respond_store_error(c, rc);
-		return;
-	}
-	rc = review_list(tx, c->p.portfolio_id, after, &f, limit + 1, &r);
-	respond_rows_page(c, tx, rc, r, limit, scope, row, NULL);
-}
-
-/* Loads the review of the path inside tx, answering 404/403 when it is
- * not there, another portfolio's or outside the token. Returns 1 with *out
- * or 0 after answering. */
-static int load_visible(struct ctx *c, struct store_tx *tx, json_t **out)
-{
-	int rc = review_load(tx, c->p.portfolio_id, ctx_param(c, 0), out);
-
-	if (rc < 0)
-		respond_store_error(c, rc);
-	else if (rc == 0)
-		respond_error(c, ERR_NOT_FOUND, NULL, "no review %s", ctx_param(c, 0));
-	else if (rc == 2)
-		respond_error(c, ERR_INSUFFICIENT_ROLE, NULL,
-			      "the review belongs to another portfolio");
-	else if (!scope_reaches(c, json_string_value(json_object_get(*out, "property_id"))))
-		respond_error(c, ERR_INSUFFICIENT_ROLE, NULL,
-			      "the review's property is outside this token");
-	else
-		return 1;
-	json_decref(*out);
-	*out = NULL;
-	return 0;
+	f.props = pg.props;
+	f.nprops = pg.nprops;
+	rc = review_list(pg.tx, c->p.portfolio_id, pg.after, &f, pg.limit + 1, &r);
+	respond_rows_page(c, pg.tx, rc, r, pg.limit, pg.scope, row, NULL);
 }
 
 static void h_get(struct ctx *c)
 {
-	struct store_tx *tx;
-	json_t *rv = NULL;
-	int rc;
-
-	if ((rc = store_begin(c->svc->store, STORE_READ_ONE, &tx)) != STORE_OK) {
-		respond_store_error(c, rc);
-		return;
-	}
-	rc = load_visible(c, tx, &rv);
-	store_rollback(tx);
-	if (rc)
-		respond_data(c, 200, rv);
+	scope_get(c, review_load, "review");
 }
 
 /* Changes the reply of the review of the path with fn inside one write
@@ -129,7 +70,8 @@ static void change(struct ctx *c, int (*fn)(struct ctx *c, struct store_tx *tx),
 		respond_store_error(c, rc);
 		return;
 	}
-	if (!load_visible(c, tx, &rv)) {
+	if (!scope_visible(c, review_load(tx, c->p.portfolio_id, ctx_param(c, 0), &rv), rv, "review")) {
+		json_decref(rv);
 		store_rollback(tx);
 		return;
 	}

@@ -20,52 +20,9 @@ static const struct vfield reject_spec[] = {
 	{NULL, 0, 0, 0, 0, NULL, 0, NULL},
 };
 
-/* Answers that the suggestion of the path is not there (what 0), is
- * another portfolio's (2) or outside the token (3). */
-static void refuse(struct ctx *c, int what)
-{
-	if (what == 0)
-		respond_error(c, ERR_NOT_FOUND, NULL, "no rate suggestion %s", ctx_param(c, 0));
-	else if (what == 2)
-		respond_error(c, ERR_INSUFFICIENT_ROLE, NULL,
-			      "the rate suggestion belongs to another portfolio");
-	else
-		respond_error(c, ERR_INSUFFICIENT_ROLE, NULL,
-			      "the rate suggestion's property is outside this token");
-}
-
-/* Answers 404/403 for suggestion_load's 0/2 and the token's reach.
- * Returns 1 to go on. */
-static int visible(struct ctx *c, int rc, const json_t *s)
-{
-	if (rc < 0)
-		respond_store_error(c, rc);
-	else if (rc != 1)
-		refuse(c, rc);
-	else if (!scope_reaches(c, json_string_value(json_object_get(s, "property_id"))))
-		refuse(c, 3);
-	else
-		return 1;
-	return 0;
-}
-
 static void h_get(struct ctx *c)
 {
-	struct store_tx *tx;
-	json_t *s = NULL;
-	int rc;
-
-	if ((rc = store_begin(c->svc->store, STORE_READ_ONE, &tx)) != STORE_OK) {
-		respond_store_error(c, rc);
-		return;
-	}
-	rc = suggestion_load(tx, c->p.portfolio_id, ctx_param(c, 0), &s);
-	store_rollback(tx);
-	if (visible(c, rc, s)) {
-		respond_data(c, 200, s);
-		s = NULL;
-	}
-	json_decref(s);
+	scope_get(c, suggestion_load, "rate suggestion");
 }
 
 static void h_audit(struct ctx *c)
@@ -82,7 +39,7 @@ static void h_audit(struct ctx *c)
 	if (rc == 1 && (rc = audit_load(tx, ctx_param(c, 0), &trail)) == 0)
 		rc = STORE_ERR; /* a suggestion always has a trail */
 	store_rollback(tx);
-	if (visible(c, rc, s)) {
+	if (scope_visible(c, rc, s, "rate suggestion")) {
 		respond_data(c, 200, trail);
 		trail = NULL;
 	}
@@ -113,45 +70,31 @@ static int date_param(struct ctx *c, const char *name, const char **out)
 static void h_list(struct ctx *c)
 {
 	static const char *const statuses[] = {"pending_approval", "approved", "rejected", "expired"};
-	struct suggestion_filter f = {http_query(c->req, "status"),
-				      http_query(c->req, "property_id"),
-				      NULL,
-				      NULL,
-				      NULL,
-				      0};
-	char after[ID_MAX] = "", scope[512];
-	struct store_tx *tx = NULL;
+	struct suggestion_filter f = {NULL, http_query(c->req, "property_id"), NULL, NULL, NULL, 0};
+	struct scope_page pg;
 	struct store_rows *r = NULL;
-	size_t i;
-	int limit, rc;
+	int rc;
 
-	for (i = 0; f.status && i < ARRAY_LEN(statuses) && strcmp(f.status, statuses[i]); i++)
-		;
-	if (f.status && i == ARRAY_LEN(statuses)) {
-		respond_error(c, ERR_REQUEST_MALFORMED, NULL,
-			      "status must be pending_approval, approved, rejected or expired");
+	if (scope_query_enum(c, "status", statuses, ARRAY_LEN(statuses), &f.status) < 0 ||
+	    date_param(c, "date_from", &f.date_from) < 0 || date_param(c, "date_to", &f.date_to) < 0 ||
+	    scope_list_begin(c, "rate-suggestions",
+			     (const char *[]){f.status, f.date_from, f.date_to}, 3, &pg) < 0)
 		return;
-	}
-	if (date_param(c, "date_from", &f.date_from) < 0 || date_param(c, "date_to", &f.date_to) < 0)
-		return;
-	if (f.property_id && (strlen(f.property_id) >= ID_MAX || !scope_reaches(c, f.property_id))) {
-		respond_error(c, ERR_INSUFFICIENT_ROLE, NULL,
-			      "property_id names a property outside this token");
-		return;
-	}
-	f.props = scope_props(c, &f.nprops);
-	snprintf(scope, sizeof scope, "rate-suggestions|%s|%s|%s|%s|%s|%s", c->p.portfolio_id,
-		 f.status ? f.status : "", f.property_id ? f.property_id : "",
-		 f.date_from ? f.date_from : "", f.date_to ? f.date_to : "",
-		 c->property_header ? c->property_header : "");
-	if (respond_page_args(c, scope, &limit, after, sizeof after) < 0)
-		return;
-	if ((rc = store_begin(c->svc->store, STORE_READ_ONE, &tx)) != STORE_OK) {
-		respond_store_error(c, rc);
-		return;
-	}
-	rc = suggestion_list(tx, c->p.portfolio_id, after, &f, limit + 1, &r);
-	respond_rows_page(c, tx, rc, r, limit, scope, row, NULL);
+	f.props = pg.props;
+	f.nprops = pg.nprops;
+	rc = suggestion_list(pg.tx, c->p.portfolio_id, pg.after, &f, pg.limit + 1, &r);
+	respond_rows_page(c, pg.tx, rc, r, pg.limit, pg.scope, row, NULL);
+}
+
+/* The answer to an outcome that did not reach the suggestion, as a read
+ * of it would answer. */
+static void refuse(struct ctx *c, const struct suggestion_outcome *o)
+{
+	scope_visible(c,
+		      o->result == SUGGESTION_NOT_FOUND         ? 0
+		      : o->result == SUGGESTION_OTHER_PORTFOLIO ? 2
+								: 1,
+		      o->body, "rate suggestion");
 }
 
 /* Approves (approve 1) or rejects the suggestion of the path. */
@@ -172,13 +115,9 @@ static void decide(struct ctx *c, int approve)
 		respond_data(c, 200, o.body);
 		return;
 	case SUGGESTION_NOT_FOUND:
-		refuse(c, 0);
-		break;
 	case SUGGESTION_OTHER_PORTFOLIO:
-		refuse(c, 2);
-		break;
 	case SUGGESTION_OUT_OF_REACH:
-		refuse(c, 3);
+		refuse(c, &o);
 		break;
 	case SUGGESTION_NOT_APPROVER:
 		respond_error(c, ERR_INSUFFICIENT_ROLE, NULL, "%s", o.why);
