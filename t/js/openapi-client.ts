@@ -52,6 +52,16 @@ const noDisplayName: Schemas["ScimGroupRequest"] = { members: [] };
 const numericActive: Schemas["ScimUserRequest"] = { userName: "c@example-hotels.com", active: 1 };
 // @ts-expect-error approver_saml_subject is required to revert
 const noApprover: Schemas["RateDecisionRevertRequest"] = { reason: "wrong season" };
+// @ts-expect-error trigger is required in a rate-suggestion feed item
+const noTrigger: Schemas["RateSuggestionFeedItem"] = {
+  property_id: "prop_01JD3X6R8F0A5N3P7Q9S1U3W5Y",
+  room_type_code: "DBL",
+  date: "2026-12-05",
+  current_rate: { currency: "PLN", minor_units: 45900 },
+  proposed_rate: { currency: "PLN", minor_units: 52900 },
+};
+// @ts-expect-error an approval takes no fields (a reason is for rejecting)
+const approveWithReason: Schemas["RateSuggestionApproveRequest"] = { reason: "fine" };
 
 // ---- responses carry what the server always sends -------------------------
 
@@ -60,6 +70,12 @@ function userId(u: Schemas["ScimUser"]): string {
 }
 function decisionStatus(d: Schemas["RateDecision"]): Schemas["RateDecisionStatus"] {
   return d.status;
+}
+function suggestionStatus(s: Schemas["RateSuggestion"]): Schemas["RateSuggestionStatus"] {
+  return s.status;
+}
+function feedOutcome(r: Schemas["OtaRateFeedResult"]): string {
+  return r.status === "rejected" ? r.error.code : r.status === "created" ? r.parity : r.status;
 }
 function tokenOf(t: Schemas["TokenResponse"]): string {
   return t.access_token + t.token_type + t.expires_in.toFixed(0) + t.property_codes.join(" ");
@@ -72,6 +88,8 @@ const wh = "wh_01JD43B2C3D4E5F6G7H8J9K0MN";
 const dlv = "dlv_01JD41D4E5F6G7H8J9K0M1N2PQ";
 const usr = "usr_01JD40A1B2C3D4E5F6G7H8J9KM";
 const grp = "grp_01JD40B2C3D4E5F6G7H8J9K0MN";
+const rs = "rs_01JD46A1B2C3D4E5F6G7H8J9KM";
+const pa = "pa_01JD4CA1B2C3D4E5F6G7H8J9KM";
 
 export const calls: Operations = {
   "/oauth/token": {
@@ -162,6 +180,98 @@ export const calls: Operations = {
         params: { header: v2, path: { id: rd } },
         body: { reason: "Wrong season", approver_saml_subject: "approver@example-hotels.com" },
       }),
+  },
+  "/v2/feeds/rate-suggestions": {
+    post: async () => {
+      const r = await client.POST("/v2/feeds/rate-suggestions", {
+        params: { header: { ...v2, "Idempotency-Key": "rms-2026-11-22-0745" } },
+        body: {
+          items: [
+            {
+              property_id: "prop_01JD3X6R8F0A5N3P7Q9S1U3W5Y",
+              room_type_code: "DBL",
+              date: "2026-12-05",
+              current_rate: { currency: "PLN", minor_units: 45900 },
+              proposed_rate: { currency: "PLN", minor_units: 52900 },
+              trigger: "competitor_rate_change",
+            },
+          ],
+        },
+      });
+      return r.data?.data.results.map((x) => (x.status === "rejected" ? x.error.code : x.status));
+    },
+  },
+  "/v2/feeds/ota-rates": {
+    post: async () => {
+      const r = await client.POST("/v2/feeds/ota-rates", {
+        params: { header: v2 },
+        body: {
+          items: [
+            {
+              property_id: "prop_01JD3X6R8F0A5N3P7Q9S1U3W5Y",
+              ota: "booking.com",
+              room_type_code: "DBL",
+              date: "2026-12-05",
+              rate: { currency: "PLN", minor_units: 41900 },
+              observed_at: "2026-11-22T15:04:58Z",
+            },
+          ],
+        },
+      });
+      return r.data?.data.results.map(feedOutcome);
+    },
+  },
+  "/v2/rate-suggestions": {
+    get: () =>
+      client.GET("/v2/rate-suggestions", {
+        params: {
+          header: v2,
+          query: { status: "pending_approval", date_from: "2026-12-01", date_to: "2026-12-31" },
+        },
+      }),
+  },
+  "/v2/rate-suggestions/{id}": {
+    get: async () => {
+      const r = await client.GET("/v2/rate-suggestions/{id}", {
+        params: { header: v2, path: { id: rs } },
+      });
+      return r.data && suggestionStatus(r.data.data);
+    },
+  },
+  "/v2/rate-suggestions/{id}/audit-trail": {
+    get: () =>
+      client.GET("/v2/rate-suggestions/{id}/audit-trail", {
+        params: { header: v2, path: { id: rs } },
+      }),
+  },
+  "/v2/rate-suggestions/{id}/approve": {
+    post: async () => {
+      const r = await client.POST("/v2/rate-suggestions/{id}/approve", {
+        params: { header: v2, path: { id: rs } },
+      });
+      return r.data?.data.booking_engine?.ref;
+    },
+  },
+  "/v2/rate-suggestions/{id}/reject": {
+    post: () =>
+      client.POST("/v2/rate-suggestions/{id}/reject", {
+        params: { header: v2, path: { id: rs } },
+        body: { reason: "Above the weekend corporate agreement rate" },
+      }),
+  },
+  "/v2/parity-alerts": {
+    get: () =>
+      client.GET("/v2/parity-alerts", {
+        params: { header: v2, query: { status: "open", ota: "booking.com" } },
+      }),
+  },
+  "/v2/parity-alerts/{id}": {
+    get: async () => {
+      const r = await client.GET("/v2/parity-alerts/{id}", {
+        params: { header: v2, path: { id: pa } },
+      });
+      return r.data?.data.gap.percent;
+    },
   },
   "/v1/webhooks": {
     post: () =>
@@ -304,4 +414,11 @@ export const calls: Operations = {
   },
 };
 
-export const refused = [noUserName, noDisplayName, numericActive, noApprover];
+export const refused = [
+  noUserName,
+  noDisplayName,
+  numericActive,
+  noApprover,
+  noTrigger,
+  approveWithReason,
+];

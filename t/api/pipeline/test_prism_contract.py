@@ -17,10 +17,11 @@ covered equals the document's, so a new operation without a contract case
 fails, and prints each operation with the statuses seen.
 
 Set-up: revopsd --demo (two portfolios, approvers, the demo SAML IdP) with
-pms-sim behind it (LOD01 of "Demo Hotels Group" fails every write, for the
-502), a webhook receiver (HTTPS, trusted with --trust-ca), and
---time-scale 100000 so that v1 delivery schedules (72 h) end in 2.6 s and
-the v1 retry window (30 days) in 26 s.
+pms-sim behind it as the PMS and as the booking engine (LOD01 of "Demo Hotels
+Group" fails every write and every push, for the 502s), a webhook receiver
+(HTTPS, trusted with --trust-ca), and --time-scale 100000 so that v1
+delivery schedules (72 h) end in 2.6 s and the v1 retry window (30 days) in
+26 s.
 
 What Prism 5.14.2 cannot carry, and what is done instead:
 - HEAD: the proxy parses an upstream JSON answer's body even for HEAD and
@@ -66,7 +67,8 @@ METHODS = ("get", "put", "post", "delete", "patch")
 PROBE_ORDER = ("PATCH", "PUT", "DELETE", "POST", "GET")
 UNKNOWN = {"rd": "rd_01AAAAAAAAAAAAAAAAAAAAAAAA", "wh": "wh_01AAAAAAAAAAAAAAAAAAAAAAAA",
            "dlv": "dlv_01AAAAAAAAAAAAAAAAAAAAAAAA", "usr": "usr_01AAAAAAAAAAAAAAAAAAAAAAAA",
-           "grp": "grp_01AAAAAAAAAAAAAAAAAAAAAAAA"}
+           "grp": "grp_01AAAAAAAAAAAAAAAAAAAAAAAA", "rs": "rs_01AAAAAAAAAAAAAAAAAAAAAAAA",
+           "pa": "pa_01AAAAAAAAAAAAAAAAAAAAAAAA"}
 # Headers Prism or the transport set, not the server's answer to compare.
 TRANSPORT = {"date", "connection", "keep-alive", "content-length", "sl-violations",
              "x-request-id", "x-service-ratelimit-remaining", "x-service-ratelimit-reset",
@@ -241,8 +243,10 @@ class PrismContract(unittest.TestCase):
         cls.ca = receiver.TestCA(os.path.join(cls.tmp, "ca"))
         cls.rx = receiver.Receiver(cls.ca)
         cls.rx.set_behaviour("/down", status=500, body=b"down on purpose")
-        cls.sim = pmssim.PmsSim("--fail-codes", FAIL_CODE)
-        cls.srv = harness.Server(["--demo", "--pms-url", cls.sim.url, "--trust-ca", cls.ca.ca_pem,
+        cls.sim = pmssim.PmsSim("--fail-codes", FAIL_CODE,
+                                "--booking-engine-fail-codes", FAIL_CODE)
+        cls.srv = harness.Server(["--demo", "--pms-url", cls.sim.url, "--booking-engine-url",
+                                  cls.sim.url + "/booking-engine", "--trust-ca", cls.ca.ca_pem,
                                   "--allow-private-targets", "--time-scale", str(SCALE)])
         # both Prisms load (about 4 s) while the rest is set up
         cls.canary = Prism(canary_path, cls.srv.base_url, os.path.join(cls.tmp, "canary.log"))
@@ -652,6 +656,238 @@ class PrismContract(unittest.TestCase):
                            body=revert), "SVC-NOT-FOUND")
         self.error(self.v2("POST", path, 400, body={"reason": ""}, bad=True),
                    "SVC-VALIDATION-FAILED")
+
+    # feeds, rate suggestions, parity alerts -----------------------------------------------
+
+    def user_token(self, pf, subject=None):
+        """A user's token (the SAML 2.0 bearer grant, through Prism) with
+        rates:read rates:write; the portfolio's approver unless subject."""
+        saml = pf["saml"]
+        xml = idplib.build_assertion(subject or pf["approver_saml_subject"],
+                                     saml["idp_entity_id"], saml["audience"], saml["recipient"])
+        signed = idplib.sign_with(self.demo_idp["private_key_file"],
+                                  self.demo_idp["certificate_file"], xml, self.tmp)
+        r = self.token(200, [("grant_type", SAML_GRANT), ("assertion", idplib.b64url(signed)),
+                             ("scope", "rates:read rates:write")])
+        return r.body["access_token"]
+
+    def suggestion_item(self, pf, code, days=20, minor_units=52900, currency="PLN"):
+        return {"property_id": self.prop(pf, code), "room_type_code": "DBL",
+                "date": days_ahead(days),
+                "current_rate": {"currency": "PLN", "minor_units": 45900},
+                "proposed_rate": {"currency": currency, "minor_units": minor_units},
+                "trigger": "competitor_rate_change"}
+
+    def ota_item(self, pf, code, minor_units, seconds_ago, days=30, ota="booking.com"):
+        at = datetime.datetime.now(datetime.timezone.utc) - datetime.timedelta(seconds=seconds_ago)
+        return {"property_id": self.prop(pf, code), "ota": ota, "room_type_code": "DBL",
+                "date": days_ahead(days), "rate": {"currency": "PLN", "minor_units": minor_units},
+                "observed_at": at.strftime("%Y-%m-%dT%H:%M:%S.%f")[:-3] + "Z"}
+
+    def feed(self, path, items, status=200, pf=None, token=None, bad=False):
+        """One feed call; returns its data (200) or the response."""
+        r = self.v2("POST", path, status, pf=pf, token=token, body={"items": items}, bad=bad)
+        return r.body["data"] if status == 200 else r
+
+    def test_d1_feeds_and_rate_suggestions(self):
+        ent, grp = self.ent, self.grp
+        feed = "/v2/feeds/rate-suggestions"
+        approver = self.user_token(ent)
+        ops = self.user_token(ent, ent["approver_saml_subject"].replace("approver", "ops"))
+        # a batch: good items and, beside them, rejected ones (past date,
+        # another currency, another portfolio's property)
+        items = [self.suggestion_item(ent, "WAW01", days=20),
+                 self.suggestion_item(ent, "WAW01", days=21, minor_units=999999),
+                 self.suggestion_item(ent, "KRK01", days=22),
+                 dict(self.suggestion_item(ent, "KRK01"), date="2020-01-01"),
+                 self.suggestion_item(ent, "GDN01", currency="EUR"),
+                 self.suggestion_item(grp, "ZAK01")]
+        key = {"Idempotency-Key": "prism-feed-%d" % time.time_ns()}
+        r = self.v2("POST", feed, 200, body={"items": items}, headers=key)
+        d = r.body["data"]
+        self.assertEqual((d["created"], d["duplicate"], d["rejected"]), (3, 0, 3))
+        self.assertEqual([x["index"] for x in d["results"]], list(range(6)))
+        self.assertEqual([x["error"]["code"] for x in d["results"][3:]],
+                         ["SVC-VALIDATION-FAILED"] * 2 + ["SVC-AUTH-INSUFFICIENT-ROLE"])
+        approve_me, too_high, reject_me = (x["id"] for x in d["results"][:3])
+        again = self.v2("POST", feed, 200, body={"items": items}, headers=key)
+        self.assertEqual(again.headers.get("idempotent-replayed"), "true")
+        self.assertEqual(again.body["data"], d)
+        self.error(self.v2("POST", feed, 422, body={"items": items[:1]}, headers=key),
+                   "SVC-IDEMPOTENCY-KEY-REUSED")
+        # refused batches: nothing recorded
+        self.error(self.feed(feed, [], 400, bad=True), "SVC-VALIDATION-FAILED")
+        self.error(self.v2("POST", feed, 400, body={"items": items[:1] * 501}, bad=True),
+                   "SVC-VALIDATION-FAILED")
+        self.error(self.v2("POST", feed, 400, body={"items": [1]}, bad=True),
+                   "SVC-VALIDATION-FAILED")
+        self.error(self.v2("POST", feed, 400, body={"items": items[:1], "source": "x"},
+                           bad=True), "SVC-VALIDATION-FAILED")
+        self.error(self.v2("POST", feed, 415, body="{}", bad=True,
+                           headers={"Content-Type": "text/plain"}), "SVC-UNSUPPORTED-MEDIA-TYPE")
+        big = json.dumps({"items": [{"trigger": "x" * (1024 * 1024 + 10)}]})
+        self.error(self.v2("POST", feed, 413, body=big, bad=True,
+                           headers={"Content-Type": "application/json"}),
+                   "SVC-PAYLOAD-TOO-LARGE")
+        _, narrow = self.srv.client_token(ent["portfolio_id"], "rates:read")
+        self.error(self.feed(feed, items[:1], 403, token=narrow), "SVC-AUTH-INSUFFICIENT-ROLE")
+        # reads
+        r = self.v2("GET", "/v2/rate-suggestions", 200)
+        self.assertTrue({approve_me, too_high, reject_me} <= {x["id"] for x in r.body["data"]})
+        r = self.v2("GET", "/v2/rate-suggestions?status=pending_approval&property_id=%s"
+                    "&date_from=%s&date_to=%s&limit=1" % (self.prop(ent, "WAW01"),
+                                                          days_ahead(20), days_ahead(21)), 200)
+        self.assertEqual([x["id"] for x in r.body["data"]], [approve_me])
+        cursor = r.body["meta"]["next_cursor"]
+        self.assertIn('rel="next"', r.headers["link"])
+        r = self.v2("GET", "/v2/rate-suggestions?status=pending_approval&property_id=%s"
+                    "&date_from=%s&date_to=%s&limit=1&cursor=%s"
+                    % (self.prop(ent, "WAW01"), days_ahead(20), days_ahead(21), cursor), 200)
+        self.assertEqual([x["id"] for x in r.body["data"]], [too_high])
+        self.error(self.v2("GET", "/v2/rate-suggestions?cursor=" + cursor, 400),
+                   "SVC-REQUEST-MALFORMED")
+        self.error(self.v2("GET", "/v2/rate-suggestions?status=bogus", 400, bad=True),
+                   "SVC-REQUEST-MALFORMED")
+        self.error(self.v2("GET", "/v2/rate-suggestions?date_to=2026-13-01", 400, bad=True),
+                   "SVC-REQUEST-MALFORMED")
+        waw = self.srv.access_token(ent["client_id"], ent["client_secret"],
+                                    scope="rates:read rates:write property:WAW01")
+        r = self.v2("GET", "/v2/rate-suggestions", 200, token=waw)
+        self.assertEqual({x["property_id"] for x in r.body["data"]}, {self.prop(ent, "WAW01")})
+        self.error(self.v2("GET", "/v2/rate-suggestions?property_id=" + self.prop(ent, "KRK01"),
+                           403, token=waw), "SVC-AUTH-INSUFFICIENT-ROLE")
+        r = self.v2("GET", "/v2/rate-suggestions/" + approve_me, 200)
+        self.assertEqual(r.body["data"]["status"], "pending_approval")
+        self.v2("GET", "/v2/rate-suggestions/" + approve_me, 304,
+                headers={"If-None-Match": r.headers["etag"]})
+        self.error(self.v2("GET", "/v2/rate-suggestions/" + UNKNOWN["rs"], 404), "SVC-NOT-FOUND")
+        self.error(self.v2("GET", "/v2/rate-suggestions/" + approve_me, 403, pf=grp),
+                   "SVC-AUTH-INSUFFICIENT-ROLE")
+        self.error(self.v2("GET", "/v2/rate-suggestions/" + reject_me, 403, token=waw),
+                   "SVC-AUTH-INSUFFICIENT-ROLE")
+        trail = "/v2/rate-suggestions/%s/audit-trail"
+        r = self.v2("GET", trail % approve_me, 200)
+        self.assertEqual(r.body["data"]["suggestion_id"], approve_me)
+        harness.assert_audit_chain(self, r.body["data"])
+        self.v2("GET", trail % approve_me, 304, headers={"If-None-Match": r.headers["etag"]})
+        self.error(self.v2("GET", trail % UNKNOWN["rs"], 404), "SVC-NOT-FOUND")
+        self.error(self.v2("GET", trail % approve_me, 403, pf=grp), "SVC-AUTH-INSUFFICIENT-ROLE")
+        # deciding: a revenue-approver's user token only
+        approve, reject = "/v2/rate-suggestions/%s/approve", "/v2/rate-suggestions/%s/reject"
+        e = self.error(self.v2("POST", approve % approve_me, 403), "SVC-AUTH-INSUFFICIENT-ROLE")
+        self.assertIn("client", e["message"])
+        self.error(self.v2("POST", reject % reject_me, 403, token=ops),
+                   "SVC-AUTH-INSUFFICIENT-ROLE")
+        e = self.error(self.v2("POST", approve % too_high, 422, token=approver),
+                       "SVC-RATE-CEILING-EXCEEDED")
+        self.assertEqual((e["details"][0]["field"], e["details"][0]["issue"]),
+                         ("proposed_rate", "the proposed rate is above the ceiling"))
+        r = self.v2("GET", trail % too_high, 200)
+        self.assertEqual([x["kind"] for x in r.body["data"]["entries"]],
+                         ["suggested", "ceiling_check", "approval_refused"])
+        self.error(self.v2("POST", approve % approve_me, 400, token=approver, body={"now": True},
+                           bad=True), "SVC-VALIDATION-FAILED")
+        r = self.v2("POST", approve % approve_me, 200, token=approver)
+        self.assertEqual(r.body["data"]["status"], "approved")
+        self.assertIsNotNone(r.body["data"]["booking_engine"])
+        self.error(self.v2("POST", approve % approve_me, 409, token=approver, body={}),
+                   "SVC-CONFLICT")
+        r = self.v2("GET", trail % approve_me, 200)
+        self.assertEqual([x["kind"] for x in r.body["data"]["entries"]],
+                         ["suggested", "ceiling_check", "approved", "booking_push"])
+        self.error(self.v2("POST", reject % reject_me, 400, token=approver,
+                           body={"reason": "x" * 2001}, bad=True), "SVC-VALIDATION-FAILED")
+        key = {"Idempotency-Key": "prism-reject-%d" % time.time_ns()}
+        r = self.v2("POST", reject % reject_me, 200, token=approver, headers=key,
+                    body={"reason": "Above the weekend corporate agreement rate"})
+        self.assertEqual(r.body["data"]["decision"]["reason"],
+                         "Above the weekend corporate agreement rate")
+        self.error(self.v2("POST", reject % reject_me, 422, token=approver, headers=key,
+                           body={"reason": "another"}), "SVC-IDEMPOTENCY-KEY-REUSED")
+        self.error(self.v2("POST", reject % reject_me, 409, token=approver), "SVC-CONFLICT")
+        self.error(self.v2("POST", reject % UNKNOWN["rs"], 404, token=approver), "SVC-NOT-FOUND")
+        self.error(self.v2("POST", approve % too_high, 415, token=approver, body="{}", bad=True,
+                           headers={"Content-Type": "text/plain"}), "SVC-UNSUPPORTED-MEDIA-TYPE")
+        self.v2("GET", "/v2/rate-suggestions?status=approved", 200)
+        self.v2("GET", "/v2/rate-suggestions?status=rejected", 200)
+        # another portfolio's approver, and a booking engine that fails the push
+        grp_approver = self.user_token(grp)
+        self.error(self.v2("POST", approve % too_high, 403, pf=grp, token=grp_approver),
+                   "SVC-AUTH-INSUFFICIENT-ROLE")
+        d = self.feed(feed, [self.suggestion_item(grp, FAIL_CODE)], pf=grp)
+        failing = d["results"][0]["id"]
+        e = self.error(self.v2("POST", approve % failing, 502, pf=grp, token=grp_approver),
+                       "SVC-PMS-WRITE-FAILED")
+        self.assertEqual(e["details"][0]["field"], "booking_engine")
+        r = self.v2("GET", "/v2/rate-suggestions/" + failing, 200, pf=grp)
+        self.assertEqual(r.body["data"]["status"], "pending_approval")
+        r = self.v2("GET", trail % failing, 200, pf=grp)
+        self.assertEqual(r.body["data"]["entries"][-1]["kind"], "booking_push_failed")
+
+    def test_d2_parity_alerts(self):
+        ent, grp = self.ent, self.grp
+        feed = "/v2/feeds/ota-rates"
+        # the approved rate floor: an approved suggestion (POZ01, DBL, day 30, 529.00)
+        d = self.feed("/v2/feeds/rate-suggestions", [self.suggestion_item(ent, "POZ01", days=30)])
+        sid = d["results"][0]["id"]
+        self.v2("POST", "/v2/rate-suggestions/%s/approve" % sid, 200, token=self.user_token(ent))
+        items = [self.ota_item(ent, "POZ01", 49900, 60),
+                 self.ota_item(ent, "POZ01", 48900, 50),
+                 self.ota_item(ent, "POZ01", 47900, 55),
+                 self.ota_item(ent, "POZ01", 52900, 40),
+                 self.ota_item(ent, "POZ01", 45000, 30, ota="expedia"),
+                 self.ota_item(ent, "POZ01", 53000, 30, ota="hotels.com"),
+                 self.ota_item(ent, "WRO01", 40000, 30),
+                 self.ota_item(ent, "POZ01", 40000, -3600, ota="expedia"),
+                 self.ota_item(grp, "ZAK01", 40000, 30)]
+        d = self.feed(feed, items)
+        self.assertEqual((d["created"], d["duplicate"], d["rejected"]), (7, 0, 2))
+        self.assertEqual([x.get("parity") for x in d["results"]],
+                         ["breach_opened", "breach_continues", "stale", "breach_resolved",
+                          "breach_opened", "at_or_above_floor", "no_floor", None, None])
+        resolved, opened = d["results"][0]["parity_alert_id"], d["results"][4]["parity_alert_id"]
+        self.assertEqual(d["results"][3]["parity_alert_id"], resolved)
+        self.assertIsNone(d["results"][2]["parity_alert_id"])
+        self.assertEqual(d["results"][7]["error"]["details"][0]["field"], "items[7].observed_at")
+        # refused batches
+        self.error(self.feed(feed, [], 400, bad=True), "SVC-VALIDATION-FAILED")
+        self.error(self.v2("POST", feed, 400, body={"items": [None]}, bad=True),
+                   "SVC-VALIDATION-FAILED")
+        _, narrow = self.srv.client_token(ent["portfolio_id"], "alerts:read")
+        self.error(self.feed(feed, items[:1], 403, token=narrow), "SVC-AUTH-INSUFFICIENT-ROLE")
+        # reads
+        r = self.v2("GET", "/v2/parity-alerts", 200)
+        alerts = {x["id"]: x for x in r.body["data"]}
+        self.assertEqual(alerts[resolved]["status"], "resolved")
+        self.assertEqual(alerts[opened]["status"], "open")
+        self.assertEqual(alerts[opened]["floor_source"], {"kind": "rate_suggestion", "id": sid})
+        self.assertEqual(alerts[opened]["gap"], {"minor_units": 7900, "percent": 14.93})
+        r = self.v2("GET", "/v2/parity-alerts?status=open&ota=expedia&property_id="
+                    + self.prop(ent, "POZ01"), 200)
+        self.assertEqual([x["id"] for x in r.body["data"]], [opened])
+        r = self.v2("GET", "/v2/parity-alerts?limit=1", 200)
+        self.v2("GET", "/v2/parity-alerts?limit=1&cursor=" + r.body["meta"]["next_cursor"], 200)
+        self.error(self.v2("GET", "/v2/parity-alerts?status=closed", 400, bad=True),
+                   "SVC-REQUEST-MALFORMED")
+        self.error(self.v2("GET", "/v2/parity-alerts?ota=" + "x" * 33, 400, bad=True),
+                   "SVC-REQUEST-MALFORMED")
+        self.error(self.v2("GET", "/v2/parity-alerts", 403, token=self.srv.access_token(
+            ent["client_id"], ent["client_secret"], scope="rates:read")),
+            "SVC-AUTH-INSUFFICIENT-ROLE")
+        r = self.v2("GET", "/v2/parity-alerts/" + opened, 200)
+        self.assertEqual(r.body["data"]["observed_rate"]["minor_units"], 45000)
+        self.v2("GET", "/v2/parity-alerts/" + opened, 304,
+                headers={"If-None-Match": r.headers["etag"]})
+        r = self.v2("GET", "/v2/parity-alerts/" + resolved, 200)
+        self.assertEqual(r.body["data"]["resolved_by_rate"]["minor_units"], 52900)
+        self.error(self.v2("GET", "/v2/parity-alerts/" + UNKNOWN["pa"], 404), "SVC-NOT-FOUND")
+        self.error(self.v2("GET", "/v2/parity-alerts/" + opened, 403, pf=grp),
+                   "SVC-AUTH-INSUFFICIENT-ROLE")
+        krk = self.srv.access_token(ent["client_id"], ent["client_secret"],
+                                    scope="alerts:read property:KRK01")
+        self.error(self.v2("GET", "/v2/parity-alerts/" + opened, 403, token=krk),
+                   "SVC-AUTH-INSUFFICIENT-ROLE")
+        self.assertEqual(self.v2("GET", "/v2/parity-alerts", 200, token=krk).body["data"], [])
 
     # webhooks --------------------------------------------------------------------------------
 
