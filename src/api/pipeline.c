@@ -529,8 +529,7 @@ static int check_route(struct ctx *c, const struct route *rt, int tok)
 	}
 	if (rt->auth == ROUTE_BEARER && check_scope(c) < 0)
 		return -1;
-	if ((rt->body == BODY_JSON || (rt->body == BODY_JSON_OPTIONAL &&
-				       (c->req->body.len || http_header(c->req, "Content-Type")))) &&
+	if ((rt->body == BODY_JSON || (rt->body == BODY_JSON_OPTIONAL && c->req->body.len)) &&
 	    check_json_body(c) < 0)
 		return -1;
 	if (rt->body == BODY_SCIM && check_scim_body(c) < 0)

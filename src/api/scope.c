@@ -5,6 +5,7 @@
 
 #include "api/ctx.h"
 #include "api/respond.h"
+#include "portfolio/snapshot.h"
 #include "store/store.h"
 
 int scope_reaches(void *arg, const char *property_id)
@@ -102,12 +103,16 @@ int scope_list_begin(struct ctx *c, const char *name, const char *const *values,
 {
 	const char *prop = http_query(c->req, "property_id");
 	size_t i, len;
-	int rc;
+	int rc = 1;
 
 	memset(pg, 0, sizeof *pg);
-	if (prop && (strlen(prop) >= ID_MAX || !scope_reaches(c, prop))) {
-		respond_error(c, ERR_INSUFFICIENT_ROLE, NULL,
-			      "property_id names a property outside this token");
+	if (prop && (strlen(prop) >= ID_MAX || !scope_reaches(c, prop) ||
+		     (rc = portfolio_known_property(c->svc->store, c->p.portfolio_id, prop)) != 1)) {
+		if (prop && strlen(prop) < ID_MAX && rc < 0)
+			respond_store_error(c, rc);
+		else
+			respond_error(c, ERR_INSUFFICIENT_ROLE, NULL,
+				      "property_id names a property outside this token");
 		return -1;
 	}
 	pg->props = scope_props(c, &pg->nprops);

@@ -19,7 +19,7 @@ enum route_auth {
 enum route_body {
 	BODY_NONE,          /* any body is ignored */
 	BODY_JSON,          /* application/json object, validated against spec */
-	BODY_JSON_OPTIONAL, /* none at all, or as BODY_JSON */
+	BODY_JSON_OPTIONAL, /* an empty body (whatever its Content-Type), or as BODY_JSON */
 	BODY_FORM,          /* application/x-www-form-urlencoded */
 	BODY_SCIM,          /* application/scim+json or application/json object, lenient */
 };

@@ -441,6 +441,14 @@ class SuggestionFlowTest(Base):
         d = assert_error(self, self.act(sid, "reject", body={"reason": 5}), 400,
                          "SVC-VALIDATION-FAILED")
         self.assertEqual(d["details"][0]["field"], "reason")
+        # a blank reason is no reason; an empty JSON body is no body
+        other = self.suggest()
+        s, _ = assert_success(self, self.act(other, "reject", body={"reason": "  "}))
+        self.assertIsNone(s["decision"]["reason"])
+        third = self.suggest()
+        r = E.srv.request("POST", "/v2/rate-suggestions/%s/reject" % third, token=E.approver,
+                          portfolio=E.a.id, headers={"Content-Type": "application/json"})
+        assert_success(self, r)
 
     def test_failed_push_stays_pending(self):
         sid = self.suggest(prop=E.failing)
@@ -490,6 +498,10 @@ class SuggestionFlowTest(Base):
         assert_error(self, self.get(q + "&property_id=" + E.props[1], token=E.one_tok), 403,
                      "SVC-AUTH-INSUFFICIENT-ROLE")
         assert_error(self, self.get("/v2/rate-suggestions", portfolio=E.b.id), 403,
+                     "SVC-AUTH-INSUFFICIENT-ROLE")
+        # a filter naming another portfolio's property touches it: refused
+        assert_error(self, self.get("/v2/rate-suggestions?property_id="
+                                    + E.b.properties[0]["id"], token=E.a.token), 403,
                      "SVC-AUTH-INSUFFICIENT-ROLE")
         for bad in ("status=pending", "date_from=2026-13-01", "limit=0"):
             assert_error(self, self.get("/v2/rate-suggestions?" + bad), 400,
