@@ -277,6 +277,88 @@ static void test_creates_data_dir(void **state)
 	assert_int_equal(rmdir(sub), 0);
 }
 
+static void *row_text(struct store_rows *r)
+{
+	return strdup(store_text(r, 1));
+}
+
+/* store_sql_page, _eq, _in and _page_end, and store_get_owned, on a
+ * table with a portfolio column. */
+static void test_sql_builders(void **state)
+{
+	static const char *const props[] = {"p1", "p3"};
+	struct fixture *f = *state;
+	struct store_sql q = {.len = 0};
+	struct store_rows *r;
+	struct store_tx *tx;
+	char got[64] = "";
+	void *v;
+	int i;
+
+	assert_int_equal(store_begin(f->st, 1, &tx), STORE_OK);
+	assert_true(store_exec(tx,
+			       "CREATE TABLE things (id TEXT PRIMARY KEY, portfolio_id TEXT,"
+			       " property_id TEXT, kind TEXT)",
+			       NULL, 0) >= 0);
+	for (i = 0; i < 6; i++) {
+		char id[8], prop[8];
+
+		snprintf(id, sizeof id, "t%d", i);
+		snprintf(prop, sizeof prop, "p%d", i % 4);
+		assert_int_equal(store_exec(tx, "INSERT INTO things VALUES ($1, $2, $3, $4)",
+					    (struct store_val[]){sv_text(id),
+								 sv_text(i == 5 ? "B" : "A"),
+								 sv_text(prop),
+								 sv_text(i % 2 ? "odd" : "even")},
+					    4),
+				 1);
+	}
+	/* page after t0 of A, kind even, properties p1 and p3 of none; then p0 and p2 */
+	store_sql_page(&q, "SELECT id FROM things", "A", "t0");
+	store_sql_eq(&q, "kind", "even");
+	store_sql_eq(&q, "property_id", NULL); /* no filter */
+	store_sql_eq(&q, "property_id", "");   /* no filter */
+	assert_int_equal(store_sql_page_end(tx, &q, props, 2, 10, &r), STORE_OK);
+	assert_int_equal(store_next(r), 0);
+	store_rows_close(r);
+	memset(&q, 0, sizeof q);
+	store_sql_page(&q, "SELECT id FROM things", "A", "");
+	store_sql_eq(&q, "kind", "even");
+	assert_int_equal(store_sql_page_end(tx, &q, NULL, 0, 2, &r), STORE_OK);
+	while (store_next(r) == 1)
+		strcat(got, store_text(r, 0));
+	store_rows_close(r);
+	assert_string_equal(got, "t0t2");
+	/* an empty property list matches nothing */
+	memset(&q, 0, sizeof q);
+	store_sql_page(&q, "SELECT id FROM things", "A", "");
+	assert_int_equal(store_sql_page_end(tx, &q, props, 0, 10, &r), STORE_OK);
+	assert_int_equal(store_next(r), 0);
+	store_rows_close(r);
+	/* more values than a statement holds: refused before it runs */
+	memset(&q, 0, sizeof q);
+	store_sql_page(&q, "SELECT id FROM things", "A", "");
+	for (i = 0; i < STORE_MAX_PARAMS; i++)
+		store_sql_eq(&q, "kind", "odd");
+	assert_true(q.overflow);
+	assert_int_equal(store_sql_page_end(tx, &q, NULL, 0, 10, &r), STORE_ERR);
+	/* one resource of a portfolio */
+	assert_int_equal(store_get_owned(tx, "SELECT portfolio_id, kind FROM things WHERE id = $1",
+					 "t3", 0, "A", row_text, &v),
+			 1);
+	assert_string_equal(v, "odd");
+	free(v);
+	assert_int_equal(store_get_owned(tx, "SELECT portfolio_id, kind FROM things WHERE id = $1",
+					 "t5", 0, "A", row_text, &v),
+			 2);
+	assert_null(v);
+	assert_int_equal(store_get_owned(tx, "SELECT portfolio_id, kind FROM things WHERE id = $1",
+					 "t9", 0, "A", row_text, &v),
+			 0);
+	assert_null(v);
+	assert_int_equal(store_commit(tx), STORE_OK);
+}
+
 static void test_placeholders(void **state)
 {
 	struct fixture *f = *state;
@@ -1508,6 +1590,7 @@ int main(void)
 		BOTH(test_open_and_migrations),
 		BOTH(test_newer_schema_refused),
 		BOTH(test_placeholders),
+		BOTH(test_sql_builders),
 		BOTH(test_value_round_trip),
 		BOTH(test_query_int),
 		BOTH(test_constraints),
@@ -1537,6 +1620,7 @@ int main(void)
 		BOTH(test_open_and_migrations),
 		BOTH(test_newer_schema_refused),
 		BOTH(test_placeholders),
+		BOTH(test_sql_builders),
 		BOTH(test_value_round_trip),
 		BOTH(test_query_int),
 		BOTH(test_constraints),
