@@ -109,6 +109,9 @@ def setUpModule():
         ctl_user(srv, e.a.id, PLAIN, ["finance-operator"])
         e.approver = _ok(saml_grant(srv, e.idp.assertion(APPROVER)), 200,
                          "approver token")["access_token"]
+        e.approver_one = _ok(saml_grant(srv, e.idp.assertion(APPROVER),
+                                        scope="rates:read rates:write property:" + e.a.codes[0]),
+                             200, "narrowed approver token")["access_token"]
         e.plain = _ok(saml_grant(srv, e.idp.assertion(PLAIN)), 200, "plain token")["access_token"]
         e.feeder, e.feed_tok = srv.client_token(e.a.id, "feeds:write", name="feeder")
         e.reader, e.read_tok = srv.client_token(e.a.id, "rates:read alerts:read", name="reader")
@@ -547,6 +550,84 @@ class SuggestionFlowTest(Base):
         E.srv.restart()
         wait_until(lambda: self.suggestion(later)["status"] == "expired", 10,
                    what="the sweep to expire %s" % later)
+
+
+# ------------------------------------------------------------ every route
+
+class EveryRouteTest(Base):
+    """Each new route refuses a call across portfolios, and a property
+    outside the token: a list leaves it out, an item of a feed is
+    rejected, a resource is 403 and nothing changes."""
+
+    def test_across_portfolios_and_outside_the_token(self):
+        other = E.props[1]  # outside E.one_tok and E.approver_one
+        sid = self.suggest(prop=other)
+        rid = self.feed_ok("reviews", [{
+            "property_id": other, "source": "google", "external_id": "every-route-1",
+            "rating": 4, "max_rating": 5, "language": "en", "text": "ok", "author": "A",
+            "published_at": now_rfc3339(-60)}])["results"][0]["id"]
+        self.publish_floor(other)
+        aid = self.feed_ok("ota-rates", [ota_rate(other, 100, date=day(61))])["results"][0][
+            "parity_alert_id"]
+        self.assertIsNotNone(aid)
+        item = {"rate-suggestions": suggestion(other),
+                "ota-rates": ota_rate(other, 30000),
+                "reviews": {"property_id": other, "source": "google",
+                            "external_id": "every-route-2", "rating": 4, "max_rating": 5,
+                            "language": "en", "text": "ok", "author": "A",
+                            "published_at": now_rfc3339(-60)}}
+        routes = [("POST", "/v2/feeds/" + f, {"items": [it]}) for f, it in item.items()] + [
+            ("GET", "/v2/rate-suggestions", None),
+            ("GET", "/v2/rate-suggestions/" + sid, None),
+            ("GET", "/v2/rate-suggestions/%s/audit-trail" % sid, None),
+            ("POST", "/v2/rate-suggestions/%s/approve" % sid, None),
+            ("POST", "/v2/rate-suggestions/%s/reject" % sid, {"reason": "x"}),
+            ("GET", "/v2/parity-alerts", None),
+            ("GET", "/v2/parity-alerts/" + aid, None),
+            ("GET", "/v2/reviews", None),
+            ("GET", "/v2/reviews/" + rid, None),
+            ("PUT", "/v2/reviews/%s/reply" % rid, {"text": "Thanks"}),
+            ("POST", "/v2/reviews/%s/reply/publish" % rid, None),
+            ("GET", "/v2/reputation-alerts", None),
+            ("GET", "/v2/reputation", None),
+        ]
+        for method, path, body in routes:
+            with self.subTest(route=method + " " + path):
+                # A's token naming portfolio B: refused before anything runs
+                r = E.srv.request(method, path, body=body, token=E.approver,
+                                  portfolio=E.b.id)
+                assert_error(self, r, 403, "SVC-AUTH-INSUFFICIENT-ROLE")
+                # B's token on A's resources
+                if "/" + sid in path or "/" + aid in path or "/" + rid in path:
+                    r = E.srv.request(method, path, body=body, token=E.b.token,
+                                      portfolio=E.b.id)
+                    assert_error(self, r, 403, "SVC-AUTH-INSUFFICIENT-ROLE")
+                # a token narrowed to another property of A
+                tok = E.approver_one if "rate-suggestions/" in path else E.one_tok
+                r = E.srv.request(method, path, body=body, token=tok, portfolio=E.a.id)
+                if path.startswith("/v2/feeds/"):
+                    data, _ = assert_success(self, r, 200)
+                    self.assertEqual(data["results"][0]["error"]["code"],
+                                     "SVC-AUTH-INSUFFICIENT-ROLE")
+                elif method == "GET" and "/" + sid not in path and "/" + aid not in path \
+                        and "/" + rid not in path:
+                    data, _ = assert_success(self, r, 200)
+                    listed = data["properties"] if path == "/v2/reputation" else data
+                    self.assertNotIn(other, [x.get("property_id") for x in listed])
+                else:
+                    assert_error(self, r, 403, "SVC-AUTH-INSUFFICIENT-ROLE")
+        # nothing changed
+        self.assertEqual(self.suggestion(sid)["status"], "pending_approval")
+        rv, _ = assert_success(self, self.get("/v2/reviews/" + rid, token=E.a.token))
+        self.assertEqual(rv["reply"]["status"], "none")
+        self.assertEqual([x["kind"] for x in self.trail_kinds(sid)[1]["entries"]], ["suggested"])
+
+    def publish_floor(self, prop):
+        body = rate_decision_body([prop], E.a.ceiling["id"], APPROVER, date_from=day(61),
+                                  date_to=day(61), minor_units=45000)
+        r = E.srv.request("POST", "/v2/rate-decisions", body=body, token=E.a.token,
+                          portfolio=E.a.id)
+        assert_success(self, r, 201)
 
 
 # ------------------------------------------------------------------ parity
