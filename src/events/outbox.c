@@ -60,13 +60,14 @@ int outbox_append(struct store_tx *tx, const char *surface, const char *type,
 	 * the last one it saw), so the insert waits for the writers' turn. */
 	if ((rc = store_turn(tx)) < 0)
 		goto out;
-	rc = store_send(tx,
-			"INSERT INTO events (id, surface, type, portfolio_id, property_ids, data,"
-			" created_at, traceparent) VALUES ($1, $2, $3, $4, $5, $6, $7, $8)",
-			(struct store_val[]){sv_text(id), sv_text(surface), sv_text(type),
-					     sv_text(portfolio_id), sv_text(props), sv_text(body),
-					     sv_int(clock_now_ms()), sv_text(t ? tp : NULL)},
-			8);
+	/* Several events of one transaction go in multi-row statements. */
+	rc = store_send_row(tx,
+			    "INSERT INTO events (id, surface, type, portfolio_id, property_ids, data,"
+			    " created_at, traceparent)",
+			    "", 8,
+			    (struct store_val[]){sv_text(id), sv_text(surface), sv_text(type),
+						 sv_text(portfolio_id), sv_text(props), sv_text(body),
+						 sv_int(clock_now_ms()), sv_text(t ? tp : NULL)});
 	if (rc < 0 || (rc = store_notify(tx, STORE_CH_OUTBOX)) < 0)
 		goto out;
 	rc = 0;

@@ -46,15 +46,16 @@ static int newer_seen(struct store_tx *tx, const struct ota_new *o)
 static int insert_observation(struct store_tx *tx, const char *pf, const struct ota_new *o,
 			      int64_t now)
 {
-	int rc = store_send(tx,
-			    "INSERT INTO ota_observations (portfolio_id, property_id, ota,"
-			    " room_type_code, stay_date, currency, minor_units, observed_at,"
-			    " received_at) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)",
-			    (struct store_val[]){sv_text(pf), sv_text(o->property_id), sv_text(o->ota),
-						 sv_text(o->room_type_code), sv_text(o->date),
-						 sv_text(o->currency), sv_int(o->minor_units),
-						 sv_int(o->observed_at), sv_int(now)},
-			    9);
+	int rc = store_send_row(tx,
+				"INSERT INTO ota_observations (portfolio_id, property_id, ota,"
+				" room_type_code, stay_date, currency, minor_units, observed_at,"
+				" received_at)",
+				"", 9,
+				(struct store_val[]){sv_text(pf), sv_text(o->property_id),
+						     sv_text(o->ota), sv_text(o->room_type_code),
+						     sv_text(o->date), sv_text(o->currency),
+						     sv_int(o->minor_units), sv_int(o->observed_at),
+						     sv_int(now)});
 
 	return rc < 0 ? rc : 0;
 }

@@ -151,24 +151,16 @@ int audit_prepare(struct audit_chain *ch, const char *kind, const char *actor,
 
 int audit_insert(struct store_tx *tx, const char *decision_id, const struct audit_entry *e, size_t n)
 {
-	struct store_val v[STORE_ROWS * 8];
-	size_t from, k, i;
 	int rc = 0;
 
-	for (from = 0; rc == 0 && from < n; from += k) {
-		k = n - from < STORE_ROWS ? n - from : STORE_ROWS;
-		for (i = 0; i < k; i++) {
-			const struct audit_entry *x = &e[from + i];
-
-			memcpy(&v[i * 8],
-			       (struct store_val[]){sv_text(decision_id), sv_int(x->seq),
-						    sv_int(x->at_ms), sv_text(x->kind),
-						    sv_text(x->actor), sv_text(x->details),
-						    sv_text(x->prev), sv_text(x->hash)},
-			       8 * sizeof *v);
-		}
-		rc = store_send_rows(tx, trail_of(decision_id)->insert, "", 8, v, k);
-	}
+	/* Kept and sent as multi-row statements (store_send_row), also across
+	 * the trails of several subjects written in one transaction. */
+	for (size_t i = 0; rc == 0 && i < n; i++)
+		rc = store_send_row(tx, trail_of(decision_id)->insert, "", 8,
+				    (struct store_val[]){sv_text(decision_id), sv_int(e[i].seq),
+							 sv_int(e[i].at_ms), sv_text(e[i].kind),
+							 sv_text(e[i].actor), sv_text(e[i].details),
+							 sv_text(e[i].prev), sv_text(e[i].hash)});
 	return rc < 0 ? rc : 0;
 }
 

@@ -7,26 +7,20 @@
 
 int floors_set(struct store_tx *tx, const json_t *properties, const struct floor_rate *r)
 {
-	struct store_val v[STORE_ROWS * 8];
-	size_t n = json_array_size(properties), from, k, i;
+	size_t i;
 	int rc = 0;
 
-	for (from = 0; rc == 0 && from < n; from += k) {
-		k = n - from < STORE_ROWS ? n - from : STORE_ROWS;
-		for (i = 0; i < k; i++)
-			memcpy(&v[i * 8],
-			       (struct store_val[]){sv_text(r->source_id),
-						    sv_text(json_string_value(
-							    json_array_get(properties, from + i))),
-						    sv_text(r->room_type_code), sv_text(r->from),
-						    sv_text(r->to), sv_text(r->currency),
-						    sv_int(r->minor_units), sv_int(r->set_at)},
-			       8 * sizeof *v);
-		rc = store_send_rows(tx,
-				     "INSERT INTO rate_floors (source_id, property_id, room_type_code,"
-				     " date_from, date_to, currency, minor_units, set_at)",
-				     "", 8, v, k);
-	}
+	for (i = 0; rc == 0 && i < json_array_size(properties); i++)
+		rc = store_send_row(
+			tx,
+			"INSERT INTO rate_floors (source_id, property_id, room_type_code, date_from,"
+			" date_to, currency, minor_units, set_at)",
+			"", 8,
+			(struct store_val[]){sv_text(r->source_id),
+					     sv_text(json_string_value(json_array_get(properties, i))),
+					     sv_text(r->room_type_code), sv_text(r->from),
+					     sv_text(r->to), sv_text(r->currency),
+					     sv_int(r->minor_units), sv_int(r->set_at)});
 	return rc < 0 ? rc : 0;
 }
 

@@ -67,17 +67,17 @@ int suggestion_create(struct store_tx *tx, const char *pf, const struct suggesti
 
 	if (id_new("rs_", id_out, ID_MAX) < 0)
 		return STORE_ERR;
-	rc = store_send(tx,
-			"INSERT INTO rate_suggestions (id, portfolio_id, property_id, room_type_code,"
-			" stay_date, currency, current_minor, proposed_minor, trigger_text, status,"
-			" created_at, updated_at) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9,"
-			" 'pending_approval', $10, $10)",
-			(struct store_val[]){sv_text(id_out), sv_text(pf), sv_text(s->property_id),
-					     sv_text(s->room_type_code), sv_text(s->date),
-					     sv_text(s->currency), sv_int(s->current_minor),
-					     sv_int(s->proposed_minor), sv_text(s->trigger),
-					     sv_int(now)},
-			10);
+	rc = store_send_row(
+		tx,
+		"INSERT INTO rate_suggestions (id, portfolio_id, property_id, room_type_code,"
+		" stay_date, currency, current_minor, proposed_minor, trigger_text, status,"
+		" created_at, updated_at)",
+		"", 12,
+		(struct store_val[]){sv_text(id_out), sv_text(pf), sv_text(s->property_id),
+				     sv_text(s->room_type_code), sv_text(s->date),
+				     sv_text(s->currency), sv_int(s->current_minor),
+				     sv_int(s->proposed_minor), sv_text(s->trigger),
+				     sv_text("pending_approval"), sv_int(now), sv_int(now)});
 	if (rc < 0)
 		return rc;
 	data = json_pack("{s:s, s:s, s:s, s:o, s:o, s:s}", "suggestion_id", id_out,

@@ -61,10 +61,13 @@ static inline void store_hub_raise(struct store_hub *h, unsigned mask)
 	pthread_mutex_unlock(&h->mu);
 }
 
+struct store_defer;
+
 struct store_tx {
 	const struct store_backend *be;
-	int one;  /* STORE_READ_ONE: store.c refuses a second statement */
-	int runs; /* statements run so far */
+	int one;                   /* STORE_READ_ONE: store.c refuses a second statement */
+	int runs;                  /* statements run so far */
+	struct store_defer *defer; /* store.c's rows of store_send_row not yet sent */
 };
 
 struct store_rows {

@@ -17,9 +17,151 @@ int store_begin(struct store *st, int mode, struct store_tx **out)
 {
 	int rc = st->be->begin(st, mode, out);
 
-	if (rc == STORE_OK)
+	if (rc == STORE_OK) {
 		(*out)->one = mode == STORE_READ_ONE;
+		(*out)->defer = NULL;
+	}
 	return rc;
+}
+
+static int may_run(struct store_tx *tx, const char *sql);
+
+/* ------------------------------------------------------ deferred rows */
+
+#define DEFER_STATEMENTS 4
+
+/* The rows kept for one statement, values copied (text and blobs into
+ * mem, which the values point into). */
+struct defer_stmt {
+	char *head, *tail;
+	int ncols;
+	size_t nrows, per; /* rows kept, rows one statement carries */
+	struct store_val v[STORE_MAX_PARAMS];
+	char *mem[STORE_MAX_PARAMS];
+};
+
+struct store_defer {
+	int n;
+	struct defer_stmt s[DEFER_STATEMENTS];
+};
+
+/* Frees the copies of d's kept rows; the statement stays. */
+static void defer_drop_rows(struct defer_stmt *d)
+{
+	for (size_t i = 0; i < d->nrows * (size_t)d->ncols; i++) {
+		free(d->mem[i]);
+		d->mem[i] = NULL;
+	}
+	d->nrows = 0;
+}
+
+static void defer_free(struct store_tx *tx)
+{
+	if (!tx->defer)
+		return;
+	for (int i = 0; i < tx->defer->n; i++) {
+		defer_drop_rows(&tx->defer->s[i]);
+		free(tx->defer->s[i].head);
+		free(tx->defer->s[i].tail);
+	}
+	free(tx->defer);
+	tx->defer = NULL;
+}
+
+static int send_rows_now(struct store_tx *tx, const char *head, const char *tail, int ncols,
+			 const struct store_val *vals, size_t nrows);
+
+/* Sends every kept row, statement after statement in the order they were
+ * begun in tx, which stays (so a parent table's rows always go before
+ * its children's, however the statements fill). On a failure nothing
+ * more is kept. */
+static int flush(struct store_tx *tx)
+{
+	struct store_defer *d = tx->defer;
+	int rc = STORE_OK;
+
+	for (int i = 0; d && i < d->n; i++) {
+		if (rc == STORE_OK && d->s[i].nrows)
+			rc = send_rows_now(tx, d->s[i].head, d->s[i].tail, d->s[i].ncols, d->s[i].v,
+					   d->s[i].nrows);
+		defer_drop_rows(&d->s[i]);
+	}
+	if (rc != STORE_OK)
+		defer_free(tx);
+	return rc;
+}
+
+/* The kept statement of head and tail, begun if need be (after sending
+ * and forgetting those kept when DEFER_STATEMENTS are). NULL: no memory
+ * (or *rc, a failed send). */
+static struct defer_stmt *defer_for(struct store_tx *tx, const char *head, const char *tail,
+				    int ncols, int *rc)
+{
+	struct defer_stmt *d;
+	int i;
+
+	*rc = STORE_OK;
+	if (!tx->defer && !(tx->defer = calloc(1, sizeof *tx->defer)))
+		return NULL;
+	for (i = 0; i < tx->defer->n; i++) {
+		d = &tx->defer->s[i];
+		if (d->ncols == ncols && !strcmp(d->head, head) && !strcmp(d->tail, tail))
+			return d;
+	}
+	if (tx->defer->n == DEFER_STATEMENTS) {
+		if ((*rc = flush(tx)) != STORE_OK)
+			return NULL;
+		defer_free(tx);
+		return defer_for(tx, head, tail, ncols, rc);
+	}
+	d = &tx->defer->s[tx->defer->n];
+	memset(d, 0, sizeof *d);
+	d->head = strdup(head);
+	d->tail = strdup(tail);
+	if (!d->head || !d->tail) {
+		free(d->head);
+		free(d->tail);
+		memset(d, 0, sizeof *d);
+		return NULL;
+	}
+	d->ncols = ncols;
+	d->per = (size_t)(STORE_MAX_PARAMS / ncols);
+	d->per = d->per > STORE_ROWS ? STORE_ROWS : d->per;
+	tx->defer->n++;
+	return d;
+}
+
+int store_send_row(struct store_tx *tx, const char *head, const char *tail, int ncols,
+		   const struct store_val *vals)
+{
+	struct defer_stmt *d;
+	size_t at;
+	int rc;
+
+	if (ncols < 1 || ncols > STORE_MAX_PARAMS || may_run(tx, head))
+		return STORE_ERR;
+	if (!(d = defer_for(tx, head, tail, ncols, &rc)))
+		return rc != STORE_OK ? rc : STORE_ERR;
+	at = d->nrows * (size_t)ncols;
+	for (int c = 0; c < ncols; c++) {
+		struct store_val v = vals[c];
+
+		if (v.kind == STORE_TEXT || v.kind == STORE_BLOB) {
+			size_t n = v.kind == STORE_TEXT ? strlen(v.s) + 1 : v.n;
+
+			if (!(d->mem[at + c] = malloc(n ? n : 1))) {
+				for (int k = 0; k < c; k++)
+					free(d->mem[at + k]);
+				return STORE_ERR;
+			}
+			memcpy(d->mem[at + c], v.s, n);
+			v.s = d->mem[at + c];
+		}
+		d->v[at + c] = v;
+	}
+	if (++d->nrows == d->per)
+		return flush(tx);
+	return STORE_OK;
 }
 
 /* 0 when tx may run another statement, else STORE_ERR (logged): a
@@ -36,21 +178,35 @@ static int may_run(struct store_tx *tx, const char *sql)
 
 int store_commit(struct store_tx *tx)
 {
+	int rc = flush(tx);
+
+	defer_free(tx);
+	if (rc != STORE_OK) {
+		tx->be->rollback(tx);
+		return rc;
+	}
 	return tx->be->commit(tx);
 }
 
 void store_rollback(struct store_tx *tx)
 {
-	if (tx)
-		tx->be->rollback(tx);
+	if (!tx)
+		return;
+	defer_free(tx);
+	tx->be->rollback(tx);
 }
 
 int store_exec(struct store_tx *tx, const char *sql, const struct store_val *params, int nparams)
 {
+	int rc = flush(tx);
+
+	if (rc != STORE_OK)
+		return rc;
 	return may_run(tx, sql) ? STORE_ERR : tx->be->exec(tx, sql, params, nparams);
 }
 
-int store_send(struct store_tx *tx, const char *sql, const struct store_val *params, int nparams)
+/* store_send without sending the kept rows first. */
+static int send_now(struct store_tx *tx, const char *sql, const struct store_val *params, int nparams)
 {
 	int rc;
 
@@ -60,6 +216,13 @@ int store_send(struct store_tx *tx, const char *sql, const struct store_val *par
 		return tx->be->send(tx, sql, params, nparams);
 	rc = tx->be->exec(tx, sql, params, nparams);
 	return rc < 0 ? rc : STORE_OK;
+}
+
+int store_send(struct store_tx *tx, const char *sql, const struct store_val *params, int nparams)
+{
+	int rc = flush(tx);
+
+	return rc != STORE_OK ? rc : send_now(tx, sql, params, nparams);
 }
 
 /* "head VALUES ($1, $2), ($3, $4)tail" for nrows rows of ncols, or NULL
@@ -87,6 +250,14 @@ static char *rows_sql(const char *head, const char *tail, int ncols, size_t nrow
 int store_send_rows(struct store_tx *tx, const char *head, const char *tail, int ncols,
 		    const struct store_val *vals, size_t nrows)
 {
+	int rc = flush(tx);
+
+	return rc != STORE_OK ? rc : send_rows_now(tx, head, tail, ncols, vals, nrows);
+}
+
+static int send_rows_now(struct store_tx *tx, const char *head, const char *tail, int ncols,
+			 const struct store_val *vals, size_t nrows)
+{
 	size_t per, k;
 	int rc = STORE_OK;
 	char *sql;
@@ -101,7 +272,7 @@ int store_send_rows(struct store_tx *tx, const char *head, const char *tail, int
 		k = nrows - from < per ? nrows - from : per;
 		if (!(sql = rows_sql(head, tail, ncols, k)))
 			return STORE_ERR;
-		rc = store_send(tx, sql, vals + from * (size_t)ncols, (int)k * ncols);
+		rc = send_now(tx, sql, vals + from * (size_t)ncols, (int)k * ncols);
 		free(sql);
 	}
 	return rc;
@@ -110,9 +281,13 @@ int store_send_rows(struct store_tx *tx, const char *head, const char *tail, int
 int store_query(struct store_tx *tx, const char *sql, const struct store_val *params, int nparams,
 		struct store_rows **out)
 {
-	if (may_run(tx, sql)) {
+	int rc = flush(tx);
+
+	if (rc == STORE_OK && may_run(tx, sql))
+		rc = STORE_ERR;
+	if (rc != STORE_OK) {
 		*out = NULL;
-		return STORE_ERR;
+		return rc;
 	}
 	return tx->be->query(tx, sql, params, nparams, out);
 }
@@ -166,7 +341,9 @@ void store_background_checkpoints(struct store *st)
 
 int store_exec_script(struct store_tx *tx, const char *sql, const char *name)
 {
-	return tx->be->exec_script(tx, sql, name);
+	int rc = flush(tx);
+
+	return rc != STORE_OK ? rc : tx->be->exec_script(tx, sql, name);
 }
 
 int store_turn(struct store_tx *tx)

@@ -140,6 +140,18 @@ int store_send(struct store_tx *tx, const char *sql, const struct store_val *par
 #define STORE_ROWS 16
 int store_send_rows(struct store_tx *tx, const char *head, const char *tail, int ncols,
 		    const struct store_val *vals, size_t nrows) WUR;
+/* Inserts one row (ncols values) as store_send_rows would, but later: the
+ * rows of consecutive calls are kept, by statement (head and tail), and
+ * sent as multi-row statements when a statement's rows fill one (then all
+ * kept rows are sent, statements in the order tx first gave each a row),
+ * before any other statement of tx runs, and at commit. So a run of
+ * inserts into a few tables costs one statement per STORE_ROWS rows of
+ * each; rows reach each table in the order given, and no row is sent
+ * before a row given earlier to a table begun earlier (a parent's rows,
+ * given first, precede its children's). Values are copied. Returns
+ * STORE_OK, or a negative status now (memory) or, as store_send, later. */
+int store_send_row(struct store_tx *tx, const char *head, const char *tail, int ncols,
+		   const struct store_val *vals) WUR;
 /* Runs a query; *out iterates its rows and must be closed before the tx
  * ends. Returns 0 or a negative enum store_status. */
 int store_query(struct store_tx *tx, const char *sql, const struct store_val *params, int nparams,

@@ -359,6 +359,66 @@ static void test_sql_builders(void **state)
 	assert_int_equal(store_commit(tx), STORE_OK);
 }
 
+/* store_send_row: rows kept and sent as multi-row statements, a parent
+ * table's before its children's however the statements fill, before any
+ * other statement and at commit; a rollback sends nothing. */
+static void test_send_row(void **state)
+{
+	struct fixture *f = *state;
+	struct store_tx *tx;
+	int64_t v = -1;
+	char id[16];
+	int i;
+
+	exec_now(f->st, "CREATE TABLE par (id TEXT PRIMARY KEY, n INTEGER)");
+	exec_now(f->st, "CREATE TABLE kid (pid TEXT NOT NULL REFERENCES par (id), seq INTEGER,"
+			" x TEXT, y TEXT, z TEXT, w TEXT)");
+	assert_int_equal(store_begin(f->st, 1, &tx), STORE_OK);
+	/* 2 columns fill at 16 rows, 6 at 16 (21 would fit): the parents'
+	 * statement and the kids' fill at different times */
+	for (i = 0; i < 37; i++) {
+		snprintf(id, sizeof id, "p%02d", i);
+		assert_int_equal(store_send_row(tx, "INSERT INTO par (id, n)", "", 2,
+						(struct store_val[]){sv_text(id), sv_int(i)}),
+				 STORE_OK);
+		for (int k = 0; k < 2; k++)
+			assert_int_equal(
+				store_send_row(tx, "INSERT INTO kid (pid, seq, x, y, z, w)", "", 6,
+					       (struct store_val[]){sv_text(id), sv_int(k),
+								    sv_text("x"), sv_null(),
+								    sv_text("z"), sv_text("w")}),
+				STORE_OK);
+		id[0] = 'q'; /* the caller's buffer changes: the row kept a copy */
+	}
+	/* a query sees every row given before it */
+	assert_int_equal(store_query_int(tx, "SELECT COUNT(*) FROM kid", NULL, 0, &v), 1);
+	assert_int_equal(v, 74);
+	assert_int_equal(store_send_row(tx, "INSERT INTO par (id, n)", "", 2,
+					(struct store_val[]){sv_text("last"), sv_int(99)}),
+			 STORE_OK);
+	assert_int_equal(store_commit(tx), STORE_OK);
+	assert_int_equal(count(f->st, "SELECT COUNT(*) FROM par"), 38);
+	assert_int_equal(count(f->st, "SELECT COUNT(*) FROM kid WHERE y IS NULL AND x = 'x'"), 74);
+	assert_int_equal(count(f->st, "SELECT SUM(n) FROM par"), 36 * 37 / 2 + 99);
+	/* rolled back: nothing of the kept rows */
+	assert_int_equal(store_begin(f->st, 1, &tx), STORE_OK);
+	assert_int_equal(store_send_row(tx, "INSERT INTO par (id, n)", "", 2,
+					(struct store_val[]){sv_text("gone"), sv_int(1)}),
+			 STORE_OK);
+	store_rollback(tx);
+	assert_int_equal(count(f->st, "SELECT COUNT(*) FROM par WHERE id = 'gone'"), 0);
+	/* a kept row that fails fails the commit, and the transaction */
+	assert_int_equal(store_begin(f->st, 1, &tx), STORE_OK);
+	assert_int_equal(store_send_row(tx, "INSERT INTO par (id, n)", "", 2,
+					(struct store_val[]){sv_text("new"), sv_int(1)}),
+			 STORE_OK);
+	assert_int_equal(store_send_row(tx, "INSERT INTO par (id, n)", "", 2,
+					(struct store_val[]){sv_text("p00"), sv_int(1)}),
+			 STORE_OK);
+	assert_int_equal(store_commit(tx), STORE_CONSTRAINT);
+	assert_int_equal(count(f->st, "SELECT COUNT(*) FROM par WHERE id = 'new'"), 0);
+}
+
 static void test_placeholders(void **state)
 {
 	struct fixture *f = *state;
@@ -1591,6 +1651,7 @@ int main(void)
 		BOTH(test_newer_schema_refused),
 		BOTH(test_placeholders),
 		BOTH(test_sql_builders),
+		BOTH(test_send_row),
 		BOTH(test_value_round_trip),
 		BOTH(test_query_int),
 		BOTH(test_constraints),
@@ -1621,6 +1682,7 @@ int main(void)
 		BOTH(test_newer_schema_refused),
 		BOTH(test_placeholders),
 		BOTH(test_sql_builders),
+		BOTH(test_send_row),
 		BOTH(test_value_round_trip),
 		BOTH(test_query_int),
 		BOTH(test_constraints),
