@@ -62,6 +62,21 @@ const noTrigger: Schemas["RateSuggestionFeedItem"] = {
 };
 // @ts-expect-error an approval takes no fields (a reason is for rejecting)
 const approveWithReason: Schemas["RateSuggestionApproveRequest"] = { reason: "fine" };
+// @ts-expect-error external_id is required in a review feed item
+const noExternalId: Schemas["ReviewFeedItem"] = {
+  property_id: "prop_01JD3X6R8F0A5N3P7Q9S1U3W5Y",
+  source: "google",
+  rating: 4.5,
+  max_rating: 5,
+  language: "en",
+  text: "",
+  author: "",
+  published_at: "2026-11-22T09:58:00Z",
+};
+// @ts-expect-error a reply needs its text
+const noReplyText: Schemas["ReviewReplyRequest"] = {};
+// @ts-expect-error publishing takes no fields (the text is put with PUT .../reply)
+const publishWithText: Schemas["ReviewReplyPublishRequest"] = { text: "Thank you!" };
 
 // ---- responses carry what the server always sends -------------------------
 
@@ -77,6 +92,15 @@ function suggestionStatus(s: Schemas["RateSuggestion"]): Schemas["RateSuggestion
 function feedOutcome(r: Schemas["OtaRateFeedResult"]): string {
   return r.status === "rejected" ? r.error.code : r.status === "created" ? r.parity : r.status;
 }
+function reviewOutcome(r: Schemas["ReviewFeedResult"]): string {
+  return r.status === "rejected" ? r.error.code : r.id + (r.reply_drafted ? " drafted" : "");
+}
+function replyStatus(r: Schemas["Review"]): Schemas["ReviewReplyStatus"] {
+  return r.reply.status;
+}
+function dropped(a: Schemas["ReputationAlert"]): number {
+  return (a.previous_score ?? a.threshold) - a.score;
+}
 function tokenOf(t: Schemas["TokenResponse"]): string {
   return t.access_token + t.token_type + t.expires_in.toFixed(0) + t.property_codes.join(" ");
 }
@@ -90,6 +114,8 @@ const usr = "usr_01JD40A1B2C3D4E5F6G7H8J9KM";
 const grp = "grp_01JD40B2C3D4E5F6G7H8J9K0MN";
 const rs = "rs_01JD46A1B2C3D4E5F6G7H8J9KM";
 const pa = "pa_01JD4CA1B2C3D4E5F6G7H8J9KM";
+const rv = "rv_01JD47A1B2C3D4E5F6G7H8J9KM";
+const ra = "ra_01JD4BA1B2C3D4E5F6G7H8J9KM";
 
 export const calls: Operations = {
   "/oauth/token": {
@@ -273,6 +299,81 @@ export const calls: Operations = {
       return r.data?.data.gap.percent;
     },
   },
+  "/v2/feeds/reviews": {
+    post: async () => {
+      const r = await client.POST("/v2/feeds/reviews", {
+        params: { header: { ...v2, "Idempotency-Key": "reviews-2026-11-22-1015" } },
+        body: {
+          items: [
+            {
+              property_id: "prop_01JD3X6R8F0A5N3P7Q9S1U3W5Y",
+              source: "google",
+              external_id: "ChdDSUhNMG9nS0VJQ0FnSUR3dGZIV2V3EAE",
+              rating: 3,
+              max_rating: 5,
+              language: "en",
+              text: "Great location, but breakfast was crowded on Sunday.",
+              author: "Anna K.",
+              published_at: "2026-11-22T09:58:00Z",
+            },
+          ],
+        },
+      });
+      return r.data?.data.results.map(reviewOutcome);
+    },
+  },
+  "/v2/reviews": {
+    get: () =>
+      client.GET("/v2/reviews", {
+        params: {
+          header: v2,
+          query: { source: "google", language: "pl-PL", reply_status: "drafted", limit: 100 },
+        },
+      }),
+  },
+  "/v2/reviews/{id}": {
+    get: async () => {
+      const r = await client.GET("/v2/reviews/{id}", { params: { header: v2, path: { id: rv } } });
+      return r.data && replyStatus(r.data.data);
+    },
+  },
+  "/v2/reviews/{id}/reply": {
+    put: async () => {
+      const r = await client.PUT("/v2/reviews/{id}/reply", {
+        params: { header: v2, path: { id: rv } },
+        body: { text: "Thank you, Anna - see you soon!" },
+      });
+      return r.data?.data.reply.edited;
+    },
+  },
+  "/v2/reviews/{id}/reply/publish": {
+    post: async () => {
+      const r = await client.POST("/v2/reviews/{id}/reply/publish", {
+        params: { header: v2, path: { id: rv } },
+      });
+      return r.data?.data.reply.next_attempt_at;
+    },
+  },
+  "/v2/reputation-alerts": {
+    get: () =>
+      client.GET("/v2/reputation-alerts", {
+        params: { header: v2, query: { status: "open", brand: "Vistula Suites" } },
+      }),
+  },
+  "/v2/reputation-alerts/{id}": {
+    get: async () => {
+      const r = await client.GET("/v2/reputation-alerts/{id}", {
+        params: { header: v2, path: { id: ra } },
+      });
+      return r.data && dropped(r.data.data);
+    },
+  },
+  "/v2/reputation": {
+    get: async () => {
+      const r = await client.GET("/v2/reputation", { params: { header: v2 } });
+      return r.data?.data.brands.map((b) => (b.score ?? 0) < (b.min_score ?? 0));
+    },
+  },
   "/v1/webhooks": {
     post: () =>
       client.POST("/v1/webhooks", {
@@ -421,4 +522,7 @@ export const refused = [
   noApprover,
   noTrigger,
   approveWithReason,
+  noExternalId,
+  noReplyText,
+  publishWithText,
 ];

@@ -17,11 +17,12 @@ covered equals the document's, so a new operation without a contract case
 fails, and prints each operation with the statuses seen.
 
 Set-up: revopsd --demo (two portfolios, approvers, the demo SAML IdP) with
-pms-sim behind it as the PMS and as the booking engine (LOD01 of "Demo Hotels
-Group" fails every write and every push, for the 502s), a webhook receiver
-(HTTPS, trusted with --trust-ca), and --time-scale 100000 so that v1
-delivery schedules (72 h) end in 2.6 s and the v1 retry window (30 days) in
-26 s.
+pms-sim behind it as the PMS, as the booking engine (LOD01 of "Demo Hotels
+Group" fails every write and every push, for the 502s) and as the review
+platform (its first reply call answers 503, so a published reply goes
+through a retry), a webhook receiver (HTTPS, trusted with --trust-ca), and
+--time-scale 100000 so that v1 delivery schedules (72 h) end in 2.6 s and
+the v1 retry window (30 days) in 26 s.
 
 What Prism 5.14.2 cannot carry, and what is done instead:
 - HEAD: the proxy parses an upstream JSON answer's body even for HEAD and
@@ -68,7 +69,8 @@ PROBE_ORDER = ("PATCH", "PUT", "DELETE", "POST", "GET")
 UNKNOWN = {"rd": "rd_01AAAAAAAAAAAAAAAAAAAAAAAA", "wh": "wh_01AAAAAAAAAAAAAAAAAAAAAAAA",
            "dlv": "dlv_01AAAAAAAAAAAAAAAAAAAAAAAA", "usr": "usr_01AAAAAAAAAAAAAAAAAAAAAAAA",
            "grp": "grp_01AAAAAAAAAAAAAAAAAAAAAAAA", "rs": "rs_01AAAAAAAAAAAAAAAAAAAAAAAA",
-           "pa": "pa_01AAAAAAAAAAAAAAAAAAAAAAAA"}
+           "pa": "pa_01AAAAAAAAAAAAAAAAAAAAAAAA", "rv": "rv_01AAAAAAAAAAAAAAAAAAAAAAAA",
+           "ra": "ra_01AAAAAAAAAAAAAAAAAAAAAAAA"}
 # Headers Prism or the transport set, not the server's answer to compare.
 TRANSPORT = {"date", "connection", "keep-alive", "content-length", "sl-violations",
              "x-request-id", "x-service-ratelimit-remaining", "x-service-ratelimit-reset",
@@ -244,10 +246,12 @@ class PrismContract(unittest.TestCase):
         cls.rx = receiver.Receiver(cls.ca)
         cls.rx.set_behaviour("/down", status=500, body=b"down on purpose")
         cls.sim = pmssim.PmsSim("--fail-codes", FAIL_CODE,
-                                "--booking-engine-fail-codes", FAIL_CODE)
+                                "--booking-engine-fail-codes", FAIL_CODE,
+                                "--reviews-fail-first", "1")
         cls.srv = harness.Server(["--demo", "--pms-url", cls.sim.url, "--booking-engine-url",
-                                  cls.sim.url + "/booking-engine", "--trust-ca", cls.ca.ca_pem,
-                                  "--allow-private-targets", "--time-scale", str(SCALE)])
+                                  cls.sim.url + "/booking-engine", "--reviews-url", cls.sim.url,
+                                  "--trust-ca", cls.ca.ca_pem, "--allow-private-targets",
+                                  "--time-scale", str(SCALE)])
         # both Prisms load (about 4 s) while the rest is set up
         cls.canary = Prism(canary_path, cls.srv.base_url, os.path.join(cls.tmp, "canary.log"))
         creds_path = os.path.join(cls.srv.data_dir, "demo-credentials.json")
@@ -888,6 +892,225 @@ class PrismContract(unittest.TestCase):
         self.error(self.v2("GET", "/v2/parity-alerts/" + opened, 403, token=krk),
                    "SVC-AUTH-INSUFFICIENT-ROLE")
         self.assertEqual(self.v2("GET", "/v2/parity-alerts", 200, token=krk).body["data"], [])
+
+    # reviews and reputation -----------------------------------------------------------------
+
+    review_seq = [0]
+
+    def review_item(self, pf, code, rating=5, max_rating=5, language="en", author="Anna Nowak",
+                    external_id=None, source="google", seconds_ago=60):
+        self.review_seq[0] += 1
+        at = datetime.datetime.now(datetime.timezone.utc) - datetime.timedelta(seconds=seconds_ago)
+        return {"property_id": self.prop(pf, code), "source": source,
+                "external_id": external_id or "prism-%d-%d" % (time.time_ns(), self.review_seq[0]),
+                "rating": rating, "max_rating": max_rating, "language": language,
+                "text": "Lovely stay", "author": author,
+                "published_at": at.strftime("%Y-%m-%dT%H:%M:%S.%f")[:-3] + "Z"}
+
+    def brand(self, pf, code):
+        return next(p["brand"] for p in pf["properties"] if p["pms_property_code"] == code)
+
+    def test_d3_reviews_and_reputation(self):
+        ent, grp = self.ent, self.grp
+        pf = ent["portfolio_id"]
+        feed = "/v2/feeds/reviews"
+        for band, lang, text in (
+                ("high", "en", "Thank you {guest_name} for staying at {property_name}!"),
+                ("mid", "en", "Thank you, {guest_name}. We will do better."),
+                ("low", "pl", "Przykro nam, {guest_name} ({property_name}).")):
+            self.srv.ctl("review-template", "set", "--portfolio", pf, "--band", band,
+                         "--language", lang, "--text", text)
+        amber = self.brand(ent, "POZ01")
+        self.assertEqual(self.brand(ent, "WRO01"), amber)
+        self.srv.ctl("reputation-ceiling", "set", "--portfolio", pf, "--brand", amber,
+                     "--min-score", "8")
+        # a batch: drafted (by band and language, pl-PL by its primary subtag), no
+        # template, a duplicate of an earlier item, and rejected items beside them
+        first = self.review_item(ent, "WAW01", 5, author="Anna")
+        items = [first,
+                 self.review_item(ent, "KRK01", 2, language="pl-PL", author="Jan"),
+                 self.review_item(ent, "GDN01", 3, language="de"),
+                 dict(first, text="edited later"),
+                 self.review_item(ent, "WAW01", 6),
+                 self.review_item(ent, "WAW01", 4, seconds_ago=-3600),
+                 self.review_item(grp, "ZAK01", 4)]
+        key = {"Idempotency-Key": "prism-reviews-%d" % time.time_ns()}
+        r = self.v2("POST", feed, 200, body={"items": items}, headers=key)
+        d = r.body["data"]
+        self.assertEqual((d["created"], d["duplicate"], d["rejected"]), (3, 1, 3))
+        self.assertEqual([x["status"] for x in d["results"]],
+                         ["created"] * 3 + ["duplicate"] + ["rejected"] * 3)
+        self.assertEqual([x.get("reply_drafted") for x in d["results"][:4]],
+                         [True, True, False, False])
+        drafted, polish, plain = (x["id"] for x in d["results"][:3])
+        self.assertEqual(d["results"][3]["id"], drafted)
+        self.assertEqual([x["error"]["code"] for x in d["results"][4:]],
+                         ["SVC-VALIDATION-FAILED"] * 2 + ["SVC-AUTH-INSUFFICIENT-ROLE"])
+        again = self.v2("POST", feed, 200, body={"items": items}, headers=key)
+        self.assertEqual(again.headers.get("idempotent-replayed"), "true")
+        self.assertEqual(again.body["data"], d)
+        self.error(self.v2("POST", feed, 422, body={"items": items[:1]}, headers=key),
+                   "SVC-IDEMPOTENCY-KEY-REUSED")
+        # refused batches: nothing recorded
+        self.error(self.feed(feed, [], 400, bad=True), "SVC-VALIDATION-FAILED")
+        self.error(self.v2("POST", feed, 400, body={"items": ["review"]}, bad=True),
+                   "SVC-VALIDATION-FAILED")
+        self.error(self.v2("POST", feed, 415, body="{}", bad=True,
+                           headers={"Content-Type": "text/plain"}), "SVC-UNSUPPORTED-MEDIA-TYPE")
+        _, narrow = self.srv.client_token(pf, "reviews:read reviews:write")
+        self.error(self.feed(feed, items[:1], 403, token=narrow), "SVC-AUTH-INSUFFICIENT-ROLE")
+        # reads
+        r = self.v2("GET", "/v2/reviews", 200)
+        self.assertTrue({drafted, polish, plain} <= {x["id"] for x in r.body["data"]})
+        q = "/v2/reviews?property_id=%s&source=google&language=en&reply_status=drafted&limit=1" \
+            % self.prop(ent, "WAW01")
+        r = self.v2("GET", q, 200)
+        self.assertEqual([x["id"] for x in r.body["data"]], [drafted])
+        self.assertEqual(r.body["data"][0]["reply"]["template"], {"band": "high", "language": "en"})
+        r = self.v2("GET", "/v2/reviews?limit=1", 200)
+        cursor = r.body["meta"]["next_cursor"]
+        self.assertIn('rel="next"', r.headers["link"])
+        self.v2("GET", "/v2/reviews?limit=1&cursor=" + cursor, 200)
+        self.error(self.v2("GET", "/v2/reviews?reply_status=none&cursor=" + cursor, 400),
+                   "SVC-REQUEST-MALFORMED")
+        self.error(self.v2("GET", "/v2/reviews?reply_status=sent", 400, bad=True),
+                   "SVC-REQUEST-MALFORMED")
+        self.error(self.v2("GET", "/v2/reviews", 403, token=self.srv.access_token(
+            ent["client_id"], ent["client_secret"], scope="alerts:read")),
+            "SVC-AUTH-INSUFFICIENT-ROLE")
+        waw = self.srv.access_token(ent["client_id"], ent["client_secret"],
+                                    scope="reviews:read reviews:write property:WAW01")
+        r = self.v2("GET", "/v2/reviews", 200, token=waw)
+        self.assertEqual({x["property_id"] for x in r.body["data"]}, {self.prop(ent, "WAW01")})
+        self.error(self.v2("GET", "/v2/reviews?property_id=" + self.prop(ent, "KRK01"), 403,
+                           token=waw), "SVC-AUTH-INSUFFICIENT-ROLE")
+        r = self.v2("GET", "/v2/reviews/" + polish, 200)
+        self.assertEqual(r.body["data"]["reply"]["template"], {"band": "low", "language": "pl"})
+        self.v2("GET", "/v2/reviews/" + polish, 304, headers={"If-None-Match": r.headers["etag"]})
+        r = self.v2("GET", "/v2/reviews/" + plain, 200)
+        self.assertEqual((r.body["data"]["reply"]["status"], r.body["data"]["reply"]["text"]),
+                         ("none", None))
+        self.error(self.v2("GET", "/v2/reviews/" + UNKNOWN["rv"], 404), "SVC-NOT-FOUND")
+        self.error(self.v2("GET", "/v2/reviews/" + drafted, 403, pf=grp),
+                   "SVC-AUTH-INSUFFICIENT-ROLE")
+        self.error(self.v2("GET", "/v2/reviews/" + polish, 403, token=waw),
+                   "SVC-AUTH-INSUFFICIENT-ROLE")
+        # the reply: nothing to publish, then written by hand, edited, published
+        reply, publish = "/v2/reviews/%s/reply", "/v2/reviews/%s/reply/publish"
+        self.error(self.v2("POST", publish % plain, 409), "SVC-CONFLICT")
+        r = self.v2("PUT", reply % plain, 200, body={"text": "Danke, wir arbeiten daran."})
+        self.assertEqual((r.body["data"]["reply"]["status"], r.body["data"]["reply"]["edited"],
+                          r.body["data"]["reply"]["template"]), ("drafted", True, None))
+        self.error(self.v2("PUT", reply % plain, 400, body={"text": "   "}, bad=True),
+                   "SVC-VALIDATION-FAILED")
+        self.error(self.v2("PUT", reply % plain, 400, body={"text": "x" * 4097}, bad=True),
+                   "SVC-VALIDATION-FAILED")
+        self.error(self.v2("PUT", reply % plain, 400, body={"comment": "x"}, bad=True),
+                   "SVC-VALIDATION-FAILED")
+        self.error(self.v2("PUT", reply % plain, 415, body="{}", bad=True,
+                           headers={"Content-Type": "text/plain"}), "SVC-UNSUPPORTED-MEDIA-TYPE")
+        self.error(self.v2("PUT", reply % UNKNOWN["rv"], 404, body={"text": "Hi"}),
+                   "SVC-NOT-FOUND")
+        self.error(self.v2("PUT", reply % plain, 403, pf=grp, body={"text": "Hi"}),
+                   "SVC-AUTH-INSUFFICIENT-ROLE")
+        self.error(self.v2("PUT", reply % plain, 403, token=waw, body={"text": "Hi"}),
+                   "SVC-AUTH-INSUFFICIENT-ROLE")
+        key = {"Idempotency-Key": "prism-reply-%d" % time.time_ns()}
+        text = "Thank you, Anna - see you soon!"
+        r = self.v2("PUT", reply % drafted, 200, body={"text": text}, headers=key)
+        self.assertEqual(r.body["data"]["reply"]["template"], {"band": "high", "language": "en"})
+        again = self.v2("PUT", reply % drafted, 200, body={"text": text}, headers=key)
+        self.assertEqual(again.headers.get("idempotent-replayed"), "true")
+        self.error(self.v2("PUT", reply % drafted, 422, body={"text": "other"}, headers=key),
+                   "SVC-IDEMPOTENCY-KEY-REUSED")
+        self.error(self.v2("POST", publish % drafted, 400, body={"text": text}, bad=True),
+                   "SVC-VALIDATION-FAILED")
+        read_only = self.srv.access_token(ent["client_id"], ent["client_secret"],
+                                          scope="reviews:read")
+        self.error(self.v2("POST", publish % drafted, 403, token=read_only),
+                   "SVC-AUTH-INSUFFICIENT-ROLE")
+        self.error(self.v2("POST", publish % UNKNOWN["rv"], 404), "SVC-NOT-FOUND")
+        self.error(self.v2("POST", publish % drafted, 403, pf=grp), "SVC-AUTH-INSUFFICIENT-ROLE")
+        r = self.v2("POST", publish % drafted, 202)
+        self.assertEqual((r.body["data"]["reply"]["status"], r.body["data"]["reply"]["attempts"]),
+                         ("publishing", 0))
+        self.assertIsNotNone(r.body["data"]["reply"]["next_attempt_at"])
+        r = self.v2("POST", publish % plain, 202, body={})
+        self.assertEqual(r.body["data"]["reply"]["status"], "publishing")
+        self.error(self.v2("PUT", reply % plain, 409, body={"text": "too late"}), "SVC-CONFLICT")
+
+        def published(rid):
+            r = self.srv.request("GET", "/v2/reviews/" + rid, token=self.ent_token, portfolio=pf)
+            return r.body["data"]["reply"]["status"] == "published"
+        harness.wait_until(lambda: published(drafted) and published(plain), 30,
+                           what="the replies to be published")
+        r = self.v2("GET", "/v2/reviews/" + drafted, 200)
+        rep = r.body["data"]["reply"]
+        self.assertEqual((rep["text"], rep["last_error"], rep["next_attempt_at"]),
+                         (text, None, None))
+        self.assertIsNotNone(rep["published_at"])
+        r = self.v2("GET", "/v2/reviews?reply_status=published&limit=5", 200)
+        self.assertTrue({drafted, plain} <= {x["id"] for x in r.body["data"]})
+        self.error(self.v2("POST", publish % drafted, 409), "SVC-CONFLICT")
+        self.error(self.v2("PUT", reply % drafted, 409, body={"text": "again"}), "SVC-CONFLICT")
+        # reputation: the brand of POZ01 and WRO01 has a floor of 8.0
+        self.feed(feed, [self.review_item(ent, "WRO01", 5) for _ in range(5)])
+        r = self.v2("GET", "/v2/reputation", 200)
+        brands = {b["brand"]: b for b in r.body["data"]["brands"]}
+        self.assertEqual((brands[amber]["score"], brands[amber]["min_score"]), (10.0, 8.0))
+        self.assertIsNone(brands[self.brand(ent, "WAW01")]["min_score"])
+        self.assertEqual(self.v2("GET", "/v2/reputation-alerts?brand=" +
+                                 urllib.parse.quote(amber), 200).body["data"], [])
+        # POZ01: 2.0 (its first score), the brand (50 + 10) / 10 = 6.0 (was 10.0)
+        self.feed(feed, [self.review_item(ent, "POZ01", 1) for _ in range(5)])
+        q = "/v2/reputation-alerts?status=open&brand=" + urllib.parse.quote(amber)
+        r = self.v2("GET", q, 200)
+        opened = {a["scope"]: a for a in r.body["data"]}
+        self.assertEqual(sorted(opened), ["brand", "property"])
+        self.assertEqual((opened["brand"]["score"], opened["brand"]["previous_score"],
+                          opened["brand"]["property_id"]), (6.0, 10.0, None))
+        self.assertEqual((opened["property"]["score"], opened["property"]["previous_score"],
+                          opened["property"]["property_id"]), (2.0, None, self.prop(ent, "POZ01")))
+        brand_alert, prop_alert = opened["brand"]["id"], opened["property"]["id"]
+        r = self.v2("GET", "/v2/reputation-alerts?limit=1", 200)
+        self.v2("GET", "/v2/reputation-alerts?limit=1&cursor=" + r.body["meta"]["next_cursor"], 200)
+        r = self.v2("GET", "/v2/reputation-alerts?property_id=" + self.prop(ent, "POZ01"), 200)
+        self.assertEqual([a["id"] for a in r.body["data"]], [prop_alert])
+        self.error(self.v2("GET", "/v2/reputation-alerts?status=closed", 400, bad=True),
+                   "SVC-REQUEST-MALFORMED")
+        self.error(self.v2("GET", "/v2/reputation-alerts", 403, token=waw),
+                   "SVC-AUTH-INSUFFICIENT-ROLE")
+        r = self.v2("GET", "/v2/reputation-alerts/" + brand_alert, 200)
+        self.v2("GET", "/v2/reputation-alerts/" + brand_alert, 304,
+                headers={"If-None-Match": r.headers["etag"]})
+        self.v2("GET", "/v2/reputation-alerts/" + prop_alert, 200)
+        self.error(self.v2("GET", "/v2/reputation-alerts/" + UNKNOWN["ra"], 404), "SVC-NOT-FOUND")
+        self.error(self.v2("GET", "/v2/reputation-alerts/" + brand_alert, 403, pf=grp),
+                   "SVC-AUTH-INSUFFICIENT-ROLE")
+        poz = self.srv.access_token(ent["client_id"], ent["client_secret"],
+                                    scope="alerts:read property:POZ01")
+        r = self.v2("GET", "/v2/reputation-alerts", 200, token=poz)
+        self.assertEqual([a["id"] for a in r.body["data"]], [prop_alert])
+        self.error(self.v2("GET", "/v2/reputation-alerts/" + brand_alert, 403, token=poz),
+                   "SVC-AUTH-INSUFFICIENT-ROLE")
+        r = self.v2("GET", "/v2/reputation", 200, token=poz)
+        self.assertEqual((r.body["data"]["portfolio"], r.body["data"]["brands"]), (None, []))
+        self.assertEqual([p["property_id"] for p in r.body["data"]["properties"]],
+                         [self.prop(ent, "POZ01")])
+        self.v2("GET", "/v2/reputation", 200,
+                headers={"X-Service-Property": self.prop(ent, "WRO01")})
+        self.v2("GET", "/v2/reputation", 200, pf=grp)
+        self.error(self.v2("GET", "/v2/reputation", 403, token=waw),
+                   "SVC-AUTH-INSUFFICIENT-ROLE")
+        # recovery: POZ01 (10 + 150) / 20 = 8.0, the brand (60 + 150) / 25 = 8.4
+        self.feed(feed, [self.review_item(ent, "POZ01", 5) for _ in range(15)])
+        r = self.v2("GET", "/v2/reputation-alerts?status=resolved&brand=" +
+                    urllib.parse.quote(amber), 200)
+        self.assertEqual({a["id"] for a in r.body["data"]}, {brand_alert, prop_alert})
+        r = self.v2("GET", "/v2/reputation-alerts/" + prop_alert, 200)
+        self.assertEqual((r.body["data"]["status"], r.body["data"]["current_score"]),
+                         ("resolved", 8.0))
+        self.assertIsNotNone(r.body["data"]["resolved_at"])
 
     # webhooks --------------------------------------------------------------------------------
 
