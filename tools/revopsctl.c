@@ -458,7 +458,7 @@ static int print_answer(json_t *out)
 {
 	int rc;
 
-	json_dumpf(out, stdout, JSON_INDENT(2) | JSON_PRESERVE_ORDER);
+	json_dumpf(out, stdout, JSON_INDENT(2) | JSON_PRESERVE_ORDER | JSON_REAL_PRECISION(15));
 	fputc('\n', stdout);
 	rc = json_is_false(json_object_get(out, "chain_valid")) ? 3
 	     : json_is_false(json_object_get(out, "valid"))     ? 4

@@ -14,7 +14,7 @@
  * so a client always gets a parseable answer. Steals body. */
 static void put_json(struct ctx *c, int status, json_t *body)
 {
-	char *s = body ? json_dumps(body, JSON_COMPACT | JSON_PRESERVE_ORDER) : NULL;
+	char *s = body ? json_dumps(body, JSONW_DUMP) : NULL;
 
 	json_decref(body);
 	buf_reset(&c->res->body);
@@ -276,7 +276,7 @@ static int write_json_row(struct buf *b, struct store_tx *tx, struct store_rows 
 
 	if (!item)
 		return 0;
-	s = json_dumps(item, JSON_COMPACT | JSON_PRESERVE_ORDER);
+	s = json_dumps(item, JSONW_DUMP);
 	json_decref(item);
 	rc = s && buf_puts(b, s) == 0 ? 1 : -1;
 	free(s);

@@ -22,4 +22,10 @@ void jsonw_sanitize(char *s);
  * "YYYY-MM-DDTHH:MM:SS.mmmZ" (NULL on out-of-memory). */
 json_t *jsonw_time(int64_t ms);
 
+/* How the API writes a JSON tree (answers, event bodies, revopsctl):
+ * compact, keys in their order, and reals to 15 significant digits, so a
+ * score of 8.2 reads 8.2 (jansson's default, 17 digits, writes
+ * 8.1999999999999993). */
+#define JSONW_DUMP (JSON_COMPACT | JSON_PRESERVE_ORDER | JSON_REAL_PRECISION(15))
+
 #endif

@@ -4,6 +4,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "core/jsonw.h"
 #include "core/clock.h"
 #include "core/id.h"
 #include "core/trace.h"
@@ -51,7 +52,7 @@ int outbox_append(struct store_tx *tx, const char *surface, const char *type,
 	if (id_new("evt_", id, sizeof id) < 0)
 		return STORE_ERR;
 	props = json_dumps(property_ids, JSON_COMPACT);
-	body = json_dumps(data, JSON_COMPACT | JSON_PRESERVE_ORDER);
+	body = json_dumps(data, JSONW_DUMP);
 	if (!props || !body)
 		goto out;
 	if (t)

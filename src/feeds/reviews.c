@@ -209,7 +209,7 @@ int review_create(struct store_tx *tx, const char *pf, const struct portfolio_pr
 		  const struct review_new *r, const json_t *templates, int64_t now,
 		  struct review_outcome *out)
 {
-	int64_t score = r->rating_x100 * 10 / r->max_rating;
+	int64_t score = (r->rating_x100 * 10 + r->max_rating / 2) / r->max_rating;
 	const char *band = review_band(score);
 	char lang[40];
 	char *reply = review_draft(templates, band, r->language, r->author, p->name, lang);

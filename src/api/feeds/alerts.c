@@ -32,6 +32,11 @@ static void h_parity_list(struct ctx *c)
 	struct store_rows *r = NULL;
 	int rc;
 
+	if (f.ota && (!*f.ota || strlen(f.ota) > 32)) {
+		respond_error(c, ERR_REQUEST_MALFORMED, NULL,
+			      "ota must name an OTA (1-32 characters)");
+		return;
+	}
 	if (scope_query_enum(c, "status", open_resolved, 2, &f.status) < 0 ||
 	    scope_list_begin(c, "parity-alerts", (const char *[]){f.status, f.ota}, 2, &pg) < 0)
 		return;

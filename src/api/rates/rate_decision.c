@@ -10,6 +10,7 @@
 #include "api/respond.h"
 #include "api/scope.h"
 #include "cluster/cluster.h"
+#include "core/jsonw.h"
 #include "core/clock.h"
 #include "core/currency.h"
 #include "core/log.h"
@@ -98,7 +99,7 @@ static void respond_decision_error(struct ctx *c, enum err e, json_t *details, c
 	respond_error(c, e, details, "%s", msg);
 	body = json_loadb(c->res->body.data, c->res->body.len, 0, NULL);
 	json_object_set_new(json_object_get(body, "error"), "decision_id", json_string(id));
-	s = json_dumps(body, JSON_COMPACT | JSON_PRESERVE_ORDER);
+	s = json_dumps(body, JSONW_DUMP);
 	if (s) {
 		buf_reset(&c->res->body);
 		if (buf_puts(&c->res->body, s) < 0)
