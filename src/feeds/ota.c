@@ -31,16 +31,44 @@ const char *ota_parity_name(enum ota_parity p)
 	sv_text((o)->property_id), sv_text((o)->room_type_code), sv_text((o)->date), \
 		sv_text((o)->ota)
 
-/* 1 when an observation of o's key newer than o is recorded, 0 when not,
- * or < 0. */
-static int newer_seen(struct store_tx *tx, const struct ota_new *o)
-{
-	int64_t one;
+/* What one statement reads for an observation: whether a newer one of
+ * its key is recorded, the key's open alert, and the floor in force. */
+struct seen {
+	int newer;
+	char open_id[ID_MAX]; /* "" when none */
+	int has_floor;
+	struct floor floor;
+};
 
-	return store_query_int(tx,
-			       "SELECT 1 FROM ota_observations WHERE " KEY_WHERE
-			       " AND observed_at > $5 LIMIT 1",
-			       (struct store_val[]){KEY_VALS(o), sv_int(o->observed_at)}, 5, &one);
+/* Reads s for o in one round trip. Returns 0 or < 0. */
+static int read_seen(struct store_tx *tx, const struct ota_new *o, struct seen *s)
+{
+	struct store_rows *r;
+	int rc = store_query(tx,
+			     "SELECT (SELECT 1 FROM ota_observations WHERE " KEY_WHERE
+			     " AND observed_at > $5 LIMIT 1), (SELECT id FROM parity_alerts WHERE " KEY_WHERE
+			     " AND status = 'open'), f.source_id, f.currency, f.minor_units"
+			     " FROM (SELECT 1 AS one) o LEFT JOIN (" FLOORS_IN_FORCE_SQL
+			     ") f ON 1 = 1",
+			     (struct store_val[]){KEY_VALS(o), sv_int(o->observed_at)}, 5, &r);
+
+	memset(s, 0, sizeof *s);
+	if (rc != STORE_OK)
+		return rc;
+	if ((rc = store_next(r)) == 1) {
+		s->newer = !store_is_null(r, 0);
+		if (!store_is_null(r, 1))
+			snprintf(s->open_id, sizeof s->open_id, "%s", store_text(r, 1));
+		s->has_floor = !store_is_null(r, 2);
+		if (s->has_floor) {
+			snprintf(s->floor.source_id, sizeof s->floor.source_id, "%s",
+				 store_text(r, 2));
+			snprintf(s->floor.currency, sizeof s->floor.currency, "%s", store_text(r, 3));
+			s->floor.minor_units = store_int(r, 4);
+		}
+	}
+	store_rows_close(r);
+	return rc == 1 ? 0 : (rc < 0 ? rc : STORE_ERR);
 }
 
 static int insert_observation(struct store_tx *tx, const char *pf, const struct ota_new *o,
@@ -58,22 +86,6 @@ static int insert_observation(struct store_tx *tx, const char *pf, const struct 
 						     sv_int(now)});
 
 	return rc < 0 ? rc : 0;
-}
-
-/* The open alert of o's key into id (ID_MAX bytes). 1, 0 or < 0. */
-static int open_alert(struct store_tx *tx, const struct ota_new *o, char *id)
-{
-	struct store_rows *r;
-	int rc = store_query(tx,
-			     "SELECT id FROM parity_alerts WHERE " KEY_WHERE " AND status = 'open'",
-			     (struct store_val[]){KEY_VALS(o)}, 4, &r);
-
-	if (rc != STORE_OK)
-		return rc;
-	if ((rc = store_next(r)) == 1)
-		snprintf(id, ID_MAX, "%s", store_text(r, 0));
-	store_rows_close(r);
-	return rc;
 }
 
 /* Opens an alert for o below floor f, with its event. */
@@ -139,32 +151,28 @@ static int update_alert(struct store_tx *tx, const char *id, const struct ota_ne
 int ota_record(struct store_tx *tx, const char *pf, const struct ota_new *o, int64_t now,
 	       struct ota_outcome *out)
 {
-	struct floor f;
-	int rc, has_floor, below, stale;
+	struct seen s;
+	int rc, below;
 
 	memset(out, 0, sizeof *out);
-	if ((stale = newer_seen(tx, o)) < 0)
-		return stale;
-	if ((rc = insert_observation(tx, pf, o, now)) < 0)
+	if ((rc = read_seen(tx, o, &s)) < 0 || (rc = insert_observation(tx, pf, o, now)) < 0)
 		return rc;
-	if (stale) {
+	if (s.newer) {
 		out->parity = OTA_STALE;
 		return 0;
 	}
-	if ((has_floor = floors_get(tx, o->property_id, o->room_type_code, o->date, &f)) < 0 ||
-	    (rc = open_alert(tx, o, out->alert_id)) < 0)
-		return has_floor < 0 ? has_floor : rc;
-	if (has_floor && strcmp(f.currency, o->currency)) {
+	snprintf(out->alert_id, sizeof out->alert_id, "%s", s.open_id);
+	if (s.has_floor && strcmp(s.floor.currency, o->currency)) {
 		out->parity = OTA_FLOOR_OTHER_MONEY;
 		return 0;
 	}
-	below = has_floor && o->minor_units < f.minor_units;
-	if (rc == 1) {
+	below = s.has_floor && o->minor_units < s.floor.minor_units;
+	if (s.open_id[0]) {
 		out->parity = below ? OTA_BREACH_CONTINUES : OTA_BREACH_RESOLVED;
-		return update_alert(tx, out->alert_id, o, below ? &f : NULL, now);
+		return update_alert(tx, out->alert_id, o, below ? &s.floor : NULL, now);
 	}
-	out->parity = below ? OTA_BREACH_OPENED : has_floor ? OTA_AT_OR_ABOVE : OTA_NO_FLOOR;
-	return below ? open_breach(tx, pf, o, &f, now, out->alert_id) : 0;
+	out->parity = below ? OTA_BREACH_OPENED : s.has_floor ? OTA_AT_OR_ABOVE : OTA_NO_FLOOR;
+	return below ? open_breach(tx, pf, o, &s.floor, now, out->alert_id) : 0;
 }
 
 /* ------------------------------------------------------------ the list */

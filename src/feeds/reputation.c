@@ -18,16 +18,17 @@
 #define MAX_SUBJECTS (1 + 2 * PORTFOLIO_SNAPSHOT_MAX)
 
 int reputation_add(struct store_tx *tx, const char *pf, const char *property_id, int64_t day,
-		   int64_t score_x100)
+		   int64_t n, int64_t score_sum)
 {
 	int rc = store_send(tx,
 			    "INSERT INTO reputation_days (portfolio_id, property_id, day, reviews,"
-			    " score_sum) VALUES ($1, $2, $3, 1, $4) ON CONFLICT (portfolio_id,"
-			    " property_id, day) DO UPDATE SET reviews = reputation_days.reviews + 1,"
-			    " score_sum = reputation_days.score_sum + excluded.score_sum",
+			    " score_sum) VALUES ($1, $2, $3, $4, $5) ON CONFLICT (portfolio_id,"
+			    " property_id, day) DO UPDATE SET reviews = reputation_days.reviews +"
+			    " excluded.reviews, score_sum = reputation_days.score_sum +"
+			    " excluded.score_sum",
 			    (struct store_val[]){sv_text(pf), sv_text(property_id), sv_int(day),
-						 sv_int(score_x100)},
-			    4);
+						 sv_int(n), sv_int(score_sum)},
+			    5);
 
 	return rc < 0 ? rc : 0;
 }

@@ -31,10 +31,11 @@ struct portfolio_property;
 #define REPUTATION_WINDOW_DAYS 30
 #define REPUTATION_MIN_REVIEWS 5
 
-/* Counts one review of property_id published on day (days since the
- * epoch, UTC) with score_x100, inside tx. Returns 0 or < 0. */
+/* Counts n reviews of property_id published on day (days since the
+ * epoch, UTC) whose scores sum to score_sum (hundredths), inside tx.
+ * Returns 0 or < 0. */
 int reputation_add(struct store_tx *tx, const char *portfolio_id, const char *property_id,
-		   int64_t day, int64_t score_x100) WUR;
+		   int64_t day, int64_t n, int64_t score_sum) WUR;
 
 /* Recomputes the portfolio's scores as of now for its properties props[0..n)
  * and acts on the floors, inside tx (alerts, events, stored scores).

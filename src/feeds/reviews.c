@@ -156,8 +156,74 @@ static json_t *drafted_data(const char *id, const struct review_new *r, const ch
 			 "language", r->language, "reply_text", reply);
 }
 
-/* Inserts the review unless (portfolio, source, external id) is known.
- * Returns 1 (inserted), 0 (known) or < 0. */
+struct review_batch {
+	json_t *templates; /* "band|language": text */
+	json_t *days;      /* "day\x1fproperty id": [reviews, score sum] */
+	int created;
+};
+
+int review_batch_begin(struct store_tx *tx, const char *pf, struct review_batch **out)
+{
+	struct review_batch *b = calloc(1, sizeof *b);
+	int rc = b && (b->days = json_object()) ? review_templates_load(tx, pf, &b->templates)
+						: STORE_ERR;
+
+	*out = NULL;
+	if (rc < 0) {
+		review_batch_free(b);
+		return rc;
+	}
+	*out = b;
+	return 0;
+}
+
+void review_batch_free(struct review_batch *b)
+{
+	if (!b)
+		return;
+	json_decref(b->templates);
+	json_decref(b->days);
+	free(b);
+}
+
+/* Counts a new review of property on day in b->days. */
+static void count_day(struct review_batch *b, const char *property, int64_t day, int64_t score)
+{
+	char key[128];
+	json_t *v;
+
+	snprintf(key, sizeof key, "%lld\x1f%s", (long long)day, property);
+	v = json_object_get(b->days, key);
+	if (!v)
+		json_object_set_new(b->days, key,
+				    json_pack("[I, I]", (json_int_t)1, (json_int_t)score));
+	else {
+		json_array_set_new(v, 0, json_integer(json_integer_value(json_array_get(v, 0)) + 1));
+		json_array_set_new(v, 1,
+				   json_integer(json_integer_value(json_array_get(v, 1)) + score));
+	}
+}
+
+int review_batch_end(struct store_tx *tx, const char *pf, struct review_batch *b)
+{
+	const char *key, *prop;
+	json_t *v;
+	int rc = 0;
+
+	json_object_foreach(b->days, key, v) {
+		prop = strchr(key, '\x1f');
+		if (rc < 0 || !prop)
+			break;
+		rc = reputation_add(tx, pf, prop + 1, strtoll(key, NULL, 10),
+				    json_integer_value(json_array_get(v, 0)),
+				    json_integer_value(json_array_get(v, 1)));
+	}
+	return rc < 0 ? rc : b->created;
+}
+
+/* Inserts the review unless (portfolio, source, external id) is known:
+ * the unique index decides, so a review seen twice, in two batches or in
+ * one, is one. Returns 1 (inserted), 0 (known) or < 0. */
 static int insert_review(struct store_tx *tx, const char *pf, const struct portfolio_property *p,
 			 const struct review_new *r, int64_t score, const char *reply,
 			 const char *band, const char *lang, int64_t now, const char *id)
@@ -206,13 +272,13 @@ static int known_id(struct store_tx *tx, const char *pf, const struct review_new
 }
 
 int review_create(struct store_tx *tx, const char *pf, const struct portfolio_property *p,
-		  const struct review_new *r, const json_t *templates, int64_t now,
+		  const struct review_new *r, struct review_batch *b, int64_t now,
 		  struct review_outcome *out)
 {
 	int64_t score = (r->rating_x100 * 10 + r->max_rating / 2) / r->max_rating;
 	const char *band = review_band(score);
 	char lang[40];
-	char *reply = review_draft(templates, band, r->language, r->author, p->name, lang);
+	char *reply = review_draft(b->templates, band, r->language, r->author, p->name, lang);
 	json_t *data = NULL, *props = NULL;
 	int rc;
 
@@ -227,8 +293,10 @@ int review_create(struct store_tx *tx, const char *pf, const struct portfolio_pr
 	}
 	if (rc < 0)
 		goto out;
-	rc = reputation_add(tx, pf, p->id, r->published_at / DAY_MS, score);
-	if (rc == 0 && reply) {
+	count_day(b, p->id, r->published_at / DAY_MS, score);
+	b->created++;
+	rc = 0;
+	if (reply) {
 		out->drafted = 1;
 		data = drafted_data(out->id, r, reply);
 		props = json_pack("[s]", p->id);

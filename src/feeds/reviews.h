@@ -61,12 +61,23 @@ struct review_outcome {
 	int drafted;   /* a reply was drafted (review.drafted) */
 };
 
-/* Records r of property p inside tx (or finds it), drafts its reply from
- * templates (review_templates_load's), counts it towards reputation and
- * emits review.drafted. Returns 0 with *out, or < 0. */
+/* What the reviews of one feed batch share: the portfolio's templates,
+ * and the batch's reputation counts, written at its end. */
+struct review_batch;
+
+/* Begins a batch (loads the templates). Returns 0 with *out, or < 0. */
+int review_batch_begin(struct store_tx *tx, const char *portfolio_id, struct review_batch **out) WUR;
+/* Records r of property p inside tx unless it is known (one statement:
+ * the unique index decides; then out->duplicate, with the known id),
+ * drafts its reply and emits review.drafted; its reputation count waits
+ * for review_batch_end. Returns 0 with *out, or < 0. */
 int review_create(struct store_tx *tx, const char *portfolio_id, const struct portfolio_property *p,
-		  const struct review_new *r, const json_t *templates, int64_t now,
+		  const struct review_new *r, struct review_batch *b, int64_t now,
 		  struct review_outcome *out) WUR;
+/* Writes the batch's reputation counts. Returns how many reviews were
+ * created, or < 0. */
+int review_batch_end(struct store_tx *tx, const char *portfolio_id, struct review_batch *b) WUR;
+void review_batch_free(struct review_batch *b);
 
 /* Filters of the list; NULL or "" for none. props as elsewhere. */
 struct review_filter {

@@ -41,11 +41,7 @@ int floors_get(struct store_tx *tx, const char *property_id, const char *room_ty
 	int rc;
 
 	memset(out, 0, sizeof *out);
-	rc = store_query(tx,
-			 "SELECT source_id, currency, minor_units FROM rate_floors"
-			 " WHERE property_id = $1 AND room_type_code = $2 AND date_from <= $3"
-			 " AND date_to >= $3 AND withdrawn_at IS NULL"
-			 " ORDER BY set_at DESC, source_id DESC LIMIT 1",
+	rc = store_query(tx, FLOORS_IN_FORCE_SQL,
 			 (struct store_val[]){sv_text(property_id), sv_text(room_type_code),
 					      sv_text(date)},
 			 3, &r);

@@ -27,7 +27,7 @@
 struct batch {
 	struct store_tx *tx;
 	const struct portfolio_snapshot *snap; /* may be NULL */
-	json_t *state;                         /* the feed's own (begin), or NULL */
+	void *state;                           /* the feed's own (begin), or NULL */
 	int64_t now;
 	int written; /* items written so far */
 };
@@ -43,6 +43,7 @@ struct feed {
 		     const struct portfolio_property *p, json_t *result);
 	int (*begin)(struct batch *b, struct ctx *c); /* before the first item */
 	int (*end)(struct batch *b, struct ctx *c);   /* after the last */
+	void (*done)(void *state);                    /* frees the state */
 };
 
 static const struct vfield money_spec[] = {
@@ -295,7 +296,16 @@ static void review_check(const json_t *it, const struct portfolio_property *p, c
 
 static int review_begin(struct batch *b, struct ctx *c)
 {
-	return review_templates_load(b->tx, c->p.portfolio_id, &b->state);
+	struct review_batch *rb;
+	int rc = review_batch_begin(b->tx, c->p.portfolio_id, &rb);
+
+	b->state = rb;
+	return rc;
+}
+
+static void review_done(void *state)
+{
+	review_batch_free(state);
 }
 
 static int review_write(struct batch *b, struct ctx *c, const json_t *it,
@@ -330,8 +340,8 @@ static int review_end(struct batch *b, struct ctx *c)
 	size_t i;
 	int rc;
 
-	if (!b->written)
-		return 0;
+	if ((rc = review_batch_end(b->tx, c->p.portfolio_id, b->state)) <= 0)
+		return rc;
 	if (!b->snap) {
 		log_msg(LOG_WARN, "reputation",
 			"portfolio %s has more properties than a snapshot keeps; its reputation is "
@@ -432,7 +442,8 @@ static int run_items(struct ctx *c, struct store_tx *tx, const struct feed *f, c
 	if (rc >= 0 && f->end)
 		rc = f->end(&b, c);
 	portfolio_snapshot_put(b.snap);
-	json_decref(b.state);
+	if (f->done)
+		f->done(b.state);
 	return rc < 0 ? rc : 0;
 }
 
@@ -483,11 +494,11 @@ static void feed_run(struct ctx *c, const struct feed *f)
 	respond_data(c, 200, data);
 }
 
-static const struct feed suggestion_feed = {suggestion_spec, suggestion_check, suggestion_write,
-					    NULL, NULL};
-static const struct feed ota_feed = {ota_spec, ota_check, ota_write, NULL, NULL};
-static const struct feed review_feed = {review_spec, review_check, review_write, review_begin,
-					review_end};
+static const struct feed suggestion_feed = {
+	suggestion_spec, suggestion_check, suggestion_write, NULL, NULL, NULL};
+static const struct feed ota_feed = {ota_spec, ota_check, ota_write, NULL, NULL, NULL};
+static const struct feed review_feed = {review_spec,  review_check, review_write,
+					review_begin, review_end,   review_done};
 
 static void feeds_h_suggestions(struct ctx *c)
 {
