@@ -535,10 +535,12 @@ static int due(struct store *st, int64_t now, struct sending *s, size_t cap, siz
 int review_publish_due(struct store *st, struct review_platform *rp)
 {
 	struct sending s[16];
+	int64_t until = clock_mono_ms() + REVIEW_SEND_BUDGET_MS;
 	size_t n = 0, i;
 	int rc = due(st, clock_now_ms(), s, ARRAY_LEN(s), &n), sent = 0;
 
-	for (i = 0; rc >= 0 && i < n; i++)
+	/* Replies not reached within the budget stay due for the next call. */
+	for (i = 0; rc >= 0 && i < n && clock_mono_ms() < until; i++)
 		if ((rc = send_one(st, rp, &s[i])) > 0)
 			sent++;
 	for (i = 0; i < n; i++)

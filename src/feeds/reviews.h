@@ -27,6 +27,10 @@ struct review_platform;
 #define REVIEW_REPLY_MAX 4096 /* characters of a reply (Google's limit) */
 /* How long a worker holds a reply it is sending. */
 #define REVIEW_SEND_LEASE_MS 60000
+/* How long one review_publish_due call starts new sends for (the worker's
+ * once-a-second chores run it; a platform that hangs holds them at most
+ * this plus one call's REVIEW_PLATFORM_TIMEOUT_MS). */
+#define REVIEW_SEND_BUDGET_MS 2000
 
 /* The rating band of a score (hundredths, 0-1000): "low" below 6.00,
  * "mid" below 8.00, "high" from 8.00. */
@@ -99,9 +103,10 @@ int review_reply_set(struct store_tx *tx, const char *id, const char *text, int6
  * failed). Returns 1, 0 (its status forbids it) or < 0. */
 int review_reply_publish(struct store_tx *tx, const char *id, int64_t now) WUR;
 
-/* Worker: sends the replies due now through rp, each claimed first so
- * that several workers never send one twice at once, and records each
- * outcome. Returns how many were sent (accepted or not), or < 0. */
+/* Worker: sends the replies due now through rp (at most 16, and none
+ * started after REVIEW_SEND_BUDGET_MS), each claimed first so that several
+ * workers never send one twice at once, and records each outcome. Returns
+ * how many were sent (accepted or not), or < 0. */
 int review_publish_due(struct store *st, struct review_platform *rp) WUR;
 
 #endif
