@@ -31,6 +31,7 @@ declare -A max_len=(
   [write_specs]=$body_max               # a JSON write body
   [idempotency]=$((head_max + body_max)) # an Idempotency-Key header line and a body
   [router]=$head_max                    # a method and path from a request head
+  [clock]=63                            # a feed date-time: 40 characters at most (feed specs)
   [http_parse]=$((2 * body_max))        # a connection: heads, and a body up to the cap in
                                         # chunked framing, with room past it for 413
 )
