@@ -533,3 +533,11 @@ int validate_code(const char *s)
 			return 0;
 	return 1;
 }
+
+int validate_blank(const char *s)
+{
+	for (; s && *s; s++)
+		if (!isspace((unsigned char)*s))
+			return 0;
+	return 1;
+}

@@ -79,6 +79,9 @@ int validate_utf8_len(const char *s, size_t *codepoints) WUR;
  * short). The one UTF-8 decoder of the project. */
 size_t validate_utf8_step(const unsigned char *p, size_t n);
 void validate_add_detail(json_t *details, const char *field, const char *issue);
+/* 1 when s is NULL, empty or only white space (a field that "must not be
+ * empty"), else 0. */
+int validate_blank(const char *s);
 /* 1 when s is a code (room type, property, brand codes): 1 to 32 of
  * A-Z a-z 0-9 - _ . ; else 0 (NULL included). */
 int validate_code(const char *s);

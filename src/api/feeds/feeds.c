@@ -72,14 +72,6 @@ static void add(json_t *details, const char *prefix, const char *field, const ch
 	validate_add_detail(details, path, issue);
 }
 
-static int blank(const char *s)
-{
-	for (; s && *s; s++)
-		if (!isspace((unsigned char)*s))
-			return 0;
-	return 1;
-}
-
 /* A money field: known currency, the property's, a positive amount. */
 static void check_money(const json_t *it, const char *field, const struct portfolio_property *p,
 			const char *prefix, json_t *details)
@@ -131,7 +123,7 @@ static void suggestion_check(const json_t *it, const struct portfolio_property *
 		add(details, prefix, "date", "must not be in the past (UTC)");
 	check_money(it, "current_rate", p, prefix, details);
 	check_money(it, "proposed_rate", p, prefix, details);
-	if (blank(str(it, "trigger")))
+	if (validate_blank(str(it, "trigger")))
 		add(details, prefix, "trigger", "must not be empty");
 }
 
@@ -279,7 +271,7 @@ static void review_check(const json_t *it, const struct portfolio_property *p, c
 	if (!validate_code(str(it, "source")))
 		add(details, prefix, "source",
 		    "must name the platform as a code such as google or booking.com");
-	if (blank(str(it, "external_id")))
+	if (validate_blank(str(it, "external_id")))
 		add(details, prefix, "external_id", "must not be empty");
 	if (max < 1 || max > 100)
 		add(details, prefix, "max_rating", "must be an integer from 1 to 100");

@@ -1,6 +1,5 @@
 #include "api/feeds/review.h"
 
-#include <ctype.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -106,12 +105,7 @@ static int queue(struct ctx *c, struct store_tx *tx)
 
 static void h_reply(struct ctx *c)
 {
-	const char *text = json_string_value(json_object_get(c->body, "text"));
-	const char *p;
-
-	for (p = text; *p && isspace((unsigned char)*p); p++)
-		;
-	if (!*p) {
+	if (validate_blank(json_string_value(json_object_get(c->body, "text")))) {
 		respond_error(c, ERR_VALIDATION_FAILED,
 			      json_pack("[{s:s, s:s}]", "field", "text", "issue", "must not be empty"),
 			      "the reply is not valid");

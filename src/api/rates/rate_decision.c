@@ -1,6 +1,5 @@
 #include "api/rates/rate_decision.h"
 
-#include <ctype.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -63,14 +62,6 @@ static const char *str(const json_t *o, const char *path)
 		return json_string_value(json_object_get(o, path));
 	snprintf(head, sizeof head, "%.*s", (int)(dot - path), path);
 	return str(json_object_get(o, head), dot + 1);
-}
-
-static int blank(const char *s)
-{
-	for (; s && *s; s++)
-		if (!isspace((unsigned char)*s))
-			return 0;
-	return 1;
 }
 
 static struct decision_who who_of(struct ctx *c)
@@ -241,11 +232,11 @@ void rate_decision_check(const json_t *b, json_t *details)
 	if (minor <= 0)
 		validate_add_detail(details, "proposed_rate.minor_units",
 				    "must be a positive integer");
-	if (blank(str(b, "governance.brand_ceiling_id")))
+	if (validate_blank(str(b, "governance.brand_ceiling_id")))
 		validate_add_detail(details, "governance.brand_ceiling_id", "must not be empty");
-	if (blank(str(b, "governance.approver_saml_subject")))
+	if (validate_blank(str(b, "governance.approver_saml_subject")))
 		validate_add_detail(details, "governance.approver_saml_subject", "must not be empty");
-	if (blank(str(b, "governance.justification")))
+	if (validate_blank(str(b, "governance.justification")))
 		validate_add_detail(details, "governance.justification", "must not be empty");
 }
 
@@ -396,12 +387,12 @@ void rate_decision_h_revert(struct ctx *c)
 	struct decision_outcome o;
 	int rc;
 
-	if (blank(reason) || blank(approver)) {
+	if (validate_blank(reason) || validate_blank(approver)) {
 		json_t *det = json_array();
 
-		if (blank(reason))
+		if (validate_blank(reason))
 			validate_add_detail(det, "reason", "must not be empty");
-		if (blank(approver))
+		if (validate_blank(approver))
 			validate_add_detail(det, "approver_saml_subject", "must not be empty");
 		respond_error(c, ERR_VALIDATION_FAILED, det, "the revert is not valid");
 		return;

@@ -1,6 +1,5 @@
 #include "api/rates/rate_suggestion.h"
 
-#include <ctype.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -101,16 +100,14 @@ static void refuse(struct ctx *c, const struct suggestion_outcome *o)
 /* Approves (approve 1) or rejects the suggestion of the path. */
 static void decide(struct ctx *c, int approve)
 {
-	const char *reason = json_string_value(json_object_get(c->body, "reason")), *p;
+	const char *reason = json_string_value(json_object_get(c->body, "reason"));
 	struct suggestion_who who = {c->p.portfolio_id, c->p.user_id, scope_reaches, c};
 	struct suggestion_outcome o;
 	int rc;
 
 	/* A blank reason is no reason. */
-	for (p = reason; p && *p && isspace((unsigned char)*p); p++)
-		;
 	rc = suggestion_decide(c->svc->store, c->svc->booking, &who, ctx_param(c, 0), approve,
-			       p && !*p ? NULL : reason, &o);
+			       validate_blank(reason) ? NULL : reason, &o);
 
 	if (rc < 0) {
 		respond_store_error(c, rc);
