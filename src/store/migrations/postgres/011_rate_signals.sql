@@ -1,9 +1,12 @@
+-- Written to be applied again over itself, as 010 is (a test rewinds
+-- schema_migrations to replay upgrades).
+--
 -- Revenue signals (issue 15): rate suggestions from a revenue management
 -- system with their own hash-chained trail, the approved rate floors that
 -- published decisions and approved suggestions set, and OTA rate
 -- observations with the parity alerts they open.
 
-CREATE TABLE rate_suggestions (
+CREATE TABLE IF NOT EXISTS rate_suggestions (
   id TEXT PRIMARY KEY,
   portfolio_id TEXT NOT NULL REFERENCES portfolios (id),
   property_id TEXT NOT NULL REFERENCES properties (id),
@@ -25,11 +28,11 @@ CREATE TABLE rate_suggestions (
   created_at BIGINT NOT NULL,
   updated_at BIGINT NOT NULL
 );
-CREATE INDEX rate_suggestions_by_portfolio ON rate_suggestions (portfolio_id, id);
-CREATE INDEX rate_suggestions_pending ON rate_suggestions (status, stay_date);
+CREATE INDEX IF NOT EXISTS rate_suggestions_by_portfolio ON rate_suggestions (portfolio_id, id);
+CREATE INDEX IF NOT EXISTS rate_suggestions_pending ON rate_suggestions (status, stay_date);
 
 -- Append-only, as audit_entries.
-CREATE TABLE suggestion_audit_entries (
+CREATE TABLE IF NOT EXISTS suggestion_audit_entries (
   suggestion_id TEXT NOT NULL REFERENCES rate_suggestions (id),
   seq BIGINT NOT NULL,
   at BIGINT NOT NULL,
@@ -41,16 +44,16 @@ CREATE TABLE suggestion_audit_entries (
   PRIMARY KEY (suggestion_id, seq)
 );
 -- audit_entries_immutable() is migration 003's.
-CREATE TRIGGER suggestion_audit_entries_no_update BEFORE UPDATE ON suggestion_audit_entries
+CREATE OR REPLACE TRIGGER suggestion_audit_entries_no_update BEFORE UPDATE ON suggestion_audit_entries
   FOR EACH ROW EXECUTE FUNCTION audit_entries_immutable();
-CREATE TRIGGER suggestion_audit_entries_no_delete BEFORE DELETE ON suggestion_audit_entries
+CREATE OR REPLACE TRIGGER suggestion_audit_entries_no_delete BEFORE DELETE ON suggestion_audit_entries
   FOR EACH ROW EXECUTE FUNCTION audit_entries_immutable();
-CREATE TRIGGER suggestion_audit_entries_no_truncate BEFORE TRUNCATE ON suggestion_audit_entries
+CREATE OR REPLACE TRIGGER suggestion_audit_entries_no_truncate BEFORE TRUNCATE ON suggestion_audit_entries
   FOR EACH STATEMENT EXECUTE FUNCTION audit_entries_immutable();
 
 -- One row per property of a published decision (source rd_...) or
 -- approved suggestion (rs_...); a revert withdraws its decision's rows.
-CREATE TABLE rate_floors (
+CREATE TABLE IF NOT EXISTS rate_floors (
   source_id TEXT NOT NULL,
   property_id TEXT NOT NULL,
   room_type_code TEXT NOT NULL,
@@ -62,17 +65,18 @@ CREATE TABLE rate_floors (
   withdrawn_at BIGINT,
   PRIMARY KEY (source_id, property_id)
 );
-CREATE INDEX rate_floors_lookup ON rate_floors (property_id, room_type_code, date_from);
+CREATE INDEX IF NOT EXISTS rate_floors_lookup ON rate_floors (property_id, room_type_code, date_from);
 INSERT INTO rate_floors
   SELECT d.id, j.value, d.room_type_code, d.date_from, d.date_to, d.currency, d.minor_units,
          d.updated_at, NULL
   FROM rate_decisions d, jsonb_array_elements_text(d.properties::jsonb) j(value)
-  WHERE d.status = 'published';
+  WHERE d.status = 'published'
+  ON CONFLICT (source_id, property_id) DO NOTHING;
 
 -- No foreign keys here (unlike SQLite): the feed checked the property, and
 -- PostgreSQL's per-row key check would cost more than the insert itself
 -- (migration 010 says why).
-CREATE TABLE ota_observations (
+CREATE TABLE IF NOT EXISTS ota_observations (
   seq BIGSERIAL PRIMARY KEY,
   portfolio_id TEXT NOT NULL,
   property_id TEXT NOT NULL,
@@ -84,10 +88,10 @@ CREATE TABLE ota_observations (
   observed_at BIGINT NOT NULL,
   received_at BIGINT NOT NULL
 );
-CREATE INDEX ota_observations_by_key
+CREATE INDEX IF NOT EXISTS ota_observations_by_key
   ON ota_observations (property_id, room_type_code, stay_date, ota, observed_at);
 
-CREATE TABLE parity_alerts (
+CREATE TABLE IF NOT EXISTS parity_alerts (
   id TEXT PRIMARY KEY,
   portfolio_id TEXT NOT NULL REFERENCES portfolios (id),
   property_id TEXT NOT NULL REFERENCES properties (id),
@@ -105,6 +109,6 @@ CREATE TABLE parity_alerts (
   resolved_minor BIGINT,
   updated_at BIGINT NOT NULL
 );
-CREATE UNIQUE INDEX parity_alerts_open
+CREATE UNIQUE INDEX IF NOT EXISTS parity_alerts_open
   ON parity_alerts (property_id, room_type_code, stay_date, ota) WHERE status = 'open';
-CREATE INDEX parity_alerts_by_portfolio ON parity_alerts (portfolio_id, id);
+CREATE INDEX IF NOT EXISTS parity_alerts_by_portfolio ON parity_alerts (portfolio_id, id);

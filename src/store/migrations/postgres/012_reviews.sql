@@ -1,8 +1,10 @@
+-- Written to be applied again over itself, as 010 is.
+--
 -- Reputation signals (issue 15): guest reviews with their drafted and
 -- published replies, the portfolio's reply templates, reputation scores
 -- kept as day buckets, per-brand floors and the alerts they open.
 
-CREATE TABLE reviews (
+CREATE TABLE IF NOT EXISTS reviews (
   id TEXT PRIMARY KEY,
   portfolio_id TEXT NOT NULL REFERENCES portfolios (id),
   property_id TEXT NOT NULL REFERENCES properties (id),
@@ -29,10 +31,10 @@ CREATE TABLE reviews (
   updated_at BIGINT NOT NULL,
   UNIQUE (portfolio_id, source, external_id)
 );
-CREATE INDEX reviews_by_portfolio ON reviews (portfolio_id, id);
-CREATE INDEX reviews_publishing ON reviews (next_attempt_at) WHERE reply_status = 'publishing';
+CREATE INDEX IF NOT EXISTS reviews_by_portfolio ON reviews (portfolio_id, id);
+CREATE INDEX IF NOT EXISTS reviews_publishing ON reviews (next_attempt_at) WHERE reply_status = 'publishing';
 
-CREATE TABLE review_templates (
+CREATE TABLE IF NOT EXISTS review_templates (
   portfolio_id TEXT NOT NULL REFERENCES portfolios (id),
   band TEXT NOT NULL CHECK (band IN ('low', 'mid', 'high')),
   language TEXT NOT NULL,
@@ -43,7 +45,7 @@ CREATE TABLE review_templates (
 
 -- The reviews of one property published on one UTC day: how many, and the
 -- sum of their scores (hundredths of a point on the 0-10 scale).
-CREATE TABLE reputation_days (
+CREATE TABLE IF NOT EXISTS reputation_days (
   portfolio_id TEXT NOT NULL,
   property_id TEXT NOT NULL,
   day BIGINT NOT NULL,
@@ -52,7 +54,7 @@ CREATE TABLE reputation_days (
   PRIMARY KEY (portfolio_id, property_id, day)
 );
 
-CREATE TABLE reputation_floors (
+CREATE TABLE IF NOT EXISTS reputation_floors (
   portfolio_id TEXT NOT NULL REFERENCES portfolios (id),
   brand TEXT NOT NULL,
   min_score_x100 BIGINT NOT NULL CHECK (min_score_x100 BETWEEN 0 AND 1000),
@@ -62,7 +64,7 @@ CREATE TABLE reputation_floors (
 
 -- The last score computed per subject: scope 'portfolio' (subject ''),
 -- 'brand' (the brand) or 'property' (its id); NULL while too few reviews.
-CREATE TABLE reputation_scores (
+CREATE TABLE IF NOT EXISTS reputation_scores (
   portfolio_id TEXT NOT NULL,
   scope TEXT NOT NULL,
   subject TEXT NOT NULL,
@@ -72,7 +74,7 @@ CREATE TABLE reputation_scores (
   PRIMARY KEY (portfolio_id, scope, subject)
 );
 
-CREATE TABLE reputation_alerts (
+CREATE TABLE IF NOT EXISTS reputation_alerts (
   id TEXT PRIMARY KEY,
   portfolio_id TEXT NOT NULL REFERENCES portfolios (id),
   scope TEXT NOT NULL CHECK (scope IN ('brand', 'property')),
@@ -88,6 +90,6 @@ CREATE TABLE reputation_alerts (
   resolved_at BIGINT,
   updated_at BIGINT NOT NULL
 );
-CREATE UNIQUE INDEX reputation_alerts_open
+CREATE UNIQUE INDEX IF NOT EXISTS reputation_alerts_open
   ON reputation_alerts (portfolio_id, scope, subject) WHERE status = 'open';
-CREATE INDEX reputation_alerts_by_portfolio ON reputation_alerts (portfolio_id, id);
+CREATE INDEX IF NOT EXISTS reputation_alerts_by_portfolio ON reputation_alerts (portfolio_id, id);
