@@ -31,7 +31,9 @@ const char *review_band(int64_t score_x100)
 
 /* ------------------------------------------------------------ templates */
 
-int review_templates_load(struct store_tx *tx, const char *pf, json_t **out)
+/* The portfolio's reply templates, as {"band|language": text}. Returns 0
+ * with *out, or < 0. */
+static int review_templates_load(struct store_tx *tx, const char *pf, json_t **out)
 {
 	struct store_rows *r;
 	char key[64];

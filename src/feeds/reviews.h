@@ -36,9 +36,6 @@ struct review_platform;
  * "mid" below 8.00, "high" from 8.00. */
 const char *review_band(int64_t score_x100);
 
-/* The portfolio's reply templates, as {"band|language": text}. Returns 0
- * with *out, or < 0. */
-int review_templates_load(struct store_tx *tx, const char *portfolio_id, json_t **out) WUR;
 /* Sets one template (band low|mid|high, language lower case). Returns 0
  * or < 0. */
 int review_template_set(struct store_tx *tx, const char *portfolio_id, const char *band,

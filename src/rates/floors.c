@@ -1,6 +1,5 @@
 #include "rates/floors.h"
 
-#include <stdio.h>
 #include <string.h>
 
 #include "store/store.h"
@@ -32,27 +31,4 @@ int floors_withdraw(struct store_tx *tx, const char *source_id, int64_t at)
 			    (struct store_val[]){sv_text(source_id), sv_int(at)}, 2);
 
 	return rc < 0 ? rc : 0;
-}
-
-int floors_get(struct store_tx *tx, const char *property_id, const char *room_type_code,
-	       const char *date, struct floor *out)
-{
-	struct store_rows *r;
-	int rc;
-
-	memset(out, 0, sizeof *out);
-	rc = store_query(tx, FLOORS_IN_FORCE_SQL,
-			 (struct store_val[]){sv_text(property_id), sv_text(room_type_code),
-					      sv_text(date)},
-			 3, &r);
-	if (rc != STORE_OK)
-		return rc;
-	rc = store_next(r);
-	if (rc == 1) {
-		snprintf(out->source_id, sizeof out->source_id, "%s", store_text(r, 0));
-		snprintf(out->currency, sizeof out->currency, "%s", store_text(r, 1));
-		out->minor_units = store_int(r, 2);
-	}
-	store_rows_close(r);
-	return rc;
 }

@@ -28,25 +28,21 @@ int floors_set(struct store_tx *tx, const json_t *properties, const struct floor
  * a negative store status. */
 int floors_withdraw(struct store_tx *tx, const char *source_id, int64_t at) WUR;
 
-/* The floor in force. */
+/* The floor in force, as a reader of FLOORS_IN_FORCE_SQL keeps it. */
 struct floor {
 	char source_id[ID_MAX];
 	char currency[4];
 	int64_t minor_units;
 };
+
 /* The statement of the floor in force for property $1, room type $2 and
- * date $3: its columns source_id, currency, minor_units, at most one row.
- * For a caller that must read the floor within a statement of its own
- * (feeds/ota.c: one round trip per observation, not three); floors_get
- * runs it alone. */
+ * date $3: its columns source_id, currency, minor_units, at most one row
+ * (the latest set, withdrawn floors left out). For a caller that reads
+ * the floor within a statement of its own (feeds/ota.c: one round trip
+ * per observation, not three). */
 #define FLOORS_IN_FORCE_SQL                                                                  \
 	"SELECT source_id, currency, minor_units FROM rate_floors WHERE property_id = $1"    \
 	" AND room_type_code = $2 AND date_from <= $3 AND date_to >= $3 AND withdrawn_at IS" \
 	" NULL ORDER BY set_at DESC, source_id DESC LIMIT 1"
-
-/* The approved floor of property_id, room type and date inside tx. Returns
- * 1 with *out, 0 when none is set, or a negative store status. */
-int floors_get(struct store_tx *tx, const char *property_id, const char *room_type_code,
-	       const char *date, struct floor *out) WUR;
 
 #endif

@@ -98,27 +98,20 @@ int suggestion_create(struct store_tx *tx, const char *pf, const struct suggesti
 	return rc;
 }
 
-/* Reads suggestion id's row with fn (a from-row function). Returns 1, 0,
- * 2 (another portfolio's) or a negative status. */
-static int load_row(struct store_tx *tx, const char *pf, const char *id,
-		    void *(*fn)(struct store_rows *r), json_t **out)
-{
-	void *v;
-	int rc = store_get_owned(tx, "SELECT " SUGGESTION_COLS " FROM rate_suggestions WHERE id = $1",
-				 id, 16, pf, fn, &v);
-
-	*out = v;
-	return rc;
-}
-
 static void *api_row(struct store_rows *r)
 {
 	return suggestion_from_row(r);
 }
 
+#define SUGGESTION_BY_ID "SELECT " SUGGESTION_COLS " FROM rate_suggestions WHERE id = $1"
+
 int suggestion_load(struct store_tx *tx, const char *pf, const char *id, json_t **out)
 {
-	return load_row(tx, pf, id, api_row, out);
+	void *v;
+	int rc = store_get_owned(tx, SUGGESTION_BY_ID, id, 16, pf, api_row, &v);
+
+	*out = v;
+	return rc;
 }
 
 int suggestion_list(struct store_tx *tx, const char *pf, const char *after,
@@ -144,18 +137,21 @@ struct pending {
 	int64_t proposed, claim_until;
 };
 
+/* A row as a new struct pending (free() it), or NULL. */
 static void *pending_from_row(struct store_rows *r)
 {
-	return json_pack("{s:s, s:s, s:s, s:s, s:s, s:s, s:I, s:I}", "id", store_text(r, 0),
-			 "status", store_text(r, 1), "property_id", store_text(r, 2), "room",
-			 store_text(r, 3), "date", store_text(r, 4), "currency", store_text(r, 5),
-			 "proposed", (json_int_t)store_int(r, 7), "claim",
-			 (json_int_t)(store_is_null(r, 17) ? 0 : store_int(r, 17)));
-}
+	struct pending *p = calloc(1, sizeof *p);
 
-static void copy_str(char *dst, size_t cap, const json_t *o, const char *key)
-{
-	snprintf(dst, cap, "%s", json_string_value(json_object_get(o, key)));
+	if (!p)
+		return NULL;
+	snprintf(p->status, sizeof p->status, "%s", store_text(r, 1));
+	snprintf(p->property_id, sizeof p->property_id, "%s", store_text(r, 2));
+	snprintf(p->room, sizeof p->room, "%s", store_text(r, 3));
+	snprintf(p->date, sizeof p->date, "%s", store_text(r, 4));
+	snprintf(p->currency, sizeof p->currency, "%s", store_text(r, 5));
+	p->proposed = store_int(r, 7);
+	p->claim_until = store_is_null(r, 17) ? 0 : store_int(r, 17);
+	return p;
 }
 
 /* One decision under way. */
@@ -176,22 +172,16 @@ struct decide {
 static int check_actor(struct store_tx *tx, struct decide *d, struct suggestion_outcome *out)
 {
 	const char *why = NULL;
-	json_t *row = NULL;
-	int rc = load_row(tx, d->who->portfolio_id, d->id, pending_from_row, &row);
+	void *row;
+	int rc = store_get_owned(tx, SUGGESTION_BY_ID, d->id, 16, d->who->portfolio_id,
+				 pending_from_row, &row);
 
 	if (rc <= 0 || rc == 2) {
 		out->result = rc == 0 ? SUGGESTION_NOT_FOUND : SUGGESTION_OTHER_PORTFOLIO;
-		json_decref(row);
 		return rc < 0 ? rc : 1;
 	}
-	copy_str(d->s.property_id, sizeof d->s.property_id, row, "property_id");
-	copy_str(d->s.room, sizeof d->s.room, row, "room");
-	copy_str(d->s.date, sizeof d->s.date, row, "date");
-	copy_str(d->s.currency, sizeof d->s.currency, row, "currency");
-	copy_str(d->s.status, sizeof d->s.status, row, "status");
-	d->s.proposed = json_integer_value(json_object_get(row, "proposed"));
-	d->s.claim_until = json_integer_value(json_object_get(row, "claim"));
-	json_decref(row);
+	d->s = *(struct pending *)row;
+	free(row);
 	out->result = SUGGESTION_OUT_OF_REACH;
 	if (!d->who->reaches(d->who->arg, d->s.property_id)) {
 		out->body = json_pack("{s:s}", "property_id", d->s.property_id);

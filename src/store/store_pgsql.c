@@ -110,11 +110,12 @@ struct pg_tx {
 	struct pg_store *st;
 	struct pg_conn *c;
 	int write;
-	int begun;  /* BEGIN was sent (with the first statement) */
-	int failed; /* a statement failed: only ROLLBACK is left */
-	int alone;  /* STORE_READ_ONE: its statement runs without BEGIN */
-	int own;    /* STORE_WRITE_OWN: a writer that does not take the lock */
-	int queued; /* commands in the open segment (sent, no sync yet) */
+	int begun;         /* BEGIN was sent (with the first statement) */
+	int failed;        /* a statement failed: only ROLLBACK is left */
+	int alone;         /* STORE_READ_ONE: its statement runs without BEGIN */
+	int own;           /* STORE_WRITE_OWN: a writer that does not take the lock */
+	int queued;        /* commands in the open segment (sent, no sync yet) */
+	unsigned notified; /* channels this transaction notifies (1 << channel) */
 	struct pg_sent sent[QUEUE_MAX];
 };
 
@@ -960,6 +961,8 @@ static int pg_turn(struct store_tx *gtx)
 
 /* NOTIFY is transactional: sent when tx commits, dropped if it rolls back,
  * and sent once however often a transaction repeats it. */
+/* One NOTIFY per channel and transaction: PostgreSQL folds repeats of a
+ * notification into one anyway, and a feed batch appends 500 events. */
 static int pg_notify(struct store_tx *gtx, enum store_channel ch)
 {
 	static const char *const sql[STORE_CHANNELS] = {
@@ -967,6 +970,11 @@ static int pg_notify(struct store_tx *gtx, enum store_channel ch)
 		"SELECT pg_notify('revops_deliveries', '')",
 		"SELECT pg_notify('revops_properties', '')",
 	};
+	struct pg_tx *tx = (struct pg_tx *)gtx;
+
+	if (tx->notified & 1u << ch)
+		return STORE_OK;
+	tx->notified |= 1u << ch;
 	return pg_send(gtx, sql[ch], NULL, 0);
 }
 
