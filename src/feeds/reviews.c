@@ -158,9 +158,23 @@ static json_t *drafted_data(const char *id, const struct review_new *r, const ch
 			 "language", r->language, "reply_text", reply);
 }
 
+/* A review staged by review_batch_add: its values (strings borrowed from
+ * the caller), its draft and, after review_batch_end, its outcome. */
+struct staged {
+	struct review_new r;
+	char property_id[ID_MAX];
+	int64_t score;
+	const char *band;
+	char lang[40];
+	char *reply; /* the draft, or NULL */
+	struct review_outcome out;
+};
+
 struct review_batch {
 	json_t *templates; /* "band|language": text */
 	json_t *days;      /* "day\x1fproperty id": [reviews, score sum] */
+	struct staged *items;
+	size_t n, cap;
 	int created;
 };
 
@@ -183,9 +197,41 @@ void review_batch_free(struct review_batch *b)
 {
 	if (!b)
 		return;
+	for (size_t i = 0; i < b->n; i++)
+		free(b->items[i].reply);
+	free(b->items);
 	json_decref(b->templates);
 	json_decref(b->days);
 	free(b);
+}
+
+int review_batch_add(struct review_batch *b, const struct portfolio_property *p,
+		     const struct review_new *r)
+{
+	struct staged *s;
+	size_t cap;
+
+	if (b->n == b->cap) {
+		cap = b->cap ? b->cap * 2 : 64;
+		s = realloc(b->items, cap * sizeof *s);
+		if (!s)
+			return STORE_ERR;
+		b->items = s;
+		b->cap = cap;
+	}
+	s = &b->items[b->n];
+	memset(s, 0, sizeof *s);
+	s->r = *r;
+	snprintf(s->property_id, sizeof s->property_id, "%s", p->id);
+	s->score = (r->rating_x100 * 10 + r->max_rating / 2) / r->max_rating;
+	s->band = review_band(s->score);
+	s->reply = review_draft(b->templates, s->band, r->language, r->author, p->name, s->lang);
+	return (int)b->n++;
+}
+
+const struct review_outcome *review_batch_outcome(const struct review_batch *b, int i)
+{
+	return i >= 0 && (size_t)i < b->n ? &b->items[i].out : NULL;
 }
 
 /* Counts a new review of property on day in b->days. */
@@ -204,54 +250,6 @@ static void count_day(struct review_batch *b, const char *property, int64_t day,
 		json_array_set_new(v, 1,
 				   json_integer(json_integer_value(json_array_get(v, 1)) + score));
 	}
-}
-
-int review_batch_end(struct store_tx *tx, const char *pf, struct review_batch *b)
-{
-	const char *key, *prop;
-	json_t *v;
-	int rc = 0;
-
-	json_object_foreach(b->days, key, v) {
-		prop = strchr(key, '\x1f');
-		if (rc < 0 || !prop)
-			break;
-		rc = reputation_add(tx, pf, prop + 1, strtoll(key, NULL, 10),
-				    json_integer_value(json_array_get(v, 0)),
-				    json_integer_value(json_array_get(v, 1)));
-	}
-	return rc < 0 ? rc : b->created;
-}
-
-/* Inserts the review unless (portfolio, source, external id) is known:
- * the unique index decides, so a review seen twice, in two batches or in
- * one, is one. Returns 1 (inserted), 0 (known) or < 0. */
-static int insert_review(struct store_tx *tx, const char *pf, const struct portfolio_property *p,
-			 const struct review_new *r, int64_t score, const char *reply,
-			 const char *band, const char *lang, int64_t now, const char *id)
-{
-	struct store_rows *rows;
-	int rc = store_query(
-		tx,
-		"INSERT INTO reviews (id, portfolio_id, property_id, source, external_id,"
-		" rating_x100, max_rating, score_x100, language, text, author, published_at,"
-		" reply_status, reply_text, reply_band, reply_language, created_at, updated_at)"
-		" VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17,"
-		" $17) ON CONFLICT (portfolio_id, source, external_id) DO NOTHING RETURNING id",
-		(struct store_val[]){sv_text(id), sv_text(pf), sv_text(p->id), sv_text(r->source),
-				     sv_text(r->external_id), sv_int(r->rating_x100),
-				     sv_int(r->max_rating), sv_int(score), sv_text(r->language),
-				     sv_text(r->text), sv_text(r->author), sv_int(r->published_at),
-				     sv_text(reply ? "drafted" : "none"), sv_text(reply),
-				     sv_text(reply ? band : NULL), sv_text(reply ? lang : NULL),
-				     sv_int(now)},
-		17, &rows);
-
-	if (rc != STORE_OK)
-		return rc;
-	rc = store_next(rows);
-	store_rows_close(rows);
-	return rc;
 }
 
 /* The id of the known review (portfolio, source, external id). */
@@ -273,44 +271,127 @@ static int known_id(struct store_tx *tx, const char *pf, const struct review_new
 	return rc == 1 ? 0 : (rc < 0 ? rc : STORE_ERR);
 }
 
-int review_create(struct store_tx *tx, const char *pf, const struct portfolio_property *p,
-		  const struct review_new *r, struct review_batch *b, int64_t now,
-		  struct review_outcome *out)
+#define REVIEW_NCOLS 18
+#define REVIEW_CHUNK 16 /* at least store_rows_per(REVIEW_NCOLS) */
+
+/* Staged review s's row (a new id in s->out.id) into v[REVIEW_NCOLS]. */
+static int staged_row(const char *pf, struct staged *s, int64_t now, struct store_val *v)
 {
-	int64_t score = (r->rating_x100 * 10 + r->max_rating / 2) / r->max_rating;
-	const char *band = review_band(score);
-	char lang[40];
-	char *reply = review_draft(b->templates, band, r->language, r->author, p->name, lang);
+	const struct review_new *r = &s->r;
+	struct store_val row[REVIEW_NCOLS] = {sv_text(s->out.id),
+					      sv_text(pf),
+					      sv_text(s->property_id),
+					      sv_text(r->source),
+					      sv_text(r->external_id),
+					      sv_int(r->rating_x100),
+					      sv_int(r->max_rating),
+					      sv_int(s->score),
+					      sv_text(r->language),
+					      sv_text(r->text),
+					      sv_text(r->author),
+					      sv_int(r->published_at),
+					      sv_text(s->reply ? "drafted" : "none"),
+					      sv_text(s->reply),
+					      sv_text(s->reply ? s->band : NULL),
+					      sv_text(s->reply ? s->lang : NULL),
+					      sv_int(now),
+					      sv_int(now)};
+
+	if (id_new("rv_", s->out.id, sizeof s->out.id) < 0)
+		return STORE_ERR;
+	memcpy(v, row, sizeof row);
+	return 0;
+}
+
+/* A review inserted: its reputation count and, when drafted, review.drafted. */
+static int created(struct store_tx *tx, const char *pf, struct review_batch *b, struct staged *s)
+{
 	json_t *data = NULL, *props = NULL;
 	int rc;
 
-	memset(out, 0, sizeof *out);
-	rc = id_new("rv_", out->id, sizeof out->id) < 0 ? STORE_ERR : 0;
-	if (rc == 0)
-		rc = insert_review(tx, pf, p, r, score, reply, band, lang, now, out->id);
-	if (rc == 0) {
-		out->duplicate = 1;
-		rc = known_id(tx, pf, r, out->id);
-		goto out;
-	}
-	if (rc < 0)
-		goto out;
-	count_day(b, p->id, r->published_at / DAY_MS, score);
+	count_day(b, s->property_id, s->r.published_at / DAY_MS, s->score);
 	b->created++;
-	rc = 0;
-	if (reply) {
-		out->drafted = 1;
-		data = drafted_data(out->id, r, reply);
-		props = json_pack("[s]", p->id);
-		rc = data && props
-			     ? outbox_append(tx, "v1", "review.drafted", pf, props, data, NULL, 0)
-			     : STORE_ERR;
-	}
-out:
+	if (!s->reply)
+		return 0;
+	s->out.drafted = 1;
+	data = drafted_data(s->out.id, &s->r, s->reply);
+	props = json_pack("[s]", s->property_id);
+	rc = data && props ? outbox_append(tx, "v1", "review.drafted", pf, props, data, NULL, 0)
+			   : STORE_ERR;
 	json_decref(data);
 	json_decref(props);
-	free(reply);
 	return rc < 0 ? rc : 0;
+}
+
+/* Inserts staged reviews s[0..n) in one statement unless known: the unique
+ * index decides, so a review seen twice, in two batches or in one, is one.
+ * The rows it returns are the new reviews; each other one is a duplicate
+ * and reads the known id. */
+static int insert_chunk(struct store_tx *tx, const char *pf, struct review_batch *b,
+			struct staged *s, size_t n, int64_t now)
+{
+	struct store_val v[REVIEW_CHUNK * REVIEW_NCOLS];
+	struct store_rows *rows;
+	size_t i;
+	int rc = 0;
+
+	for (i = 0; rc == 0 && i < n; i++) {
+		s[i].out.duplicate = 1;
+		rc = staged_row(pf, &s[i], now, v + i * REVIEW_NCOLS);
+	}
+	if (rc == 0)
+		rc = store_query_rows(
+			tx,
+			"INSERT INTO reviews (id, portfolio_id, property_id, source, external_id,"
+			" rating_x100, max_rating, score_x100, language, text, author, published_at,"
+			" reply_status, reply_text, reply_band, reply_language, created_at,"
+			" updated_at)",
+			" ON CONFLICT (portfolio_id, source, external_id) DO NOTHING RETURNING id",
+			REVIEW_NCOLS, v, n, &rows);
+	if (rc != STORE_OK)
+		return rc;
+	while ((rc = store_next(rows)) == 1)
+		for (i = 0; i < n; i++)
+			if (!strcmp(s[i].out.id, store_text(rows, 0)))
+				s[i].out.duplicate = 0;
+	store_rows_close(rows);
+	for (i = 0; rc == 0 && i < n; i++)
+		rc = s[i].out.duplicate ? known_id(tx, pf, &s[i].r, s[i].out.id)
+					: created(tx, pf, b, &s[i]);
+	return rc;
+}
+
+/* Writes the staged reviews in order, a statement per store_rows_per
+ * rows, not a round trip per review. */
+static int write_staged(struct store_tx *tx, const char *pf, struct review_batch *b, int64_t now)
+{
+	size_t per = store_rows_per(REVIEW_NCOLS), k;
+	int rc = 0;
+
+	per = per > REVIEW_CHUNK ? REVIEW_CHUNK : per;
+
+	for (size_t i = 0; rc == 0 && i < b->n; i += k) {
+		k = b->n - i < per ? b->n - i : per;
+		rc = insert_chunk(tx, pf, b, b->items + i, k, now);
+	}
+	return rc;
+}
+
+int review_batch_end(struct store_tx *tx, const char *pf, struct review_batch *b, int64_t now)
+{
+	const char *key, *prop;
+	json_t *v;
+	int rc = write_staged(tx, pf, b, now);
+
+	json_object_foreach(b->days, key, v) {
+		prop = strchr(key, '\x1f');
+		if (rc < 0 || !prop)
+			break;
+		rc = reputation_add(tx, pf, prop + 1, strtoll(key, NULL, 10),
+				    json_integer_value(json_array_get(v, 0)),
+				    json_integer_value(json_array_get(v, 1)));
+	}
+	return rc < 0 ? rc : b->created;
 }
 
 /* ------------------------------------------------------------ reading */

@@ -62,22 +62,28 @@ struct review_outcome {
 	int drafted;   /* a reply was drafted (review.drafted) */
 };
 
-/* What the reviews of one feed batch share: the portfolio's templates,
- * and the batch's reputation counts, written at its end. */
+/* The reviews of one feed batch: the portfolio's templates, the reviews
+ * staged, their reputation counts. */
 struct review_batch;
 
 /* Begins a batch (loads the templates). Returns 0 with *out, or < 0. */
 int review_batch_begin(struct store_tx *tx, const char *portfolio_id, struct review_batch **out) WUR;
-/* Records r of property p inside tx unless it is known (one statement:
- * the unique index decides; then out->duplicate, with the known id),
- * drafts its reply and emits review.drafted; its reputation count waits
- * for review_batch_end. Returns 0 with *out, or < 0. */
-int review_create(struct store_tx *tx, const char *portfolio_id, const struct portfolio_property *p,
-		  const struct review_new *r, struct review_batch *b, int64_t now,
-		  struct review_outcome *out) WUR;
-/* Writes the batch's reputation counts. Returns how many reviews were
- * created, or < 0. */
-int review_batch_end(struct store_tx *tx, const char *portfolio_id, struct review_batch *b) WUR;
+/* Stages r of property p (r's strings must live until review_batch_end)
+ * and drafts its reply. Returns its index in the batch, or < 0. */
+int review_batch_add(struct review_batch *b, const struct portfolio_property *p,
+		     const struct review_new *r) WUR;
+/* Writes the staged reviews inside tx, in order: a review known already
+ * (in the database or earlier in the batch: the unique index's key) is a
+ * duplicate with the known id and changes nothing; a new one is inserted.
+ * A round trip per few reviews, not one each, and, when tx is
+ * STORE_WRITE_OWN, beside other writers (the unique index settles two
+ * batches' race). Then it takes the writers' turn (store_turn) for the new
+ * reviews' review.drafted events and the batch's reputation counts, so
+ * tx stays in it. Returns how many reviews were created, or < 0. */
+int review_batch_end(struct store_tx *tx, const char *portfolio_id, struct review_batch *b,
+		     int64_t now) WUR;
+/* The outcome of staged review i, after review_batch_end (NULL: no such). */
+const struct review_outcome *review_batch_outcome(const struct review_batch *b, int i);
 void review_batch_free(struct review_batch *b);
 
 /* Filters of the list; NULL or "" for none. props as elsewhere. */

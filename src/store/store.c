@@ -125,8 +125,7 @@ static struct defer_stmt *defer_for(struct store_tx *tx, const char *head, const
 		return NULL;
 	}
 	d->ncols = ncols;
-	d->per = (size_t)(STORE_MAX_PARAMS / ncols);
-	d->per = d->per > STORE_ROWS ? STORE_ROWS : d->per;
+	d->per = store_rows_per(ncols);
 	tx->defer->n++;
 	return d;
 }
@@ -255,19 +254,24 @@ int store_send_rows(struct store_tx *tx, const char *head, const char *tail, int
 	return rc != STORE_OK ? rc : send_rows_now(tx, head, tail, ncols, vals, nrows);
 }
 
+size_t store_rows_per(int ncols)
+{
+	size_t per = ncols < 1 ? 0 : (size_t)(STORE_MAX_PARAMS / ncols);
+
+	return per > STORE_ROWS ? STORE_ROWS : per;
+}
+
 static int send_rows_now(struct store_tx *tx, const char *head, const char *tail, int ncols,
 			 const struct store_val *vals, size_t nrows)
 {
-	size_t per, k;
+	size_t per = store_rows_per(ncols), k;
 	int rc = STORE_OK;
 	char *sql;
 
-	if (ncols < 1 || ncols > STORE_MAX_PARAMS) {
+	if (!per) {
 		log_msg(LOG_ERROR, "store_error", "%d values in a row of: %.120s", ncols, head);
 		return STORE_ERR;
 	}
-	per = (size_t)(STORE_MAX_PARAMS / ncols);
-	per = per > STORE_ROWS ? STORE_ROWS : per;
 	for (size_t from = 0; rc == STORE_OK && from < nrows; from += k) {
 		k = nrows - from < per ? nrows - from : per;
 		if (!(sql = rows_sql(head, tail, ncols, k)))
@@ -290,6 +294,22 @@ int store_query(struct store_tx *tx, const char *sql, const struct store_val *pa
 		return rc;
 	}
 	return tx->be->query(tx, sql, params, nparams, out);
+}
+
+int store_query_rows(struct store_tx *tx, const char *head, const char *tail, int ncols,
+		     const struct store_val *vals, size_t nrows, struct store_rows **out)
+{
+	char *sql;
+	int rc;
+
+	*out = NULL;
+	if (!nrows || nrows > store_rows_per(ncols))
+		return STORE_ERR;
+	if (!(sql = rows_sql(head, tail, ncols, nrows)))
+		return STORE_ERR;
+	rc = store_query(tx, sql, vals, (int)nrows * ncols, out);
+	free(sql);
+	return rc;
 }
 
 int store_next(struct store_rows *r)

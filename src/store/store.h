@@ -138,6 +138,8 @@ int store_send(struct store_tx *tx, const char *sql, const struct store_val *par
  * statement's fixed cost once per STORE_ROWS rows. Returns STORE_OK or a
  * negative store status. */
 #define STORE_ROWS 16
+/* How many rows of ncols values one such statement carries (0: none). */
+size_t store_rows_per(int ncols);
 int store_send_rows(struct store_tx *tx, const char *head, const char *tail, int ncols,
 		    const struct store_val *vals, size_t nrows) WUR;
 /* Inserts one row (ncols values) as store_send_rows would, but later: the
@@ -156,6 +158,12 @@ int store_send_row(struct store_tx *tx, const char *head, const char *tail, int 
  * ends. Returns 0 or a negative enum store_status. */
 int store_query(struct store_tx *tx, const char *sql, const struct store_val *params, int nparams,
 		struct store_rows **out) WUR;
+/* Runs one multi-row insert as store_send_rows writes it (nrows rows, at
+ * most store_rows_per(ncols)) and returns its rows, as store_query: for a
+ * tail with RETURNING, so a run of inserts that must learn which rows went
+ * in pays a round trip per statement, not per row. */
+int store_query_rows(struct store_tx *tx, const char *head, const char *tail, int ncols,
+		     const struct store_val *vals, size_t nrows, struct store_rows **out) WUR;
 /* Advances to the next row: 1 = a row, 0 = no more rows, < 0 = error. */
 int store_next(struct store_rows *rows) WUR;
 /* Column accessors for the current row (0-based). Text is valid until the

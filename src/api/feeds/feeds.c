@@ -44,6 +44,9 @@ struct feed {
 	int (*begin)(struct batch *b, struct ctx *c); /* before the first item */
 	int (*end)(struct batch *b, struct ctx *c);   /* after the last */
 	void (*done)(void *state);                    /* frees the state */
+	/* STORE_WRITE, or STORE_WRITE_OWN for a feed whose writes take the
+	 * writers' turn themselves when they need it (store.h). */
+	int mode;
 };
 
 static const struct vfield money_spec[] = {
@@ -286,23 +289,39 @@ static void review_check(const json_t *it, const struct portfolio_property *p, c
 		add(details, prefix, "published_at", "must not be in the future");
 }
 
-static int review_begin(struct batch *b, struct ctx *c)
-{
+/* A reviews batch: the module's, and the result of each staged review
+ * (filled at the end, when the writes tell duplicates from new ones). */
+struct review_state {
 	struct review_batch *rb;
-	int rc = review_batch_begin(b->tx, c->p.portfolio_id, &rb);
-
-	b->state = rb;
-	return rc;
-}
+	json_t *results; /* result objects, by staged index */
+};
 
 static void review_done(void *state)
 {
-	review_batch_free(state);
+	struct review_state *st = state;
+
+	if (!st)
+		return;
+	review_batch_free(st->rb);
+	json_decref(st->results);
+	free(st);
+}
+
+static int review_begin(struct batch *b, struct ctx *c)
+{
+	struct review_state *st = calloc(1, sizeof *st);
+	int rc = st && (st->results = json_array())
+			 ? review_batch_begin(b->tx, c->p.portfolio_id, &st->rb)
+			 : STORE_ERR;
+
+	b->state = st;
+	return rc;
 }
 
 static int review_write(struct batch *b, struct ctx *c, const json_t *it,
 			const struct portfolio_property *p, json_t *result)
 {
+	struct review_state *st = b->state;
 	struct review_new r = {str(it, "source"),
 			       str(it, "external_id"),
 			       str(it, "language"),
@@ -311,28 +330,43 @@ static int review_write(struct batch *b, struct ctx *c, const json_t *it,
 			       rating_x100(it),
 			       json_integer_value(json_object_get(it, "max_rating")),
 			       0};
-	struct review_outcome out;
-	int rc = clock_parse_time(str(it, "published_at"), &r.published_at) < 0
-			 ? STORE_ERR
-			 : review_create(b->tx, c->p.portfolio_id, p, &r, b->state, b->now, &out);
 
-	if (rc == 0) {
-		json_object_set_new(result, "status",
-				    json_string(out.duplicate ? "duplicate" : "created"));
-		json_object_set_new(result, "id", json_string(out.id));
-		json_object_set_new(result, "reply_drafted", json_boolean(out.drafted));
-	}
-	return rc;
+	(void)c;
+	if (clock_parse_time(str(it, "published_at"), &r.published_at) < 0 ||
+	    review_batch_add(st->rb, p, &r) < 0)
+		return STORE_ERR;
+	return json_array_append(st->results, result) ? STORE_ERR : 0;
 }
 
-/* After the reviews: the portfolio's reputation, alerts included. */
+/* The staged reviews' results, once written. */
+static void review_results(struct review_state *st)
+{
+	const struct review_outcome *out;
+	json_t *res;
+	size_t i;
+
+	json_array_foreach(st->results, i, res) {
+		if (!(out = review_batch_outcome(st->rb, (int)i)))
+			break;
+		json_object_set_new(res, "status",
+				    json_string(out->duplicate ? "duplicate" : "created"));
+		json_object_set_new(res, "id", json_string(out->id));
+		json_object_set_new(res, "reply_drafted", json_boolean(out->drafted));
+	}
+}
+
+/* After the reviews are staged: their writes, then the portfolio's
+ * reputation, alerts included. */
 static int review_end(struct batch *b, struct ctx *c)
 {
+	struct review_state *st = b->state;
 	struct portfolio_property *props;
 	size_t i;
-	int rc;
+	int rc = review_batch_end(b->tx, c->p.portfolio_id, st->rb, b->now);
 
-	if ((rc = review_batch_end(b->tx, c->p.portfolio_id, b->state)) <= 0)
+	if (rc >= 0)
+		review_results(st);
+	if (rc <= 0)
 		return rc;
 	if (!b->snap) {
 		log_msg(LOG_WARN, "reputation",
@@ -474,7 +508,7 @@ static void feed_run(struct ctx *c, const struct feed *f)
 	results = json_array();
 	for (i = 0; i < json_array_size(items); i++)
 		json_array_append_new(results, json_null());
-	if ((rc = store_begin(c->svc->store, STORE_WRITE, &tx)) == STORE_OK)
+	if ((rc = store_begin(c->svc->store, f->mode, &tx)) == STORE_OK)
 		rc = store_finish(tx, run_items(c, tx, f, items, results));
 	if (rc != STORE_OK) {
 		json_decref(results);
@@ -487,10 +521,11 @@ static void feed_run(struct ctx *c, const struct feed *f)
 }
 
 static const struct feed suggestion_feed = {
-	suggestion_spec, suggestion_check, suggestion_write, NULL, NULL, NULL};
-static const struct feed ota_feed = {ota_spec, ota_check, ota_write, NULL, NULL, NULL};
-static const struct feed review_feed = {review_spec,  review_check, review_write,
-					review_begin, review_end,   review_done};
+	suggestion_spec, suggestion_check, suggestion_write, NULL, NULL, NULL, STORE_WRITE};
+static const struct feed ota_feed = {ota_spec, ota_check, ota_write, NULL, NULL, NULL, STORE_WRITE};
+/* Reviews insert beside other writers; review_batch_end takes the turn. */
+static const struct feed review_feed = {review_spec, review_check, review_write,   review_begin,
+					review_end,  review_done,  STORE_WRITE_OWN};
 
 static void feeds_h_suggestions(struct ctx *c)
 {
