@@ -38,46 +38,137 @@ int outbox_event_known(const char *surface, const char *type)
 	return 0;
 }
 
-int outbox_append(struct store_tx *tx, const char *surface, const char *type,
-		  const char *portfolio_id, const json_t *property_ids, const json_t *data,
-		  char *id_out, size_t id_cap)
+/* One event made ready for its insert: id, texts and trace context. */
+struct ready {
+	char id[ID_MAX];
+	char surface[4];
+	char type[48];
+	char portfolio_id[ID_MAX];
+	char *props, *body;
+	int has_tp;
+	char tp[TRACE_PARENT_LEN];
+};
+
+static void ready_free(struct ready *e)
+{
+	free(e->props);
+	free(e->body);
+	e->props = e->body = NULL;
+}
+
+/* Checks and serialises an event (outbox_append's arguments). Returns 0
+ * or STORE_ERR (bad arguments or no memory; nothing to free then). */
+static int ready_make(struct ready *e, const char *surface, const char *type,
+		      const char *portfolio_id, const json_t *property_ids, const json_t *data)
 {
 	const struct trace_ctx *t = trace_current();
-	char id[ID_MAX], *props = NULL, *body = NULL, tp[TRACE_PARENT_LEN];
-	int rc = STORE_ERR;
 
+	memset(e, 0, sizeof *e);
 	if ((strcmp(surface, "v1") && strcmp(surface, "v2")) || !json_is_array(property_ids) ||
-	    !json_is_object(data))
+	    !json_is_object(data) || strlen(type) >= sizeof e->type ||
+	    strlen(portfolio_id) >= sizeof e->portfolio_id)
 		return STORE_ERR;
-	if (id_new("evt_", id, sizeof id) < 0)
+	if (id_new("evt_", e->id, sizeof e->id) < 0)
 		return STORE_ERR;
-	props = json_dumps(property_ids, JSON_COMPACT);
-	body = json_dumps(data, JSONW_DUMP);
-	if (!props || !body)
-		goto out;
-	if (t)
-		trace_format(t, t->span_id, tp);
-	/* Events commit in the order of their numbers (the fan-out reads past
-	 * the last one it saw), so the insert waits for the writers' turn. */
-	if ((rc = store_turn(tx)) < 0)
-		goto out;
-	/* Several events of one transaction go in multi-row statements. */
+	memcpy(e->surface, surface, 3);
+	memcpy(e->type, type, strlen(type) + 1);
+	memcpy(e->portfolio_id, portfolio_id, strlen(portfolio_id) + 1);
+	e->props = json_dumps(property_ids, JSON_COMPACT);
+	e->body = json_dumps(data, JSONW_DUMP);
+	if (!e->props || !e->body) {
+		ready_free(e);
+		return STORE_ERR;
+	}
+	if ((e->has_tp = t != NULL))
+		trace_format(t, t->span_id, e->tp);
+	return 0;
+}
+
+/* Inserts e inside tx, in the writers' turn: events commit in the order
+ * of their numbers (the fan-out reads past the last one it saw). Several
+ * events of one transaction go in multi-row statements. */
+static int ready_insert(struct store_tx *tx, const struct ready *e)
+{
+	int rc = store_turn(tx);
+
+	if (rc < 0)
+		return rc;
 	rc = store_send_row(tx,
 			    "INSERT INTO events (id, surface, type, portfolio_id, property_ids, data,"
 			    " created_at, traceparent)",
 			    "", 8,
-			    (struct store_val[]){sv_text(id), sv_text(surface), sv_text(type),
-						 sv_text(portfolio_id), sv_text(props), sv_text(body),
-						 sv_int(clock_now_ms()), sv_text(t ? tp : NULL)});
+			    (struct store_val[]){sv_text(e->id), sv_text(e->surface), sv_text(e->type),
+						 sv_text(e->portfolio_id), sv_text(e->props),
+						 sv_text(e->body), sv_int(clock_now_ms()),
+						 sv_text(e->has_tp ? e->tp : NULL)});
 	if (rc < 0 || (rc = store_notify(tx, STORE_CH_OUTBOX)) < 0)
-		goto out;
-	rc = 0;
-	if (id_out)
-		snprintf(id_out, id_cap, "%s", id);
-out:
-	free(props);
-	free(body);
+		return rc;
+	return 0;
+}
+
+int outbox_append(struct store_tx *tx, const char *surface, const char *type,
+		  const char *portfolio_id, const json_t *property_ids, const json_t *data,
+		  char *id_out, size_t id_cap)
+{
+	struct ready e;
+	int rc = ready_make(&e, surface, type, portfolio_id, property_ids, data);
+
+	if (rc < 0)
+		return rc;
+	rc = ready_insert(tx, &e);
+	if (rc == 0 && id_out)
+		snprintf(id_out, id_cap, "%s", e.id);
+	ready_free(&e);
 	return rc;
+}
+
+struct outbox_later {
+	struct ready *e;
+	size_t n, cap;
+};
+
+int outbox_later_add(struct outbox_later **l, const char *surface, const char *type,
+		     const char *portfolio_id, const json_t *property_ids, const json_t *data,
+		     char *id_out, size_t id_cap)
+{
+	struct ready *e;
+	size_t cap;
+
+	if (!*l && !(*l = calloc(1, sizeof **l)))
+		return STORE_ERR;
+	if ((*l)->n == (*l)->cap) {
+		cap = (*l)->cap ? (*l)->cap * 2 : 32;
+		if (!(e = realloc((*l)->e, cap * sizeof *e)))
+			return STORE_ERR;
+		(*l)->e = e;
+		(*l)->cap = cap;
+	}
+	e = &(*l)->e[(*l)->n];
+	if (ready_make(e, surface, type, portfolio_id, property_ids, data) < 0)
+		return STORE_ERR;
+	(*l)->n++;
+	if (id_out)
+		snprintf(id_out, id_cap, "%s", e->id);
+	return 0;
+}
+
+int outbox_later_append(struct store_tx *tx, struct outbox_later *l)
+{
+	int rc = 0;
+
+	for (size_t i = 0; l && rc == 0 && i < l->n; i++)
+		rc = ready_insert(tx, &l->e[i]);
+	return rc;
+}
+
+void outbox_later_free(struct outbox_later *l)
+{
+	if (!l)
+		return;
+	for (size_t i = 0; i < l->n; i++)
+		ready_free(&l->e[i]);
+	free(l->e);
+	free(l);
 }
 
 int outbox_first_after(struct store_tx *tx, int64_t after, int64_t *seq)

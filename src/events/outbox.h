@@ -42,6 +42,20 @@ int outbox_append(struct store_tx *tx, const char *surface, const char *type,
 		  const char *portfolio_id, const json_t *property_ids, const json_t *data,
 		  char *id_out, size_t id_cap) WUR;
 
+/* Events made ready now (ids, texts, the trace context) and appended
+ * later, in order, in one writers' turn: for a STORE_WRITE_OWN writer
+ * that does its other writes first, beside the other writers, and takes
+ * the turn only for its events. */
+struct outbox_later;
+/* As outbox_append, into *l (made on first use; NULL to begin). */
+int outbox_later_add(struct outbox_later **l, const char *surface, const char *type,
+		     const char *portfolio_id, const json_t *property_ids, const json_t *data,
+		     char *id_out, size_t id_cap) WUR;
+/* Appends l's events inside tx (NULL: none), taking the writers' turn.
+ * Returns 0 or a negative store status. */
+int outbox_later_append(struct store_tx *tx, struct outbox_later *l) WUR;
+void outbox_later_free(struct outbox_later *l);
+
 /* Inside tx: the seq of the first event after seq after, in *seq. One
  * index lookup, for polling. Returns 1 (found), 0 (none) or a negative
  * store status. */

@@ -1,6 +1,7 @@
 #include "feeds/ota.h"
 
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "core/clock.h"
@@ -25,50 +26,186 @@ const char *ota_parity_name(enum ota_parity p)
 	return names[p];
 }
 
-/* The key of an observation: property, room type, date and OTA. */
-#define KEY_WHERE "property_id = $1 AND room_type_code = $2 AND stay_date = $3 AND ota = $4"
-#define KEY_VALS(o)                                                                  \
-	sv_text((o)->property_id), sv_text((o)->room_type_code), sv_text((o)->date), \
-		sv_text((o)->ota)
+/* An observation staged by ota_batch_add, its key's state and, after
+ * ota_batch_end, its outcome. */
+struct staged {
+	struct ota_new o;
+	char property_id[ID_MAX], currency[4];
+	size_t key; /* index into the batch's keys */
+	struct ota_outcome out;
+};
 
-/* What one statement reads for an observation: whether a newer one of
- * its key is recorded, the key's open alert, and the floor in force. */
-struct seen {
-	int newer;
-	char open_id[ID_MAX]; /* "" when none */
+/* What the batch knows of one key (property, room type, date, OTA): read
+ * from the database once, then carried from item to item. */
+struct key_state {
+	size_t first;         /* the first staged item of the key */
+	int has_latest;       /* an observation of the key is recorded */
+	int64_t latest;       /* the latest observed_at recorded */
+	char open_id[ID_MAX]; /* its open alert, "" when none */
 	int has_floor;
 	struct floor floor;
 };
 
-/* Reads s for o in one round trip. Returns 0 or < 0. */
-static int read_seen(struct store_tx *tx, const struct ota_new *o, struct seen *s)
-{
-	struct store_rows *r;
-	int rc = store_query(tx,
-			     "SELECT (SELECT 1 FROM ota_observations WHERE " KEY_WHERE
-			     " AND observed_at > $5 LIMIT 1), (SELECT id FROM parity_alerts WHERE " KEY_WHERE
-			     " AND status = 'open'), f.source_id, f.currency, f.minor_units"
-			     " FROM (SELECT 1 AS one) o LEFT JOIN (" FLOORS_IN_FORCE_SQL
-			     ") f ON 1 = 1",
-			     (struct store_val[]){KEY_VALS(o), sv_int(o->observed_at)}, 5, &r);
+struct ota_batch {
+	struct staged *items;
+	size_t n, cap;
+	struct key_state *keys;
+	size_t nkeys;
+	json_t *key_index; /* "property\x1froom\x1fdate\x1fota": key index */
+};
 
+int ota_batch_begin(struct ota_batch **out)
+{
+	struct ota_batch *b = calloc(1, sizeof *b);
+
+	if (!b || !(b->key_index = json_object())) {
+		free(b);
+		*out = NULL;
+		return STORE_ERR;
+	}
+	*out = b;
+	return 0;
+}
+
+void ota_batch_free(struct ota_batch *b)
+{
+	if (!b)
+		return;
+	free(b->items);
+	free(b->keys);
+	json_decref(b->key_index);
+	free(b);
+}
+
+/* The index of o's key in b->keys, added when new (item: o's index). */
+static int key_of(struct ota_batch *b, const struct ota_new *o, size_t item, size_t *out)
+{
+	char name[256];
+	json_t *k;
+
+	snprintf(name, sizeof name, "%s\x1f%s\x1f%s\x1f%s", o->property_id, o->room_type_code,
+		 o->date, o->ota);
+	if ((k = json_object_get(b->key_index, name)) != NULL) {
+		*out = (size_t)json_integer_value(k);
+		return 0;
+	}
+	if (json_object_set_new(b->key_index, name, json_integer((json_int_t)b->nkeys)))
+		return STORE_ERR;
+	memset(&b->keys[b->nkeys], 0, sizeof b->keys[b->nkeys]);
+	b->keys[b->nkeys].first = item;
+	*out = b->nkeys++;
+	return 0;
+}
+
+int ota_batch_add(struct ota_batch *b, const struct ota_new *o)
+{
+	struct staged *s;
+	struct key_state *k;
+	size_t cap;
+
+	if (b->n == b->cap) {
+		cap = b->cap ? b->cap * 2 : 64;
+		if (!(s = realloc(b->items, cap * sizeof *s)))
+			return STORE_ERR;
+		b->items = s;
+		if (!(k = realloc(b->keys, cap * sizeof *k)))
+			return STORE_ERR;
+		b->keys = k;
+		b->cap = cap;
+	}
+	s = &b->items[b->n];
 	memset(s, 0, sizeof *s);
+	s->o = *o;
+	snprintf(s->property_id, sizeof s->property_id, "%s", o->property_id);
+	snprintf(s->currency, sizeof s->currency, "%s", o->currency);
+	s->o.property_id = s->property_id; /* set again by ota_batch_end: items move */
+	s->o.currency = s->currency;
+	if (key_of(b, &s->o, b->n, &s->key) < 0)
+		return STORE_ERR;
+	return (int)b->n++;
+}
+
+const struct ota_outcome *ota_batch_outcome(const struct ota_batch *b, int i)
+{
+	return i >= 0 && (size_t)i < b->n ? &b->items[i].out : NULL;
+}
+
+/* Keys one read carries, at most (4 values each); a read of fewer is
+ * padded to a power of two, so a few prepared statements serve all. */
+#define READ_KEYS 32
+
+/* The read of n keys: a row per key (k.column1, its index in the read),
+ * correlated on its values k.column2..5 (property, room type, date, OTA):
+ * the latest observation, the open alert and the floor in force as
+ * "source_id currency minor_units". */
+static char *read_sql(size_t n)
+{
+	static const char head[] =
+		"SELECT k.column1, (SELECT max(observed_at) FROM ota_observations x WHERE"
+		" x.property_id = k.column2 AND x.room_type_code = k.column3 AND x.stay_date ="
+		" k.column4 AND x.ota = k.column5), (SELECT id FROM parity_alerts a WHERE"
+		" a.property_id = k.column2 AND a.room_type_code = k.column3 AND a.stay_date ="
+		" k.column4 AND a.ota = k.column5 AND a.status = 'open'), (SELECT source_id || ' '"
+		" || currency || ' ' || minor_units FROM (" FLOORS_IN_FORCE(
+			"k.column2", "k.column3", "k.column4") ") f) FROM (VALUES ";
+	size_t cap = sizeof head + n * 48 + 8, len;
+	char *sql = malloc(cap);
+
+	if (!sql)
+		return NULL;
+	len = (size_t)snprintf(sql, cap, "%s", head);
+	for (size_t i = 0; i < n; i++)
+		len += (size_t)snprintf(sql + len, cap - len, "%s(%zu, $%zu, $%zu, $%zu, $%zu)",
+					i ? ", " : "", i, 4 * i + 1, 4 * i + 2, 4 * i + 3, 4 * i + 4);
+	snprintf(sql + len, cap - len, ") k");
+	return sql;
+}
+
+/* Fills k from its row of the read. */
+static void read_row(struct store_rows *r, struct key_state *k)
+{
+	const char *floor = store_text(r, 3);
+	long long minor;
+
+	if ((k->has_latest = !store_is_null(r, 1)))
+		k->latest = store_int(r, 1);
+	if (!store_is_null(r, 2))
+		snprintf(k->open_id, sizeof k->open_id, "%s", store_text(r, 2));
+	k->has_floor = floor && sscanf(floor, "%39s %3s %lld", k->floor.source_id,
+				       k->floor.currency, &minor) == 3;
+	k->floor.minor_units = k->has_floor ? (int64_t)minor : 0;
+}
+
+/* Reads the recorded state of b->keys[from, from + n), n <= READ_KEYS. */
+static int read_keys(struct store_tx *tx, struct ota_batch *b, size_t from, size_t n)
+{
+	struct store_val v[READ_KEYS * 4];
+	struct store_rows *r;
+	size_t padded = 1, i, at;
+	char *sql;
+	int rc;
+
+	while (padded < n)
+		padded *= 2;
+	for (i = 0; i < padded; i++) {
+		const struct ota_new *o = &b->items[b->keys[from + (i < n ? i : n - 1)].first].o;
+
+		v[4 * i] = sv_text(o->property_id);
+		v[4 * i + 1] = sv_text(o->room_type_code);
+		v[4 * i + 2] = sv_text(o->date);
+		v[4 * i + 3] = sv_text(o->ota);
+	}
+	if (!(sql = read_sql(padded)))
+		return STORE_ERR;
+	rc = store_query(tx, sql, v, (int)padded * 4, &r);
+	free(sql);
 	if (rc != STORE_OK)
 		return rc;
-	if ((rc = store_next(r)) == 1) {
-		s->newer = !store_is_null(r, 0);
-		if (!store_is_null(r, 1))
-			snprintf(s->open_id, sizeof s->open_id, "%s", store_text(r, 1));
-		s->has_floor = !store_is_null(r, 2);
-		if (s->has_floor) {
-			snprintf(s->floor.source_id, sizeof s->floor.source_id, "%s",
-				 store_text(r, 2));
-			snprintf(s->floor.currency, sizeof s->floor.currency, "%s", store_text(r, 3));
-			s->floor.minor_units = store_int(r, 4);
-		}
-	}
+	while ((rc = store_next(r)) == 1)
+		if ((at = (size_t)store_int(r, 0)) < n)
+			read_row(r, &b->keys[from + at]);
 	store_rows_close(r);
-	return rc == 1 ? 0 : (rc < 0 ? rc : STORE_ERR);
+	return rc < 0 ? rc : 0;
 }
 
 static int insert_observation(struct store_tx *tx, const char *pf, const struct ota_new *o,
@@ -148,31 +285,60 @@ static int update_alert(struct store_tx *tx, const char *id, const struct ota_ne
 	return rc < 0 ? rc : 0;
 }
 
-int ota_record(struct store_tx *tx, const char *pf, const struct ota_new *o, int64_t now,
-	       struct ota_outcome *out)
+/* Records staged s (its key's state k, carried on for the next item of
+ * the key) and acts on parity. */
+static int record(struct store_tx *tx, const char *pf, struct staged *s, struct key_state *k,
+		  int64_t now)
 {
-	struct seen s;
-	int rc, below;
+	const struct ota_new *o = &s->o;
+	struct ota_outcome *out = &s->out;
+	int newer = k->has_latest && k->latest > o->observed_at, below, rc;
 
-	memset(out, 0, sizeof *out);
-	if ((rc = read_seen(tx, o, &s)) < 0 || (rc = insert_observation(tx, pf, o, now)) < 0)
+	if ((rc = insert_observation(tx, pf, o, now)) < 0)
 		return rc;
-	if (s.newer) {
+	if (!k->has_latest || o->observed_at > k->latest)
+		k->latest = o->observed_at;
+	k->has_latest = 1;
+	if (newer) {
 		out->parity = OTA_STALE;
 		return 0;
 	}
-	snprintf(out->alert_id, sizeof out->alert_id, "%s", s.open_id);
-	if (s.has_floor && strcmp(s.floor.currency, o->currency)) {
+	snprintf(out->alert_id, sizeof out->alert_id, "%s", k->open_id);
+	if (k->has_floor && strcmp(k->floor.currency, o->currency)) {
 		out->parity = OTA_FLOOR_OTHER_MONEY;
 		return 0;
 	}
-	below = s.has_floor && o->minor_units < s.floor.minor_units;
-	if (s.open_id[0]) {
+	below = k->has_floor && o->minor_units < k->floor.minor_units;
+	if (k->open_id[0]) {
 		out->parity = below ? OTA_BREACH_CONTINUES : OTA_BREACH_RESOLVED;
-		return update_alert(tx, out->alert_id, o, below ? &s.floor : NULL, now);
+		if (!below)
+			k->open_id[0] = '\0';
+		return update_alert(tx, out->alert_id, o, below ? &k->floor : NULL, now);
 	}
-	out->parity = below ? OTA_BREACH_OPENED : s.has_floor ? OTA_AT_OR_ABOVE : OTA_NO_FLOOR;
-	return below ? open_breach(tx, pf, o, &s.floor, now, out->alert_id) : 0;
+	out->parity = below ? OTA_BREACH_OPENED : k->has_floor ? OTA_AT_OR_ABOVE : OTA_NO_FLOOR;
+	if (!below)
+		return 0;
+	rc = open_breach(tx, pf, o, &k->floor, now, out->alert_id);
+	snprintf(k->open_id, sizeof k->open_id, "%s", out->alert_id);
+	return rc;
+}
+
+int ota_batch_end(struct store_tx *tx, const char *pf, struct ota_batch *b, int64_t now)
+{
+	size_t i, n;
+	int rc = 0;
+
+	for (i = 0; i < b->n; i++) {
+		b->items[i].o.property_id = b->items[i].property_id;
+		b->items[i].o.currency = b->items[i].currency;
+	}
+	for (i = 0; rc == 0 && i < b->nkeys; i += n) {
+		n = b->nkeys - i < READ_KEYS ? b->nkeys - i : READ_KEYS;
+		rc = read_keys(tx, b, i, n);
+	}
+	for (i = 0; rc >= 0 && i < b->n; i++)
+		rc = record(tx, pf, &b->items[i], &b->keys[b->items[i].key], now);
+	return rc < 0 ? rc : 0;
 }
 
 /* ------------------------------------------------------------ the list */

@@ -44,10 +44,24 @@ struct ota_outcome {
 /* The outcome's name in a feed result ("breach_opened", ...). */
 const char *ota_parity_name(enum ota_parity p);
 
-/* Records o inside tx and acts on parity as above, appending the event.
- * Returns 0 with *out, or a negative store status. */
-int ota_record(struct store_tx *tx, const char *portfolio_id, const struct ota_new *o, int64_t now,
-	       struct ota_outcome *out) WUR;
+/* The observations of one feed batch. */
+struct ota_batch;
+
+int ota_batch_begin(struct ota_batch **out) WUR;
+/* Stages o (its other strings must live until ota_batch_end). Returns its
+ * index in the batch, or < 0. */
+int ota_batch_add(struct ota_batch *b, const struct ota_new *o) WUR;
+/* Records the staged observations inside tx, in order, each acting on
+ * parity as above and appending its event; tx must be in the writers'
+ * turn (STORE_WRITE). What the database holds of the batch's keys (latest
+ * observation, open alert, floor in force) is read first, a statement per
+ * READ_KEYS keys, and carried from item to item of a key, so an
+ * observation sees the earlier ones of its batch. Returns 0 or a
+ * negative store status. */
+int ota_batch_end(struct store_tx *tx, const char *portfolio_id, struct ota_batch *b, int64_t now) WUR;
+/* The outcome of staged observation i, after ota_batch_end (NULL: no such). */
+const struct ota_outcome *ota_batch_outcome(const struct ota_batch *b, int i);
+void ota_batch_free(struct ota_batch *b);
 
 /* Filters of the parity alert list; NULL or "" for none. props: the
  * property ids the caller reaches, or NULL for all. */

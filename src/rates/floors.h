@@ -28,21 +28,22 @@ int floors_set(struct store_tx *tx, const json_t *properties, const struct floor
  * a negative store status. */
 int floors_withdraw(struct store_tx *tx, const char *source_id, int64_t at) WUR;
 
-/* The floor in force, as a reader of FLOORS_IN_FORCE_SQL keeps it. */
+/* The floor in force, as a reader of FLOORS_IN_FORCE keeps it. */
 struct floor {
 	char source_id[ID_MAX];
 	char currency[4];
 	int64_t minor_units;
 };
 
-/* The statement of the floor in force for property $1, room type $2 and
- * date $3: its columns source_id, currency, minor_units, at most one row
- * (the latest set, withdrawn floors left out). For a caller that reads
- * the floor within a statement of its own (feeds/ota.c: one round trip
- * per observation, not three). */
-#define FLOORS_IN_FORCE_SQL                                                                  \
-	"SELECT source_id, currency, minor_units FROM rate_floors WHERE property_id = $1"    \
-	" AND room_type_code = $2 AND date_from <= $3 AND date_to >= $3 AND withdrawn_at IS" \
-	" NULL ORDER BY set_at DESC, source_id DESC LIMIT 1"
+/* The statement of the floor in force for property p, room type r and
+ * date d (SQL expressions: placeholders, or a correlated query's columns):
+ * its columns source_id, currency, minor_units, at most one row (the
+ * latest set, withdrawn floors left out). For a caller that reads the
+ * floor within a statement of its own (feeds/ota.c: one statement for the
+ * observations of many keys, not three per observation). */
+#define FLOORS_IN_FORCE(p, r, d)                                                          \
+	"SELECT source_id, currency, minor_units FROM rate_floors WHERE property_id = " p \
+	" AND room_type_code = " r " AND date_from <= " d " AND date_to >= " d " AND"     \
+	" withdrawn_at IS NULL ORDER BY set_at DESC, source_id DESC LIMIT 1"
 
 #endif

@@ -59,7 +59,7 @@ const char *suggestion_row_id(struct store_rows *r)
 }
 
 int suggestion_create(struct store_tx *tx, const char *pf, const struct suggestion_new *s,
-		      int64_t now, char *id_out)
+		      int64_t now, struct outbox_later **later, char *id_out)
 {
 	struct audit_chain ch = {.seq = 0, .head = AUDIT_GENESIS};
 	json_t *data = NULL, *props = NULL, *details = NULL;
@@ -91,7 +91,7 @@ int suggestion_create(struct store_tx *tx, const char *pf, const struct suggesti
 	if (rc == 0)
 		rc = audit_append(tx, &ch, "suggested", s->actor, details, now);
 	if (rc == 0)
-		rc = outbox_append(tx, "v1", "rate.suggested", pf, props, data, NULL, 0);
+		rc = outbox_later_add(later, "v1", "rate.suggested", pf, props, data, NULL, 0);
 	json_decref(data);
 	json_decref(props);
 	json_decref(details);

@@ -17,6 +17,7 @@
 
 struct store;
 struct store_tx;
+struct outbox_later;
 struct store_rows;
 struct pms;
 
@@ -33,11 +34,14 @@ struct suggestion_new {
 };
 
 /* Records s as pending approval inside tx, with the first entry of its
- * trail and v1 rate.suggested (whose data is exactly the spec's). Writes
- * the new id ("rs_...") to id_out (ID_MAX bytes). Returns 0 or a negative
- * store status. */
+ * trail, and makes ready its v1 rate.suggested (whose data is exactly the
+ * spec's) in *later (outbox_later_add), for the caller to append in the
+ * writers' turn: the rows are the suggestion's own, so a feed batch writes
+ * them beside other writers (STORE_WRITE_OWN). Writes the new id
+ * ("rs_...") to id_out (ID_MAX bytes). Returns 0 or a negative store
+ * status. */
 int suggestion_create(struct store_tx *tx, const char *portfolio_id, const struct suggestion_new *s,
-		      int64_t now, char *id_out) WUR;
+		      int64_t now, struct outbox_later **later, char *id_out) WUR;
 
 /* Loads suggestion id of the portfolio as its API representation. Returns
  * 1, 0 (no such suggestion in any portfolio), 2 (another portfolio's), or

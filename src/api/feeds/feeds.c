@@ -12,6 +12,7 @@
 #include "core/currency.h"
 #include "core/validate.h"
 #include "core/log.h"
+#include "events/outbox.h"
 #include "feeds/ota.h"
 #include "feeds/reputation.h"
 #include "feeds/reviews.h"
@@ -30,6 +31,9 @@ struct batch {
 	void *state;                           /* the feed's own (begin), or NULL */
 	int64_t now;
 	int written; /* items written so far */
+	/* A feed that stages its items (write) and writes them at the end
+	 * keeps each staged item's result here, in order, to fill then. */
+	json_t *staged;
 };
 
 /* One feed: its item spec, the checks of an item of a known property, the
@@ -155,15 +159,30 @@ static int suggestion_write(struct batch *b, struct ctx *c, const json_t *it,
 		json_integer_value(
 			json_object_get(json_object_get(it, "proposed_rate"), "minor_units")),
 	};
+	struct outbox_later *later = b->state; /* made by the first suggestion */
 	int rc;
 
 	actor_of(c, actor, sizeof actor);
-	rc = suggestion_create(b->tx, c->p.portfolio_id, &s, b->now, id);
+	rc = suggestion_create(b->tx, c->p.portfolio_id, &s, b->now, &later, id);
+	b->state = later;
 	if (rc == 0) {
 		json_object_set_new(result, "status", json_string("created"));
 		json_object_set_new(result, "id", json_string(id));
 	}
 	return rc;
+}
+
+/* After the suggestions: their rate.suggested events, in the writers'
+ * turn (the rows went in beside other writers). */
+static int suggestion_end(struct batch *b, struct ctx *c)
+{
+	(void)c;
+	return outbox_later_append(b->tx, b->state);
+}
+
+static void suggestion_done(void *state)
+{
+	outbox_later_free(state);
 }
 
 /* ------------------------------------------------------------ OTA rates */
@@ -196,6 +215,21 @@ static void ota_check(const json_t *it, const struct portfolio_property *p, cons
 		add(details, prefix, "observed_at", "must not be in the future");
 }
 
+static int ota_begin(struct batch *b, struct ctx *c)
+{
+	struct ota_batch *ob;
+	int rc = ota_batch_begin(&ob);
+
+	(void)c;
+	b->state = ob;
+	return rc;
+}
+
+static void ota_done(void *state)
+{
+	ota_batch_free(state);
+}
+
 static int ota_write(struct batch *b, struct ctx *c, const json_t *it,
 		     const struct portfolio_property *p, json_t *result)
 {
@@ -207,16 +241,29 @@ static int ota_write(struct batch *b, struct ctx *c, const json_t *it,
 			    p->currency,
 			    json_integer_value(json_object_get(rate, "minor_units")),
 			    0};
-	struct ota_outcome out;
-	int rc = clock_parse_time(str(it, "observed_at"), &o.observed_at) < 0
-			 ? STORE_ERR
-			 : ota_record(b->tx, c->p.portfolio_id, &o, b->now, &out);
 
-	if (rc == 0) {
-		json_object_set_new(result, "status", json_string("created"));
-		json_object_set_new(result, "parity", json_string(ota_parity_name(out.parity)));
-		json_object_set_new(result, "parity_alert_id",
-				    out.alert_id[0] ? json_string(out.alert_id) : json_null());
+	(void)c;
+	if (clock_parse_time(str(it, "observed_at"), &o.observed_at) < 0 ||
+	    ota_batch_add(b->state, &o) < 0)
+		return STORE_ERR;
+	return json_array_append(b->staged, result) ? STORE_ERR : 0;
+}
+
+/* After the observations are staged: their writes and results. */
+static int ota_end(struct batch *b, struct ctx *c)
+{
+	const struct ota_outcome *out;
+	json_t *res;
+	size_t i;
+	int rc = ota_batch_end(b->tx, c->p.portfolio_id, b->state, b->now);
+
+	json_array_foreach(b->staged, i, res) {
+		if (rc < 0 || !(out = ota_batch_outcome(b->state, (int)i)))
+			break;
+		json_object_set_new(res, "status", json_string("created"));
+		json_object_set_new(res, "parity", json_string(ota_parity_name(out->parity)));
+		json_object_set_new(res, "parity_alert_id",
+				    out->alert_id[0] ? json_string(out->alert_id) : json_null());
 	}
 	return rc;
 }
@@ -289,39 +336,23 @@ static void review_check(const json_t *it, const struct portfolio_property *p, c
 		add(details, prefix, "published_at", "must not be in the future");
 }
 
-/* A reviews batch: the module's, and the result of each staged review
- * (filled at the end, when the writes tell duplicates from new ones). */
-struct review_state {
-	struct review_batch *rb;
-	json_t *results; /* result objects, by staged index */
-};
-
 static void review_done(void *state)
 {
-	struct review_state *st = state;
-
-	if (!st)
-		return;
-	review_batch_free(st->rb);
-	json_decref(st->results);
-	free(st);
+	review_batch_free(state);
 }
 
 static int review_begin(struct batch *b, struct ctx *c)
 {
-	struct review_state *st = calloc(1, sizeof *st);
-	int rc = st && (st->results = json_array())
-			 ? review_batch_begin(b->tx, c->p.portfolio_id, &st->rb)
-			 : STORE_ERR;
+	struct review_batch *rb;
+	int rc = review_batch_begin(b->tx, c->p.portfolio_id, &rb);
 
-	b->state = st;
+	b->state = rb;
 	return rc;
 }
 
 static int review_write(struct batch *b, struct ctx *c, const json_t *it,
 			const struct portfolio_property *p, json_t *result)
 {
-	struct review_state *st = b->state;
 	struct review_new r = {str(it, "source"),
 			       str(it, "external_id"),
 			       str(it, "language"),
@@ -333,20 +364,20 @@ static int review_write(struct batch *b, struct ctx *c, const json_t *it,
 
 	(void)c;
 	if (clock_parse_time(str(it, "published_at"), &r.published_at) < 0 ||
-	    review_batch_add(st->rb, p, &r) < 0)
+	    review_batch_add(b->state, p, &r) < 0)
 		return STORE_ERR;
-	return json_array_append(st->results, result) ? STORE_ERR : 0;
+	return json_array_append(b->staged, result) ? STORE_ERR : 0;
 }
 
 /* The staged reviews' results, once written. */
-static void review_results(struct review_state *st)
+static void review_results(struct batch *b)
 {
 	const struct review_outcome *out;
 	json_t *res;
 	size_t i;
 
-	json_array_foreach(st->results, i, res) {
-		if (!(out = review_batch_outcome(st->rb, (int)i)))
+	json_array_foreach(b->staged, i, res) {
+		if (!(out = review_batch_outcome(b->state, (int)i)))
 			break;
 		json_object_set_new(res, "status",
 				    json_string(out->duplicate ? "duplicate" : "created"));
@@ -359,13 +390,12 @@ static void review_results(struct review_state *st)
  * reputation, alerts included. */
 static int review_end(struct batch *b, struct ctx *c)
 {
-	struct review_state *st = b->state;
 	struct portfolio_property *props;
 	size_t i;
-	int rc = review_batch_end(b->tx, c->p.portfolio_id, st->rb, b->now);
+	int rc = review_batch_end(b->tx, c->p.portfolio_id, b->state, b->now);
 
 	if (rc >= 0)
-		review_results(st);
+		review_results(b);
 	if (rc <= 0)
 		return rc;
 	if (!b->snap) {
@@ -448,11 +478,12 @@ static int admit(struct ctx *c, struct store_tx *tx, const struct portfolio_snap
 static int run_items(struct ctx *c, struct store_tx *tx, const struct feed *f, const json_t *items,
 		     json_t *results)
 {
-	struct batch b = {tx, NULL, NULL, clock_now_ms(), 0};
+	struct batch b = {tx, NULL, NULL, clock_now_ms(), 0, json_array()};
 	struct portfolio_property p;
 	json_t *it, *res;
 	size_t i;
-	int rc = portfolio_snapshot_get(c->svc->store, c->p.portfolio_id, &b.snap);
+	int rc = b.staged ? portfolio_snapshot_get(c->svc->store, c->p.portfolio_id, &b.snap)
+			  : STORE_ERR;
 
 	if (rc >= 0 && f->begin)
 		rc = f->begin(&b, c);
@@ -470,6 +501,7 @@ static int run_items(struct ctx *c, struct store_tx *tx, const struct feed *f, c
 	portfolio_snapshot_put(b.snap);
 	if (f->done)
 		f->done(b.state);
+	json_decref(b.staged);
 	return rc < 0 ? rc : 0;
 }
 
@@ -520,9 +552,13 @@ static void feed_run(struct ctx *c, const struct feed *f)
 	respond_data(c, 200, data);
 }
 
-static const struct feed suggestion_feed = {
-	suggestion_spec, suggestion_check, suggestion_write, NULL, NULL, NULL, STORE_WRITE};
-static const struct feed ota_feed = {ota_spec, ota_check, ota_write, NULL, NULL, NULL, STORE_WRITE};
+/* Suggestions insert beside other writers; their events take the turn. */
+static const struct feed suggestion_feed = {suggestion_spec,  suggestion_check,
+					    suggestion_write, NULL,
+					    suggestion_end,   suggestion_done,
+					    STORE_WRITE_OWN};
+static const struct feed ota_feed = {ota_spec, ota_check, ota_write,  ota_begin,
+				     ota_end,  ota_done,  STORE_WRITE};
 /* Reviews insert beside other writers; review_batch_end takes the turn. */
 static const struct feed review_feed = {review_spec, review_check, review_write,   review_begin,
 					review_end,  review_done,  STORE_WRITE_OWN};

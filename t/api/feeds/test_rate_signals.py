@@ -695,6 +695,37 @@ class ParityTest(Base):
         self.events("/v2", "parity.breach.detected", lambda ev: ev["data"]["alert_id"] == again)
         self.assertEqual(len(self.breaches(aid)), 1)
 
+    def test_one_batch_carries_each_key_from_item_to_item(self):
+        # The feed reads what the database holds of a batch's keys once (a
+        # statement per 32 keys), then each observation must see the ones
+        # before it in the batch, as if they had come one batch each.
+        prop, date = E.props[2], day(70)
+        self.publish(prop, 45000, day(69), day(71))
+        t = [now_rfc3339(-60 + i) for i in range(6)]
+        items = [ota_rate(prop, 40000, date, observed_at=t[1]),   # below: opens
+                 ota_rate(prop, 41000, date, observed_at=t[2]),   # below: continues
+                 ota_rate(prop, 50000, date, observed_at=t[0]),   # older: stale
+                 ota_rate(prop, 45000, date, observed_at=t[3]),   # at the floor: resolves
+                 ota_rate(prop, 44000, date, observed_at=t[4])]   # below again: a new alert
+        # 80 keys more (another room each), none with a floor
+        items += [ota_rate(prop, 30000, date, room="R%d" % k) for k in range(80)]
+        res = self.feed_ok("ota-rates", items)["results"]
+        self.assertEqual([r["parity"] for r in res[:5]],
+                         ["breach_opened", "breach_continues", "stale", "breach_resolved",
+                          "breach_opened"])
+        first, again = res[0]["parity_alert_id"], res[4]["parity_alert_id"]
+        self.assertEqual([r["parity_alert_id"] for r in res[1:4]], [first, None, first])
+        self.assertNotEqual(again, first)
+        self.assertEqual({r["parity"] for r in res[5:]}, {"no_floor"})
+        a, _ = assert_success(self, self.get("/v2/parity-alerts/" + first))
+        self.assertEqual((a["status"], a["resolved_by_rate"]), ("resolved", money(45000)))
+        a, _ = assert_success(self, self.get("/v2/parity-alerts/" + again))
+        self.assertEqual((a["status"], a["observed_rate"]), ("open", money(44000)))
+        self.events("/v2", "parity.breach.detected", lambda ev: ev["data"]["alert_id"] == again)
+        self.assertEqual(len(self.breaches(first)), 1)
+        # the next batch starts from what this one left: the open alert
+        self.assertEqual(self.observe(prop, 42000, date), ("breach_continues", again))
+
     def test_reverted_decision_stops_counting(self):
         prop, date = E.props[1], day(50)
         first = self.publish(prop, 40000, day(49), day(51))
