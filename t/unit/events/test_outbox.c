@@ -1,5 +1,6 @@
 /* outbox_append writes inside the caller's transaction: a rollback leaves
- * no event, a commit leaves exactly one with every field as given. */
+ * no event, a commit leaves exactly one with every field as given; the
+ * events of outbox_later arrive when appended, in order. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -109,12 +110,62 @@ static void bad_input_refused(void **state)
 	json_decref(notarr);
 }
 
+/* outbox_later: events made ready now reach the table only when appended,
+ * in the order added (their numbers), with the ids given out when added;
+ * a list never appended, or NULL, writes nothing. */
+static void later_appends_in_order(void **state)
+{
+	struct outbox_later *l = NULL;
+	struct store_tx *tx;
+	struct store_rows *r;
+	char ids[40][ID_MAX];
+	json_t *props = json_pack("[s]", "prop_l"), *data;
+	int64_t before = count_events();
+	int i;
+
+	(void)state;
+	assert_int_equal(outbox_later_append(NULL, NULL), 0);
+	for (i = 0; i < 40; i++) { /* more than the list's first allocation */
+		data = json_pack("{s:i}", "i", i);
+		assert_int_equal(outbox_later_add(&l, "v1", "rate.suggested", "pf_l", props, data,
+						  ids[i], sizeof ids[i]),
+				 0);
+		json_decref(data);
+	}
+	assert_true(outbox_later_add(&l, "v9", "t", "pf_l", props, props, NULL, 0) < 0);
+	assert_int_equal(count_events(), before);
+	assert_int_equal(store_begin(st, STORE_WRITE_OWN, &tx), STORE_OK);
+	assert_int_equal(outbox_later_append(tx, l), 0);
+	assert_int_equal(store_commit(tx), STORE_OK);
+	outbox_later_free(l);
+	assert_int_equal(store_begin(st, 0, &tx), STORE_OK);
+	assert_int_equal(store_query(tx,
+				     "SELECT id, data FROM events WHERE portfolio_id = 'pf_l'"
+				     " ORDER BY seq",
+				     NULL, 0, &r),
+			 STORE_OK);
+	for (i = 0; store_next(r) == 1; i++) {
+		char want[32];
+
+		snprintf(want, sizeof want, "{\"i\":%d}", i);
+		assert_true(i < 40);
+		assert_string_equal(store_text(r, 0), ids[i]);
+		assert_string_equal(store_text(r, 1), want);
+	}
+	assert_int_equal(i, 40);
+	store_rows_close(r);
+	store_rollback(tx);
+	outbox_later_free(NULL);
+	json_decref(props);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(rollback_leaves_nothing),
 		cmocka_unit_test(commit_keeps_event),
 		cmocka_unit_test(bad_input_refused),
+		cmocka_unit_test(later_appends_in_order),
 	};
 
 	return cmocka_run_group_tests(tests, setup, teardown);

@@ -800,6 +800,51 @@ static void test_send_rows(void **state)
 	assert_int_equal(count(f->st, "SELECT COUNT(*) FROM t WHERE k = 'n0'"), 0);
 }
 
+/* store_query_rows: one multi-row insert whose RETURNING rows tell which
+ * rows went in (a conflict skipped is not returned), after the kept rows
+ * of store_send_row; more rows than one statement carries are refused. */
+static void test_query_rows(void **state)
+{
+	struct fixture *f = *state;
+	struct store_val v[4 * 3];
+	struct store_rows *r;
+	struct store_tx *tx;
+	const char *keys[4] = {"q0", "q1", "q0", "q2"}; /* q0 twice */
+	char got[64] = "";
+	int i;
+
+	make_table(f->st);
+	for (i = 0; i < 4; i++) {
+		v[i * 3] = sv_int(i);
+		v[i * 3 + 1] = sv_null();
+		v[i * 3 + 2] = sv_text(keys[i]);
+	}
+	assert_int_equal(store_rows_per(3), STORE_ROWS);
+	assert_int_equal(store_rows_per(STORE_MAX_PARAMS / 2), 2);
+	assert_int_equal(store_rows_per(0), 0);
+	assert_int_equal(store_begin(f->st, 1, &tx), STORE_OK);
+	/* q2 is known already, by a kept row sent before the statement */
+	assert_int_equal(store_send_row(tx, "INSERT INTO t (a, b, k)", "", 3,
+					(struct store_val[]){sv_int(9), sv_null(), sv_text("q2")}),
+			 STORE_OK);
+	assert_int_equal(store_query_rows(tx, "INSERT INTO t (a, b, k)",
+					  " ON CONFLICT (k) DO NOTHING RETURNING a", 3, v, 4, &r),
+			 STORE_OK);
+	while ((i = store_next(r)) == 1)
+		snprintf(got + strlen(got), sizeof got - strlen(got), "%lld,",
+			 (long long)store_int(r, 0));
+	assert_int_equal(i, 0);
+	store_rows_close(r);
+	assert_string_equal(got, "0,1,");
+	assert_int_equal(store_query_rows(tx, "INSERT INTO t (a, b, k)", "", 3, v, 0, &r), STORE_ERR);
+	assert_null(r);
+	assert_int_equal(store_query_rows(tx, "INSERT INTO t (a, b, k)", "", 3, v, STORE_ROWS + 1, &r),
+			 STORE_ERR);
+	assert_int_equal(store_commit(tx), STORE_OK);
+	assert_int_equal(count(f->st, "SELECT COUNT(*) FROM t"), 3);
+	assert_int_equal(count(f->st, "SELECT a FROM t WHERE k = 'q2'"), 9);
+}
+
 static void test_rollback_discards(void **state)
 {
 	struct fixture *f = *state;
@@ -1658,6 +1703,7 @@ int main(void)
 		BOTH(test_send),
 		BOTH(test_read_one),
 		BOTH(test_send_rows),
+		BOTH(test_query_rows),
 		BOTH(test_rollback_discards),
 		BOTH(test_read_snapshot),
 		BOTH(test_nested_same_sql),
@@ -1689,6 +1735,7 @@ int main(void)
 		BOTH(test_send),
 		BOTH(test_read_one),
 		BOTH(test_send_rows),
+		BOTH(test_query_rows),
 		BOTH(test_rollback_discards),
 		BOTH(test_read_snapshot),
 		BOTH(test_nested_same_sql),
