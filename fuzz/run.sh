@@ -32,6 +32,7 @@ declare -A max_len=(
   [idempotency]=$((head_max + body_max)) # an Idempotency-Key header line and a body
   [router]=$head_max                    # a method and path from a request head
   [clock]=63                            # a feed date-time: 40 characters at most (feed specs)
+  [tz]=524289                           # a TZif file: TZ_FILE_MAX + 1 (src/core/tz.h)
   [http_parse]=$((2 * body_max))        # a connection: heads, and a body up to the cap in
                                         # chunked framing, with room past it for 413
 )
