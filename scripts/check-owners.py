@@ -50,6 +50,10 @@ OWNERS = {
     "nodes": "cluster/cluster.c",
     "work_leases": "cluster/cluster.c",
     "ratelimit_grants": "api/ratelimit_shared.c",
+    "timers": "sched/timers.c",
+    "sla_tier_settings": "operations/sla.c",
+    "oncall_rotas": "operations/oncall.c",
+    "operations_tasks": "operations/tasks.c",
 }
 
 # (file, table): why this file reads another module's table in a join.

@@ -26,6 +26,7 @@
 #include "feeds/reputation.h"
 #include "feeds/review_platform.h"
 #include "feeds/reviews.h"
+#include "operations/tasks.h"
 #include "api/ratelimit_shared.h"
 #include "api/routes.h"
 #include "cluster/cluster.h"
@@ -39,6 +40,7 @@
 #include "net/httpc.h"
 #include "ops/operator.h"
 #include "pms/pms.h"
+#include "sched/timers.h"
 #include "store/store.h"
 #include "webhooks/engine.h"
 
@@ -137,9 +139,14 @@ static void start_logging(const struct config *cfg)
 			cfg->time_scale);
 }
 
+/* The durable scheduler's timer kinds and their handlers. */
+static const struct timer_kind timer_kinds[] = {
+	{TASK_TIMER, task_escalate_fire, NULL},
+};
+
 /* Starts what runs once the pipeline is set up: the PMS connector, the
- * recovery of rate decisions a stop interrupted, the webhook engine and
- * the HTTP listener (*srv); then sets the public URL from the port the
+ * recovery of rate decisions a stop interrupted, the webhook engine, the
+ * durable scheduler and the HTTP listener (*srv); then sets the public URL from the port the
  * listener got when it was left to the default and port 0. Returns 0 or
  * -1; main's cleanup stops whatever did start. */
 static int start_serving(struct config *cfg, struct store *st, struct service *svc, int *lfd,
@@ -157,7 +164,8 @@ static int start_serving(struct config *cfg, struct store *st, struct service *s
 	     engine_start(st,
 			  &(struct engine_opts){cfg->webhook_uncapped, cfg->allow_private_targets,
 						svc->seal_key, cfg->webhook_senders, svc->cluster},
-			  &svc->engine) < 0))
+			  &svc->engine) < 0 ||
+	     sched_start(st, timer_kinds, ARRAY_LEN(timer_kinds), &svc->sched) < 0))
 		return -1;
 	o = (struct http_server_opts){cfg->listen_host,     cfg->listen_port,  cfg->threads,
 				      cfg->max_connections, cfg->idle_timeout, cfg->workers};
@@ -290,9 +298,9 @@ int main(int argc, char **argv)
 		return 1;
 	if (claim_port_and_dir(&cfg, &lfd, &lock_fd) < 0)
 		goto out;
-	/* + the chores, the heartbeat, fan-out, the lane watcher and the
-	 * webhook senders */
-	if (store_open(cfg.database, cfg.threads + cfg.workers + 5 + cfg.webhook_senders, &st) < 0)
+	/* + the chores, the heartbeat, fan-out, the lane watcher, the
+	 * scheduler and the webhook senders */
+	if (store_open(cfg.database, cfg.threads + cfg.workers + 6 + cfg.webhook_senders, &st) < 0)
 		goto out;
 	store_background_checkpoints(st);
 	routes = api_routes_build(!strcmp(cfg.role, "worker"), &nroutes);
@@ -317,6 +325,7 @@ out:
 	http_server_stop(srv);
 	openapi_release();
 	if (app_ok) {
+		sched_stop(svc.sched);
 		engine_stop(svc.engine, ENGINE_DRAIN_MS);
 		cluster_leave(svc.cluster); /* after the engine: no send outlives its lease */
 		pms_close(svc.pms);

@@ -8,6 +8,7 @@
 
 #include "core/config.h"
 #include "core/log.h"
+#include "operations/oncall.h"
 #include "ops/operator.h"
 #include "store/store.h"
 #include "webhooks/signing.h"
@@ -89,6 +90,9 @@ static void usage(void)
 	      "  review-template set --portfolio ID --band low|mid|high --language L\n"
 	      "                      (--text T | --file F)   ({guest_name}, {property_name})\n"
 	      "  reputation-ceiling set --portfolio ID --brand B --min-score 0-10\n"
+	      "  sla-tier set --portfolio ID --tier standard|gold|platinum [--task-ack-minutes N]\n"
+	      "               [--task-escalate-minutes N] [--guest-reply-minutes N]\n"
+	      "  oncall set --portfolio ID --file rota.json   (docs/operations-tasks.md)\n"
 	      "--data-dir and --database default to REVOPS_DATA_DIR and REVOPS_DATABASE, as for\n"
 	      "revopsd (--database sqlite:PATH or postgres://...).\n",
 	      stderr);
@@ -328,6 +332,25 @@ static int cmd_reputation_ceiling_set(struct store *st, const struct args *a, js
 					     arg(a, "min-score"), out, err);
 }
 
+static int cmd_sla_tier_set(struct store *st, const struct args *a, json_t **out, struct buf *err)
+{
+	return operator_sla_tier_set(st, arg(a, "portfolio"), arg(a, "tier"),
+				     arg(a, "task-ack-minutes"), arg(a, "task-escalate-minutes"),
+				     arg(a, "guest-reply-minutes"), out, err);
+}
+
+static int cmd_oncall_set(struct store *st, const struct args *a, json_t **out, struct buf *err)
+{
+	char *file = arg(a, "file") ? read_file(arg(a, "file"), ONCALL_MAX_BYTES) : NULL;
+	int rc;
+
+	if (arg(a, "file") && !file)
+		return usage_error(err, "--file must name a readable file of at most 256 KiB");
+	rc = operator_oncall_set(st, arg(a, "portfolio"), file, out, err);
+	free(file);
+	return rc;
+}
+
 static int cmd_deprecation_add(struct store *st, const struct args *a, json_t **out, struct buf *err)
 {
 	return operator_deprecation_add(st, arg(a, "method"), arg(a, "route"), arg(a, "announced"),
@@ -356,6 +379,8 @@ static const struct command {
 	{"deprecation", "add", cmd_deprecation_add},
 	{"review-template", "set", cmd_review_template_set},
 	{"reputation-ceiling", "set", cmd_reputation_ceiling_set},
+	{"sla-tier", "set", cmd_sla_tier_set},
+	{"oncall", "set", cmd_oncall_set},
 };
 
 /* Runs the command named by noun and verb. Returns 0 with the answer in

@@ -19,6 +19,7 @@ struct deprecation;
 struct pms;
 struct review_platform;
 struct engine;
+struct sched;
 struct cluster;
 struct rl_shared;
 
@@ -35,6 +36,7 @@ struct service {
 	struct pms *booking;             /* the booking-engine connector (--booking-engine-url) */
 	struct review_platform *reviews; /* the review-platform connector (--reviews-url) */
 	struct engine *engine;           /* the webhook delivery engine; NULL on an api node */
+	struct sched *sched;             /* the durable scheduler; NULL on an api node */
 	struct cluster *cluster;         /* this node among those sharing the database */
 	unsigned char cursor_key[32];
 	unsigned char seal_key[32]; /* seals stored secrets (<data-dir>/revops.key) */

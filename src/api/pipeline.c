@@ -26,6 +26,7 @@
 #include "core/trace.h"
 #include "core/validate.h"
 #include "portfolio/snapshot.h"
+#include "sched/timers.h"
 #include "store/store.h"
 #include "webhooks/engine.h"
 
@@ -75,7 +76,8 @@ static int node_metrics(struct ctx *c)
 static void h_metrics(struct ctx *c)
 {
 	buf_reset(&c->res->body);
-	if (metrics_render(c->svc->metrics, &c->res->body) < 0 || node_metrics(c) < 0) {
+	if (metrics_render(c->svc->metrics, &c->res->body) < 0 || node_metrics(c) < 0 ||
+	    sched_metrics(c->svc->sched, &c->res->body) < 0) {
 		respond_error(c, ERR_INTERNAL, NULL, "internal error");
 		return;
 	}

@@ -14,6 +14,7 @@
 #include "api/feeds/review.h"
 #include "api/identity/oauth.h"
 #include "api/identity/scim.h"
+#include "api/operations/tasks.h"
 #include "api/portfolio/portfolios.h"
 #include "api/rates/rate_decision.h"
 #include "api/rates/rate_suggestion.h"
@@ -32,6 +33,7 @@ static const struct route_table *const areas[] = {
 	&feed_routes,
 	&alert_routes,
 	&review_routes,
+	&task_routes,
 	&delivery_routes,
 	&webhook_routes,
 	&scim_routes,

@@ -129,3 +129,11 @@ int scope_list_begin(struct ctx *c, const char *name, const char *const *values,
 	}
 	return 0;
 }
+
+void scope_actor(const struct ctx *c, char *out, size_t cap)
+{
+	if (c->p.user_id[0])
+		snprintf(out, cap, "user:%s", c->p.user_id);
+	else
+		snprintf(out, cap, "client:%s", c->p.client_id);
+}

@@ -21,6 +21,9 @@ int scope_reaches(void *c, const char *property_id);
  * c, valid during the request). */
 const char *const *scope_props(struct ctx *c, int *n);
 
+/* Who the request is, for a record: "user:usr_..." or "client:cli_...". */
+void scope_actor(const struct ctx *c, char *out, size_t cap);
+
 /* Answers for a resource of the path that load found (rc 1, obj) or not:
  * a store error, 404 "no <noun> <id>" (rc 0), 403 when it is another
  * portfolio's (rc 2) or concerns a property outside the request (its

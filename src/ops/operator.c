@@ -20,6 +20,8 @@
 #include "identity/idp.h"
 #include "portfolio/portfolio.h"
 #include "rates/audit_trail.h"
+#include "operations/oncall.h"
+#include "operations/sla.h"
 #include "store/store.h"
 
 static int fail(struct buf *err, const char *msg)
@@ -967,4 +969,106 @@ out:
 	free(idp_cert);
 	json_decref(creds);
 	return rc;
+}
+
+/* ----------------------------------------------------------- operations */
+
+/* A count of minutes of --name: 1..SLA_MAX_MINUTES, or the default d when
+ * absent. Returns 0, or -1 (err set). */
+static int minutes(const char *name, const char *v, int64_t d, int64_t *out, struct buf *err)
+{
+	char *end = NULL, msg[120];
+	long long n = v ? strtoll(v, &end, 10) : d;
+
+	if (v && (!*v || *end))
+		n = -1;
+	if (n < 1 || n > SLA_MAX_MINUTES) {
+		snprintf(msg, sizeof msg, "--%s must be a number of minutes from 1 to %d", name,
+			 SLA_MAX_MINUTES);
+		return fail(err, msg);
+	}
+	*out = n;
+	return 0;
+}
+
+struct tier_args {
+	const char *pf, *tier;
+	struct sla_settings s;
+};
+
+static int set_tier(struct store_tx *tx, void *arg)
+{
+	struct tier_args *t = arg;
+
+	return sla_set(tx, t->pf, t->tier, &t->s, clock_now_ms());
+}
+
+int operator_sla_tier_set(struct store *st, const char *pf, const char *tier, const char *ack,
+			  const char *escalate, const char *reply, json_t **out, struct buf *err)
+{
+	struct tier_args t = {pf, tier, {0, 0, 0}};
+
+	*out = NULL;
+	if (!pf || !sla_tier_valid(tier))
+		return fail(err, "--portfolio and --tier standard|gold|platinum are required");
+	sla_defaults(tier, &t.s);
+	if (minutes("task-ack-minutes", ack, t.s.task_ack_minutes, &t.s.task_ack_minutes, err) < 0 ||
+	    minutes("task-escalate-minutes", escalate, t.s.task_escalate_minutes,
+		    &t.s.task_escalate_minutes, err) < 0 ||
+	    minutes("guest-reply-minutes", reply, t.s.guest_reply_minutes, &t.s.guest_reply_minutes,
+		    err) < 0)
+		return -1;
+	if (in_portfolio(st, pf, set_tier, &t, "SLA tier", err) < 0)
+		return -1;
+	*out = json_pack("{s:s, s:s, s:I, s:I, s:I}", "portfolio_id", pf, "tier", tier,
+			 "task_ack_minutes", (json_int_t)t.s.task_ack_minutes,
+			 "task_escalate_minutes", (json_int_t)t.s.task_escalate_minutes,
+			 "guest_reply_minutes", (json_int_t)t.s.guest_reply_minutes);
+	return 0;
+}
+
+int operator_oncall_set(struct store *st, const char *pf, const char *text, json_t **out,
+			struct buf *err)
+{
+	json_error_t jerr;
+	json_t *doc;
+	struct store_tx *tx = NULL;
+	char why[400];
+	int rc;
+
+	*out = NULL;
+	if (!pf || !text)
+		return fail(err, "--portfolio and --file are required");
+	if (!(doc = json_loads(text, JSON_REJECT_DUPLICATES, &jerr))) {
+		snprintf(why, sizeof why, "the rota is not JSON: %s (line %d)", jerr.text, jerr.line);
+		return fail(err, why);
+	}
+	if (begin(st, &tx, err) < 0)
+		goto fail;
+	if (portfolio_exists(tx, pf) != 1) {
+		fail(err, "no such portfolio");
+		goto fail;
+	}
+	rc = oncall_check(tx, pf, doc, why, sizeof why);
+	if (rc == 1) {
+		fail(err, why);
+		goto fail;
+	}
+	if (rc < 0 || oncall_set(tx, pf, doc, clock_now_ms()) < 0) {
+		fail(err, "could not store the rota");
+		goto fail;
+	}
+	if (commit(tx, err) < 0) {
+		tx = NULL;
+		goto fail;
+	}
+	*out = json_pack("{s:s, s:i, s:I, s:I}", "portfolio_id", pf, "levels", oncall_levels(doc),
+			 "rotations", (json_int_t)json_array_size(json_object_get(doc, "rotations")),
+			 "overrides", (json_int_t)json_array_size(json_object_get(doc, "overrides")));
+	json_decref(doc);
+	return 0;
+fail:
+	store_rollback(tx);
+	json_decref(doc);
+	return -1;
 }

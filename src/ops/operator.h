@@ -83,4 +83,14 @@ int operator_reputation_floor_set(struct store *st, const char *portfolio_id, co
 int operator_audit_verify(struct store *st, const char *decision_id, json_t **out,
 			  struct buf *err) WUR;
 
+/* revopsctl sla-tier set: the minutes of a portfolio's SLA tier (absent
+ * ones keep the built-in defaults; operations/sla.h). */
+int operator_sla_tier_set(struct store *st, const char *portfolio_id, const char *tier,
+			  const char *task_ack_minutes, const char *task_escalate_minutes,
+			  const char *guest_reply_minutes, json_t **out, struct buf *err) WUR;
+/* revopsctl oncall set: replaces the portfolio's on-call rota with the
+ * JSON document text, checked first (operations/oncall.h). */
+int operator_oncall_set(struct store *st, const char *portfolio_id, const char *text, json_t **out,
+			struct buf *err) WUR;
+
 #endif

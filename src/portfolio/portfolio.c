@@ -34,7 +34,7 @@ int portfolio_count(struct store_tx *tx, int64_t *n)
 	return store_query_int(tx, "SELECT COUNT(*) FROM portfolios", NULL, 0, n);
 }
 
-/* Reads one "id, pms_property_code, brand, currency, name" row of sql (two text
+/* Reads one "id, pms_property_code, brand, currency, name, timezone" row of sql (two text
  * parameters) into *out. Returns 1, 0 or a negative store status. */
 static int property_row(struct store_tx *tx, const char *sql, const char *a, const char *b,
 			struct portfolio_property *out)
@@ -51,6 +51,7 @@ static int property_row(struct store_tx *tx, const char *sql, const char *a, con
 		snprintf(out->brand, sizeof out->brand, "%s", store_text(r, 2));
 		snprintf(out->currency, sizeof out->currency, "%s", store_text(r, 3));
 		snprintf(out->name, sizeof out->name, "%s", store_text(r, 4));
+		snprintf(out->timezone, sizeof out->timezone, "%s", store_text(r, 5));
 	}
 	store_rows_close(r);
 	return rc;
@@ -60,7 +61,7 @@ int portfolio_property_get(struct store_tx *tx, const char *portfolio_id, const 
 			   struct portfolio_property *out)
 {
 	return property_row(tx,
-			    "SELECT id, pms_property_code, brand, currency, name FROM properties"
+			    "SELECT id, pms_property_code, brand, currency, name, timezone FROM properties"
 			    " WHERE portfolio_id = $1 AND id = $2",
 			    portfolio_id, id, out);
 }
@@ -69,7 +70,7 @@ int portfolio_property_by_code(struct store_tx *tx, const char *portfolio_id, co
 			       struct portfolio_property *out)
 {
 	return property_row(tx,
-			    "SELECT id, pms_property_code, brand, currency, name FROM properties"
+			    "SELECT id, pms_property_code, brand, currency, name, timezone FROM properties"
 			    " WHERE portfolio_id = $1 AND pms_property_code = $2",
 			    portfolio_id, code, out);
 }

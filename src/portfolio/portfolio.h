@@ -20,7 +20,8 @@ struct portfolio_property {
 	char code[64]; /* pms_property_code */
 	char brand[128];
 	char currency[4];
-	char name[160]; /* shortened when longer */
+	char name[160];    /* shortened when longer */
+	char timezone[64]; /* IANA name, as the operator gave it */
 };
 
 /* One brand ceiling, dates as days since the epoch. */

@@ -75,12 +75,14 @@ static int add_row(struct snap *s, size_t *cap, struct buf *text, struct store_r
 	}
 	sp = &s->props[s->pub.n];
 	memset(sp, 0, sizeof *sp);
-	/* portfolio_properties_after's columns: id 0, name 2, brand 3, code 4, currency 7 */
+	/* portfolio_properties_after's columns: id 0, name 2, brand 3, code 4, timezone 6,
+	 * currency 7 */
 	snprintf(sp->p.id, sizeof sp->p.id, "%s", store_text(r, 0));
 	snprintf(sp->p.brand, sizeof sp->p.brand, "%s", store_text(r, 3));
 	snprintf(sp->p.name, sizeof sp->p.name, "%s", store_text(r, 2));
 	snprintf(sp->p.code, sizeof sp->p.code, "%s", store_text(r, 4));
 	snprintf(sp->p.currency, sizeof sp->p.currency, "%s", store_text(r, 7));
+	snprintf(sp->p.timezone, sizeof sp->p.timezone, "%s", store_text(r, 6));
 	if (portfolio_property_write(text, r) < 0)
 		return -1;
 	sp->json_len = text->len - start;

@@ -134,15 +134,6 @@ static void suggestion_check(const json_t *it, const struct portfolio_property *
 		add(details, prefix, "trigger", "must not be empty");
 }
 
-/* "client:cli_..." or "user:usr_...": who fed an item. */
-static void actor_of(const struct ctx *c, char *out, size_t cap)
-{
-	if (c->p.user_id[0])
-		snprintf(out, cap, "user:%s", c->p.user_id);
-	else
-		snprintf(out, cap, "client:%s", c->p.client_id);
-}
-
 static int suggestion_write(struct batch *b, struct ctx *c, const json_t *it,
 			    const struct portfolio_property *p, json_t *result)
 {
@@ -162,7 +153,7 @@ static int suggestion_write(struct batch *b, struct ctx *c, const json_t *it,
 	struct outbox_later *later = b->state; /* made by the first suggestion */
 	int rc;
 
-	actor_of(c, actor, sizeof actor);
+	scope_actor(c, actor, sizeof actor);
 	rc = suggestion_create(b->tx, c->p.portfolio_id, &s, b->now, &later, id);
 	b->state = later;
 	if (rc == 0) {
