@@ -17,7 +17,7 @@ LAYERS = {
     "store": 1, "http": 1, "net": 1,
     "identity": 2, "cluster": 2,
     "events": 3, "portfolio": 3, "rates": 3, "pms": 3, "webhooks": 3, "feeds": 3,
-    "sched": 3, "operations": 3,
+    "sched": 3, "operations": 3, "guests": 3,
     "api": 4,
     "ops": 5,
     "": 6,  # src/main.c

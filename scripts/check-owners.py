@@ -54,6 +54,13 @@ OWNERS = {
     "sla_tier_settings": "operations/sla.c",
     "oncall_rotas": "operations/oncall.c",
     "operations_tasks": "operations/tasks.c",
+    "guests": "guests/threads.c",
+    "guest_identities": "guests/threads.c",
+    "guest_threads": "guests/threads.c",
+    "guest_thread_properties": "guests/threads.c",
+    "guest_messages": "guests/threads.c",
+    "guest_keywords": "guests/keywords.c",
+    "whatsapp_channels": "guests/whatsapp.c",
 }
 
 # (file, table): why this file reads another module's table in a join.

@@ -26,6 +26,8 @@
 #include "feeds/reputation.h"
 #include "feeds/review_platform.h"
 #include "feeds/reviews.h"
+#include "guests/threads.h"
+#include "guests/whatsapp.h"
 #include "operations/tasks.h"
 #include "api/ratelimit_shared.h"
 #include "api/routes.h"
@@ -97,6 +99,8 @@ static void chores(void *arg)
 		recover_decisions(a->store);
 	if (review_publish_due(a->store, a->reviews) < 0)
 		log_msg(LOG_WARN, "reviews", "could not send the replies due");
+	if (whatsapp_send_due(a->store, a->seal_key, a->whatsapp) < 0)
+		log_msg(LOG_WARN, "whatsapp", "could not send the messages due");
 	if (now - *last_purge >= 60000) {
 		*last_purge = now;
 		n = idempotency_purge(a->store, clock_now_ms());
@@ -142,6 +146,7 @@ static void start_logging(const struct config *cfg)
 /* The durable scheduler's timer kinds and their handlers. */
 static const struct timer_kind timer_kinds[] = {
 	{TASK_TIMER, task_escalate_fire, NULL},
+	{THREAD_TIMER, thread_escalate_fire, NULL},
 };
 
 /* Starts what runs once the pipeline is set up: the PMS connector, the
@@ -157,7 +162,8 @@ static int start_serving(struct config *cfg, struct store *st, struct service *s
 
 	if (pms_open(cfg->pms_url, &svc->pms) < 0 ||
 	    pms_open_as(cfg->booking_engine_url, PMS_ROLE_BOOKING_ENGINE, &svc->booking) < 0 ||
-	    review_platform_open(cfg->reviews_url, &svc->reviews) < 0)
+	    review_platform_open(cfg->reviews_url, &svc->reviews) < 0 ||
+	    whatsapp_open(cfg->whatsapp_api_url, &svc->whatsapp) < 0)
 		return -1;
 	if (cluster_role(svc->cluster) != CLUSTER_API &&
 	    (recover_decisions(st) < 0 ||
@@ -331,6 +337,7 @@ out:
 		pms_close(svc.pms);
 		pms_close(svc.booking);
 		review_platform_close(svc.reviews);
+		whatsapp_close(svc.whatsapp);
 		pipeline_free(&svc);
 	}
 	store_close(st);

@@ -7,6 +7,8 @@
 #include <time.h>
 
 #include "core/config.h"
+#include "core/crypto.h"
+#include "core/keyfile.h"
 #include "core/log.h"
 #include "operations/oncall.h"
 #include "ops/operator.h"
@@ -93,6 +95,9 @@ static void usage(void)
 	      "  sla-tier set --portfolio ID --tier standard|gold|platinum [--task-ack-minutes N]\n"
 	      "               [--task-escalate-minutes N] [--guest-reply-minutes N]\n"
 	      "  oncall set --portfolio ID --file rota.json   (docs/operations-tasks.md)\n"
+	      "  whatsapp set --portfolio ID --property ID --phone-number-id N --access-token T\n"
+	      "               --app-secret S --verify-token V   (docs/guest-messaging.md)\n"
+	      "  guest-keywords set --portfolio ID --language pl|* --words \"a,b,c\"\n"
 	      "--data-dir and --database default to REVOPS_DATA_DIR and REVOPS_DATABASE, as for\n"
 	      "revopsd (--database sqlite:PATH or postgres://...).\n",
 	      stderr);
@@ -351,6 +356,30 @@ static int cmd_oncall_set(struct store *st, const struct args *a, json_t **out, 
 	return rc;
 }
 
+/* The data directory of the command line, for the sealing key. */
+static const char *data_dir = "./var";
+
+static int cmd_whatsapp_set(struct store *st, const struct args *a, json_t **out, struct buf *err)
+{
+	unsigned char key[32];
+	int rc;
+
+	if (keyfile_load(data_dir, key) < 0)
+		return usage_error(err, "cannot read the sealing key <data-dir>/revops.key");
+	rc = operator_whatsapp_set(st, key, arg(a, "portfolio"), arg(a, "property"),
+				   arg(a, "phone-number-id"), arg(a, "access-token"),
+				   arg(a, "app-secret"), arg(a, "verify-token"), out, err);
+	crypto_wipe(key, sizeof key);
+	return rc;
+}
+
+static int cmd_guest_keywords_set(struct store *st, const struct args *a, json_t **out,
+				  struct buf *err)
+{
+	return operator_guest_keywords_set(st, arg(a, "portfolio"), arg(a, "language"),
+					   arg(a, "words"), out, err);
+}
+
 static int cmd_deprecation_add(struct store *st, const struct args *a, json_t **out, struct buf *err)
 {
 	return operator_deprecation_add(st, arg(a, "method"), arg(a, "route"), arg(a, "announced"),
@@ -381,6 +410,8 @@ static const struct command {
 	{"reputation-ceiling", "set", cmd_reputation_ceiling_set},
 	{"sla-tier", "set", cmd_sla_tier_set},
 	{"oncall", "set", cmd_oncall_set},
+	{"whatsapp", "set", cmd_whatsapp_set},
+	{"guest-keywords", "set", cmd_guest_keywords_set},
 };
 
 /* Runs the command named by noun and verb. Returns 0 with the answer in
@@ -506,6 +537,7 @@ int main(int argc, char **argv)
 	if (strcmp(c.noun, "verify") && store_open(c.database, 1, &st) < 0)
 		return die("cannot open the database");
 	buf_init(&err, 1024);
+	data_dir = c.data_dir;
 	rc = run(st, c.noun, c.verb, &c.a, &out, &err);
 	store_close(st);
 	if (rc < 0) {

@@ -20,6 +20,7 @@ struct pms;
 struct review_platform;
 struct engine;
 struct sched;
+struct whatsapp;
 struct cluster;
 struct rl_shared;
 
@@ -35,6 +36,7 @@ struct service {
 	struct pms *pms;                 /* the PMS connector (--pms-url) */
 	struct pms *booking;             /* the booking-engine connector (--booking-engine-url) */
 	struct review_platform *reviews; /* the review-platform connector (--reviews-url) */
+	struct whatsapp *whatsapp;       /* the WhatsApp Cloud API (--whatsapp-api-url) */
 	struct engine *engine;           /* the webhook delivery engine; NULL on an api node */
 	struct sched *sched;             /* the durable scheduler; NULL on an api node */
 	struct cluster *cluster;         /* this node among those sharing the database */

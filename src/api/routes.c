@@ -12,6 +12,8 @@
 #include "api/feeds/alerts.h"
 #include "api/feeds/feeds.h"
 #include "api/feeds/review.h"
+#include "api/guests/threads.h"
+#include "api/guests/whatsapp.h"
 #include "api/identity/oauth.h"
 #include "api/identity/scim.h"
 #include "api/operations/tasks.h"
@@ -34,6 +36,8 @@ static const struct route_table *const areas[] = {
 	&alert_routes,
 	&review_routes,
 	&task_routes,
+	&thread_routes,
+	&whatsapp_routes,
 	&delivery_routes,
 	&webhook_routes,
 	&scim_routes,

@@ -38,6 +38,8 @@ static const struct opt opts[] = {
 	O("booking-engine-url", OPT_STR, booking_engine_url,
 	  "booking-engine connector base URL (sim:)"),
 	O("reviews-url", OPT_STR, reviews_url, "review-platform connector base URL (sim:)"),
+	O("whatsapp-api-url", OPT_STR, whatsapp_api_url,
+	  "WhatsApp Cloud API base URL (sim:, or https://graph.facebook.com)"),
 	O("trust-ca", OPT_STR, trust_ca, "extra CA bundle for outbound HTTPS"),
 	O("allow-private-targets", OPT_FLAG, allow_private_targets,
 	  "allow outbound targets on private addresses"),
@@ -150,6 +152,7 @@ static void set_defaults(struct config *cfg)
 	strcpy(cfg->pms_url, "sim:");
 	strcpy(cfg->booking_engine_url, "sim:");
 	strcpy(cfg->reviews_url, "sim:");
+	strcpy(cfg->whatsapp_api_url, "sim:");
 	cfg->time_scale = 1.0;
 	cfg->token_ttl = 3600;
 	cfg->log_json = !isatty(STDERR_FILENO);

@@ -16,6 +16,7 @@ struct config {
 	char pms_url[512];
 	char booking_engine_url[512];
 	char reviews_url[512];
+	char whatsapp_api_url[512];
 	char trust_ca[1024];
 	int allow_private_targets;
 	int webhook_uncapped;

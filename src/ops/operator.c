@@ -20,6 +20,8 @@
 #include "identity/idp.h"
 #include "portfolio/portfolio.h"
 #include "rates/audit_trail.h"
+#include "guests/keywords.h"
+#include "guests/whatsapp.h"
 #include "operations/oncall.h"
 #include "operations/sla.h"
 #include "store/store.h"
@@ -1071,4 +1073,102 @@ fail:
 	store_rollback(tx);
 	json_decref(doc);
 	return -1;
+}
+
+/* --------------------------------------------------------- guest messaging */
+
+struct wa_args {
+	const unsigned char *key;
+	const char *pf, *property, *pnid, *token, *secret, *verify;
+	int taken; /* the phone number id is another property's */
+};
+
+static int set_whatsapp(struct store_tx *tx, void *arg)
+{
+	struct wa_args *w = arg;
+	int rc = portfolio_has_property(tx, w->pf, w->property);
+
+	if (rc != 1)
+		return rc < 0 ? rc : STORE_ERR;
+	rc = whatsapp_channel_set(tx, w->key, w->pf, w->property, w->pnid, w->token, w->secret,
+				  w->verify, clock_now_ms());
+	w->taken = rc == 1;
+	return rc == 0 ? 0 : STORE_ERR;
+}
+
+int operator_whatsapp_set(struct store *st, const unsigned char key[32], const char *pf,
+			  const char *property, const char *pnid, const char *token,
+			  const char *secret, const char *verify, json_t **out, struct buf *err)
+{
+	struct wa_args w = {key, pf, property, pnid, token, secret, verify, 0};
+
+	*out = NULL;
+	if (!pf || !property)
+		return fail(err, "--portfolio and --property are required");
+	if (!pnid || !*pnid || strlen(pnid) > 64 || strspn(pnid, "0123456789") != strlen(pnid))
+		return fail(err,
+			    "--phone-number-id must be the Cloud API's phone number id (digits)");
+	if (!is_text(token, 2048) || !is_text(secret, 256))
+		return fail(err, "--access-token and --app-secret are required");
+	if (!verify || strlen(verify) < 8 || strlen(verify) > 256)
+		return fail(err, "--verify-token must be 8 to 256 characters");
+	if (in_portfolio(st, pf, set_whatsapp, &w, "WhatsApp channel", err) < 0) {
+		if (w.taken) {
+			buf_reset(err);
+			return fail(err,
+				    "--phone-number-id is the WhatsApp number of another property");
+		}
+		return -1;
+	}
+	/* the secrets are never echoed */
+	*out = json_pack("{s:s, s:s, s:s, s:b, s:b, s:b}", "portfolio_id", pf, "property_id",
+			 property, "phone_number_id", pnid, "access_token_set", 1, "app_secret_set",
+			 1, "verify_token_set", 1);
+	return 0;
+}
+
+struct keyword_args {
+	const char *pf, *language, *words;
+	int kept;
+};
+
+static int set_keywords(struct store_tx *tx, void *arg)
+{
+	struct keyword_args *k = arg;
+	int rc = keywords_set(tx, k->pf, k->language, k->words, clock_now_ms());
+
+	k->kept = rc;
+	return rc < 0 ? rc : 0;
+}
+
+int operator_guest_keywords_set(struct store *st, const char *pf, const char *language,
+				const char *words, json_t **out, struct buf *err)
+{
+	struct keyword_args k = {pf, language, words, 0};
+	size_t n = 0;
+	const char *p;
+
+	*out = NULL;
+	if (!pf || !words)
+		return fail(err, "--portfolio and --words are required (\"\" removes the list)");
+	if (!language || (strcmp(language, "*") &&
+			  (strlen(language) < 2 || strlen(language) > 8 ||
+			   strspn(language, "abcdefghijklmnopqrstuvwxyz") != strlen(language))))
+		return fail(err, "--language must be a primary language tag such as pl, or *");
+	for (p = words; *p; p++)
+		n += *p == ',';
+	if (n >= KEYWORDS_MAX || strlen(words) > KEYWORDS_MAX * KEYWORD_MAX)
+		return fail(err, "--words holds at most 200 comma-separated words");
+	for (const char *s = words; *s;) {
+		size_t len = strcspn(s, ",");
+
+		if (len >= KEYWORD_MAX)
+			return fail(err, "a keyword has at most 63 bytes");
+		s += len + (s[len] == ',');
+	}
+	if (in_portfolio(st, pf, set_keywords, &k, "keywords", err) < 0)
+		return -1;
+	*out = json_pack("{s:s, s:s, s:i}", "portfolio_id", pf, "language", language, "keywords",
+			 k.kept);
+	return 0;
 }

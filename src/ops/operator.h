@@ -93,4 +93,15 @@ int operator_sla_tier_set(struct store *st, const char *portfolio_id, const char
 int operator_oncall_set(struct store *st, const char *portfolio_id, const char *text, json_t **out,
 			struct buf *err) WUR;
 
+/* revopsctl whatsapp set: a property's WhatsApp Cloud API channel, its
+ * secrets sealed under key (never echoed). */
+int operator_whatsapp_set(struct store *st, const unsigned char key[32], const char *portfolio_id,
+			  const char *property_id, const char *phone_number_id,
+			  const char *access_token, const char *app_secret,
+			  const char *verify_token, json_t **out, struct buf *err) WUR;
+/* revopsctl guest-keywords set: the words that escalate a guest's message
+ * at once, for a language (or "*"); "" removes the list. */
+int operator_guest_keywords_set(struct store *st, const char *portfolio_id, const char *language,
+				const char *words, json_t **out, struct buf *err) WUR;
+
 #endif

@@ -20,6 +20,21 @@ int portfolio_exists(struct store_tx *tx, const char *id)
 			       (struct store_val[]){sv_text(id)}, 1, &one);
 }
 
+int portfolio_sla_tier(struct store_tx *tx, const char *id, const char **tier)
+{
+	struct store_rows *r;
+	int rc = store_query(tx, "SELECT plan FROM portfolios WHERE id = $1",
+			     (struct store_val[]){sv_text(id)}, 1, &r);
+
+	*tier = "standard";
+	if (rc != STORE_OK)
+		return rc;
+	if ((rc = store_next(r)) == 1)
+		*tier = auth_plan_sla_tier(store_text(r, 0));
+	store_rows_close(r);
+	return rc;
+}
+
 int portfolio_has_property(struct store_tx *tx, const char *portfolio_id, const char *property_id)
 {
 	int64_t one;

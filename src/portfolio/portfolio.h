@@ -51,6 +51,9 @@ struct portfolio_ceiling_new {
 
 /* Each returns 1 (found / yes), 0 (no such row) or a negative store status. */
 int portfolio_exists(struct store_tx *tx, const char *id) WUR;
+/* The SLA tier of portfolio id (from its plan: identity/auth.h), a
+ * static string. Returns 1, 0 (no such portfolio) or < 0. */
+int portfolio_sla_tier(struct store_tx *tx, const char *id, const char **tier) WUR;
 int portfolio_has_property(struct store_tx *tx, const char *portfolio_id, const char *property_id) WUR;
 int portfolio_count(struct store_tx *tx, int64_t *n) WUR;
 /* The property of the portfolio with the given id, or with the given PMS

@@ -16,6 +16,8 @@
 #include "feeds/ota.h"
 #include "feeds/reputation.h"
 #include "feeds/reviews.h"
+#include "guests/threads.h"
+#include "identity/auth.h"
 #include "portfolio/portfolio.h"
 #include "portfolio/snapshot.h"
 #include "rates/suggestion.h"
@@ -406,6 +408,111 @@ static int review_end(struct batch *b, struct ctx *c)
 	return rc < 0 ? rc : 0;
 }
 
+/* -------------------------------------------------------- guest messages */
+
+static const struct vfield guest_spec[] = {
+	{"phone", V_STRING, 0, 1, 32, NULL, 0, NULL},
+	{"email", V_STRING, 0, 1, 254, NULL, 0, NULL},
+	{"name", V_STRING, 0, 1, 200, NULL, 0, NULL},
+	{NULL, 0, 0, 0, 0, NULL, 0, NULL},
+};
+
+static const struct vfield message_spec[] = {
+	{"property_id", V_STRING, 1, 0, 64, NULL, 0, NULL},
+	{"channel", V_STRING, 1, 0, 32, NULL, 0, NULL},
+	{"direction", V_STRING, 1, 0, 10, NULL, 0, NULL},
+	{"guest", V_OBJECT, 1, 0, 0, guest_spec, 0, NULL},
+	{"text", V_STRING, 1, 0, GUEST_TEXT_MAX, NULL, 0, NULL},
+	{"at", V_STRING, 1, 0, 40, NULL, 0, NULL},
+	{"external_id", V_STRING, 1, 0, 256, NULL, 0, NULL},
+	{NULL, 0, 0, 0, 0, NULL, 0, NULL},
+};
+
+/* An item's guest addresses, normalised (NULL when absent). Returns 0,
+ * or -1 when one is malformed or both are absent. */
+static int guest_addresses(const json_t *it, char phone[GUEST_PHONE_MAX],
+			   char email[GUEST_EMAIL_MAX], const char **p, const char **e)
+{
+	const json_t *g = json_object_get(it, "guest");
+	const char *ph = str(g, "phone"), *em = str(g, "email");
+
+	*p = ph && guest_phone_e164(ph, phone) == 0 ? phone : NULL;
+	*e = em && guest_email_norm(em, email) == 0 ? email : NULL;
+	return (ph && !*p) || (em && !*e) || (!*p && !*e) ? -1 : 0;
+}
+
+static void message_check(const json_t *it, const struct portfolio_property *p, const char *prefix,
+			  json_t *details)
+{
+	const json_t *g = json_object_get(it, "guest");
+	const char *dir = str(it, "direction");
+	char phone[GUEST_PHONE_MAX], email[GUEST_EMAIL_MAX];
+	int64_t at;
+
+	(void)p;
+	if (!validate_code(str(it, "channel")))
+		add(details, prefix, "channel", "must name the channel as a code such as email");
+	else if (!strcmp(str(it, "channel"), "whatsapp"))
+		add(details, prefix, "channel",
+		    "WhatsApp messages come from Meta's webhook (/channels/whatsapp/webhook), not "
+		    "this feed");
+	if (!dir || (strcmp(dir, "inbound") && strcmp(dir, "outbound")))
+		add(details, prefix, "direction", "must be inbound or outbound");
+	if (str(g, "phone") && guest_phone_e164(str(g, "phone"), phone) < 0)
+		add(details, prefix, "guest.phone",
+		    "must be a phone number in international form such as +48600100200");
+	if (str(g, "email") && guest_email_norm(str(g, "email"), email) < 0)
+		add(details, prefix, "guest.email", "must be an e-mail address");
+	if (!str(g, "phone") && !str(g, "email"))
+		add(details, prefix, "guest", "must give the guest's phone or e-mail");
+	if (validate_blank(str(it, "text")))
+		add(details, prefix, "text", "must not be empty");
+	if (validate_blank(str(it, "external_id")))
+		add(details, prefix, "external_id", "must not be empty");
+	if (!str(it, "at") || clock_parse_time(str(it, "at"), &at) < 0)
+		add(details, prefix, "at",
+		    "must be an RFC 3339 date-time such as 2026-11-22T08:00:00Z");
+	else if (at > clock_now_ms() + FUTURE_SKEW_MS)
+		add(details, prefix, "at", "must not be in the future");
+}
+
+static int message_write(struct batch *b, struct ctx *c, const json_t *it,
+			 const struct portfolio_property *p, json_t *result)
+{
+	char phone[GUEST_PHONE_MAX], email[GUEST_EMAIL_MAX], actor[ID_MAX + 8];
+	int inbound = !strcmp(str(it, "direction"), "inbound");
+	struct guest_msg m = {p->id,
+			      str(it, "channel"),
+			      str(it, "external_id"),
+			      str(it, "text"),
+			      inbound,
+			      NULL,
+			      NULL,
+			      str(json_object_get(it, "guest"), "name"),
+			      inbound ? "received" : "sent",
+			      NULL,
+			      inbound ? NULL : actor,
+			      NULL,
+			      0};
+	struct guest_msg_outcome out;
+	int rc;
+
+	scope_actor(c, actor, sizeof actor);
+	if (guest_addresses(it, phone, email, &m.phone, &m.email) < 0 ||
+	    clock_parse_time(str(it, "at"), &m.at) < 0)
+		return STORE_ERR;
+	rc = guest_message_record(b->tx, c->p.portfolio_id, auth_plan_sla_tier(c->p.plan), &m,
+				  b->now, &out);
+	if (rc == 0) {
+		json_object_set_new(result, "status",
+				    json_string(out.duplicate ? "duplicate" : "created"));
+		json_object_set_new(result, "id", json_string(out.message_id));
+		json_object_set_new(result, "thread_id", json_string(out.thread_id));
+		json_object_set_new(result, "escalated", json_boolean(out.escalated));
+	}
+	return rc;
+}
+
 /* -------------------------------------------------------------- batches */
 
 /* A rejected item's result. */
@@ -550,6 +657,8 @@ static const struct feed suggestion_feed = {suggestion_spec,  suggestion_check,
 					    STORE_WRITE_OWN};
 static const struct feed ota_feed = {ota_spec, ota_check, ota_write,  ota_begin,
 				     ota_end,  ota_done,  STORE_WRITE};
+static const struct feed message_feed = {message_spec, message_check, message_write, NULL,
+					 NULL,         NULL,          STORE_WRITE};
 /* Reviews insert beside other writers; review_batch_end takes the turn. */
 static const struct feed review_feed = {review_spec, review_check, review_write,   review_begin,
 					review_end,  review_done,  STORE_WRITE_OWN};
@@ -569,11 +678,18 @@ static void feeds_h_reviews(struct ctx *c)
 	feed_run(c, &review_feed);
 }
 
+static void feeds_h_messages(struct ctx *c)
+{
+	feed_run(c, &message_feed);
+}
+
 static const struct route routes[] = {
 	ROUTE_V2_JSON("POST", "/v2/feeds/rate-suggestions", feeds_h_suggestions,
 		      AUTH_SCOPE_FEEDS_WRITE, batch_spec),
 	ROUTE_V2_JSON("POST", "/v2/feeds/ota-rates", feeds_h_ota, AUTH_SCOPE_FEEDS_WRITE, batch_spec),
 	ROUTE_V2_JSON("POST", "/v2/feeds/reviews", feeds_h_reviews, AUTH_SCOPE_FEEDS_WRITE,
+		      batch_spec),
+	ROUTE_V2_JSON("POST", "/v2/feeds/guest-messages", feeds_h_messages, AUTH_SCOPE_FEEDS_WRITE,
 		      batch_spec),
 };
 const struct route_table feed_routes = ROUTE_TABLE(routes);

@@ -1,0 +1,548 @@
+#include "guests/whatsapp.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/buf.h"
+#include "core/clock.h"
+#include "core/crypto.h"
+#include "core/id.h"
+#include "core/jsonw.h"
+#include "core/log.h"
+#include "events/outbox.h"
+#include "guests/threads.h"
+#include "net/httpc.h"
+#include "portfolio/portfolio.h"
+#include "store/store.h"
+
+/* Waits after failed send 1, 2, ...: then the message is failed. */
+static const int64_t retry_ms[] = {30000, 120000, 600000, 1800000, 3600000, 10800000};
+
+struct whatsapp {
+	char base[512]; /* "" for sim: */
+};
+
+int whatsapp_open(const char *url, struct whatsapp **out)
+{
+	struct whatsapp *wa = calloc(1, sizeof *wa);
+	size_t n;
+
+	*out = NULL;
+	if (!wa)
+		return -1;
+	if (strcmp(url, "sim:")) {
+		if ((strncmp(url, "http://", 7) && strncmp(url, "https://", 8)) ||
+		    strlen(url) >= sizeof wa->base) {
+			log_msg(LOG_ERROR, "whatsapp",
+				"--whatsapp-api-url must be sim: or an http(s) URL");
+			free(wa);
+			return -1;
+		}
+		snprintf(wa->base, sizeof wa->base, "%s", url);
+		n = strlen(wa->base);
+		while (n && wa->base[n - 1] == '/')
+			wa->base[--n] = '\0';
+	}
+	*out = wa;
+	return 0;
+}
+
+void whatsapp_close(struct whatsapp *wa)
+{
+	free(wa);
+}
+
+/* ------------------------------------------------------------- channels */
+
+/* The additional data a sealed secret is bound to: its column and the
+ * property, so a sealed value copied elsewhere does not open. */
+static void aad(char *out, size_t cap, const char *what, const char *property_id)
+{
+	snprintf(out, cap, "whatsapp:%s:%s", what, property_id);
+}
+
+int whatsapp_channel_set(struct store_tx *tx, const unsigned char key[32], const char *pf,
+			 const char *property_id, const char *phone_number_id,
+			 const char *access_token, const char *app_secret, const char *verify_token,
+			 int64_t now)
+{
+	char a1[128], a2[128], hash[2 * CRYPTO_SHA256_LEN + 1], *tok, *sec;
+	int rc;
+
+	aad(a1, sizeof a1, "token", property_id);
+	aad(a2, sizeof a2, "secret", property_id);
+	tok = crypto_seal(key, access_token, a1);
+	sec = crypto_seal(key, app_secret, a2);
+	crypto_sha256_hex(verify_token, strlen(verify_token), hash);
+	rc = tok && sec
+		     ? store_exec(tx,
+				  "INSERT INTO whatsapp_channels (property_id, portfolio_id,"
+				  " phone_number_id, access_token_sealed, app_secret_sealed,"
+				  " verify_token_hash, created_at, updated_at) VALUES ($1, $2, $3,"
+				  " $4, $5, $6, $7, $7) ON CONFLICT (property_id) DO UPDATE SET"
+				  " phone_number_id = excluded.phone_number_id, access_token_sealed"
+				  " = excluded.access_token_sealed, app_secret_sealed ="
+				  " excluded.app_secret_sealed, verify_token_hash ="
+				  " excluded.verify_token_hash, updated_at = excluded.updated_at",
+				  (struct store_val[]){sv_text(property_id), sv_text(pf),
+						       sv_text(phone_number_id), sv_text(tok),
+						       sv_text(sec), sv_text(hash), sv_int(now)},
+				  7)
+		     : STORE_ERR;
+	free(tok);
+	free(sec);
+	if (rc == STORE_CONSTRAINT)
+		return 1;
+	return rc < 0 ? rc : 0;
+}
+
+int whatsapp_channel_exists(struct store_tx *tx, const char *property_id)
+{
+	int64_t one;
+
+	return store_query_int(tx, "SELECT 1 FROM whatsapp_channels WHERE property_id = $1",
+			       (struct store_val[]){sv_text(property_id)}, 1, &one);
+}
+
+int whatsapp_verify_token(struct store_tx *tx, const char *token)
+{
+	char hash[2 * CRYPTO_SHA256_LEN + 1];
+	int64_t one;
+
+	crypto_sha256_hex(token, strlen(token), hash);
+	return store_query_int(tx, "SELECT 1 FROM whatsapp_channels WHERE verify_token_hash = $1",
+			       (struct store_val[]){sv_text(hash)}, 1, &one);
+}
+
+/* A channel with its secrets opened. */
+struct channel {
+	char property_id[ID_MAX], portfolio_id[ID_MAX], phone_number_id[64];
+	char *token, *secret;
+};
+
+static void channel_free(struct channel *c)
+{
+	free(c->token);
+	free(c->secret);
+	c->token = c->secret = NULL;
+}
+
+/* The channel of column = value (phone_number_id or property_id). Returns
+ * 1, 0 or < 0 (also when a secret does not open: the key changed). */
+static int channel_by(struct store_tx *tx, const unsigned char key[32], const char *sql,
+		      const char *value, struct channel *c)
+{
+	struct store_rows *r;
+	char a1[128], a2[128];
+	int rc = store_query(tx, sql, (struct store_val[]){sv_text(value)}, 1, &r);
+
+	memset(c, 0, sizeof *c);
+	if (rc != STORE_OK)
+		return rc;
+	if ((rc = store_next(r)) == 1) {
+		snprintf(c->property_id, sizeof c->property_id, "%s", store_text(r, 0));
+		snprintf(c->portfolio_id, sizeof c->portfolio_id, "%s", store_text(r, 1));
+		snprintf(c->phone_number_id, sizeof c->phone_number_id, "%s", store_text(r, 2));
+		aad(a1, sizeof a1, "token", c->property_id);
+		aad(a2, sizeof a2, "secret", c->property_id);
+		c->token = crypto_open(key, store_text(r, 3), a1);
+		c->secret = crypto_open(key, store_text(r, 4), a2);
+		if (!c->token || !c->secret) {
+			log_msg(LOG_ERROR, "whatsapp",
+				"the secrets of property %s's WhatsApp channel do not open with this "
+				"server's key",
+				c->property_id);
+			channel_free(c);
+			rc = STORE_ERR;
+		}
+	}
+	store_rows_close(r);
+	return rc;
+}
+
+#define CHANNEL_COLS                                                              \
+	"SELECT property_id, portfolio_id, phone_number_id, access_token_sealed," \
+	" app_secret_sealed FROM whatsapp_channels WHERE "
+
+/* ------------------------------------------------------------- inbound */
+
+/* 1 when signature is "sha256=" and the hex HMAC-SHA256 of raw under
+ * secret, compared in constant time. */
+static int signed_by(const char *secret, const char *raw, size_t len, const char *signature)
+{
+	unsigned char mac[CRYPTO_SHA256_LEN];
+	char hex[2 * CRYPTO_SHA256_LEN + 1];
+
+	if (!signature || strncmp(signature, "sha256=", 7) || strlen(signature + 7) != sizeof hex - 1)
+		return 0;
+	crypto_hmac_sha256(secret, strlen(secret), raw, len, mac);
+	for (size_t i = 0; i < sizeof mac; i++)
+		snprintf(hex + 2 * i, 3, "%02x", mac[i]);
+	return crypto_equal(hex, signature + 7, sizeof hex - 1);
+}
+
+/* The "value" objects of doc's changes, in order, into a new array
+ * (borrowed items). NULL when doc is not Meta's shape (why says where). */
+static json_t *values_of(const json_t *doc, char *why, size_t cap)
+{
+	const json_t *entry, *change;
+	json_t *out;
+	size_t i, k;
+
+	if (!json_is_array(json_object_get(doc, "entry"))) {
+		snprintf(why, cap, "entry must be a list");
+		return NULL;
+	}
+	out = json_array();
+	json_array_foreach(json_object_get(doc, "entry"), i, entry) {
+		json_array_foreach(json_object_get(entry, "changes"), k, change) {
+			const json_t *v = json_object_get(change, "value");
+			const json_t *md = json_object_get(v, "metadata");
+
+			if (!json_is_object(v) ||
+			    !json_is_string(json_object_get(md, "phone_number_id"))) {
+				snprintf(why, cap,
+					 "entry[%zu].changes[%zu].value.metadata."
+					 "phone_number_id is missing",
+					 i, k);
+				json_decref(out);
+				return NULL;
+			}
+			json_array_append(out, (json_t *)v);
+		}
+	}
+	return out;
+}
+
+static const char *pnid_of(const json_t *value)
+{
+	return json_string_value(
+		json_object_get(json_object_get(value, "metadata"), "phone_number_id"));
+}
+
+/* The profile name of wa_id among value's contacts, or NULL. */
+static const char *contact_name(const json_t *value, const char *wa_id)
+{
+	const json_t *c;
+	size_t i;
+
+	json_array_foreach(json_object_get(value, "contacts"), i, c)
+		if (!strcmp(json_string_value(json_object_get(c, "wa_id"))
+				    ? json_string_value(json_object_get(c, "wa_id"))
+				    : "",
+			    wa_id))
+			return json_string_value(
+				json_object_get(json_object_get(c, "profile"), "name"));
+	return NULL;
+}
+
+/* Records one inbound message m of channel ch; whatsapp.received when new. */
+static int record_message(struct store_tx *tx, const struct channel *ch, const json_t *value,
+			  const json_t *m, int64_t now)
+{
+	const char *from = json_string_value(json_object_get(m, "from"));
+	const char *wamid = json_string_value(json_object_get(m, "id"));
+	const char *type = json_string_value(json_object_get(m, "type"));
+	const char *body = json_string_value(json_object_get(json_object_get(m, "text"), "body"));
+	const char *secs = json_string_value(json_object_get(m, "timestamp")), *tier;
+	char phone[GUEST_PHONE_MAX], text[64];
+	struct guest_msg_outcome out;
+	struct guest_msg g;
+	json_t *data, *props;
+	int rc;
+
+	if (!from || !wamid || guest_phone_e164(from, phone) < 0 || strlen(wamid) > 256)
+		return 0; /* not a message we can thread: Meta's other kinds */
+	if (!body) {
+		snprintf(text, sizeof text, "[%s]", type ? type : "message");
+		body = text;
+	}
+	if ((rc = portfolio_sla_tier(tx, ch->portfolio_id, &tier)) < 0)
+		return rc;
+	g = (struct guest_msg){ch->property_id,
+			       "whatsapp",
+			       wamid,
+			       body,
+			       1,
+			       phone,
+			       NULL,
+			       contact_name(value, from),
+			       "received",
+			       NULL,
+			       NULL,
+			       phone,
+			       secs ? strtoll(secs, NULL, 10) * 1000 : now};
+	if (g.at <= 0 || g.at > now + 300000)
+		g.at = now;
+	if ((rc = guest_message_record(tx, ch->portfolio_id, tier, &g, now, &out)) < 0 ||
+	    out.duplicate)
+		return rc;
+	data = json_pack("{s:s, s:s, s:s, s:s, s:o, s:s, s:s, s:o}", "message_id", out.message_id,
+			 "thread_id", out.thread_id, "guest_id", out.guest_id, "from", phone,
+			 "name", g.name ? json_string(g.name) : json_null(), "text", body, "wamid",
+			 wamid, "received_at", jsonw_time(g.at));
+	props = json_pack("[s]", ch->property_id);
+	rc = data && props ? outbox_append(tx, "v1", "whatsapp.received", ch->portfolio_id, props,
+					   data, NULL, 0)
+			   : STORE_ERR;
+	json_decref(data);
+	json_decref(props);
+	return rc < 0 ? rc : 0;
+}
+
+/* Records one status s of channel ch; whatsapp.sent when it is the
+ * delivery of a message we sent. */
+static int record_status(struct store_tx *tx, const struct channel *ch, const json_t *s, int64_t now)
+{
+	const char *wamid = json_string_value(json_object_get(s, "id"));
+	const char *status = json_string_value(json_object_get(s, "status"));
+	const json_t *e = json_array_get(json_object_get(s, "errors"), 0);
+	char error[300] = "";
+	json_t *msg = NULL, *data, *props;
+	int rc;
+
+	if (!wamid || !status ||
+	    (strcmp(status, "sent") && strcmp(status, "delivered") && strcmp(status, "read") &&
+	     strcmp(status, "failed")))
+		return 0;
+	if (e)
+		snprintf(error, sizeof error, "%lld %s",
+			 (long long)json_integer_value(json_object_get(e, "code")),
+			 json_string_value(json_object_get(e, "title"))
+				 ? json_string_value(json_object_get(e, "title"))
+				 : "failed");
+	rc = guest_message_status(tx, "whatsapp", wamid, status, error[0] ? error : NULL, now, &msg);
+	if (rc != 1)
+		return rc < 0 ? rc : 0;
+	data = json_pack("{s:O, s:O, s:s, s:O, s:o}", "message_id", json_object_get(msg, "id"),
+			 "thread_id", json_object_get(msg, "thread_id"), "wamid", wamid, "template",
+			 json_object_get(msg, "template"), "delivered_at", jsonw_time(now));
+	props = json_pack("[s]", ch->property_id);
+	rc = data && props ? outbox_append(tx, "v1", "whatsapp.sent", ch->portfolio_id, props, data,
+					   NULL, 0)
+			   : STORE_ERR;
+	json_decref(data);
+	json_decref(props);
+	json_decref(msg);
+	return rc < 0 ? rc : 0;
+}
+
+/* Records value's messages and statuses for channel ch. */
+static int record_value(struct store_tx *tx, const struct channel *ch, const json_t *value,
+			int64_t now)
+{
+	const json_t *m;
+	size_t i;
+	int rc = 0;
+
+	json_array_foreach(json_object_get(value, "messages"), i, m)
+		if (rc >= 0)
+			rc = record_message(tx, ch, value, m, now);
+	json_array_foreach(json_object_get(value, "statuses"), i, m)
+		if (rc >= 0)
+			rc = record_status(tx, ch, m, now);
+	return rc;
+}
+
+int whatsapp_webhook(struct store_tx *tx, const unsigned char key[32], const json_t *doc,
+		     const char *raw, size_t len, const char *signature, int64_t now,
+		     enum whatsapp_result *result, char *why, size_t cap)
+{
+	json_t *values = values_of(doc, why, cap), *v;
+	struct channel *chs = NULL;
+	size_t i, n, known = 0;
+	int rc = 0;
+
+	*result = WHATSAPP_BAD_BODY;
+	if (!values)
+		return 0;
+	n = json_array_size(values);
+	chs = calloc(n ? n : 1, sizeof *chs);
+	if (!chs) {
+		rc = STORE_ERR;
+		goto out;
+	}
+	*result = WHATSAPP_UNSIGNED;
+	snprintf(why, cap, "the signature does not verify");
+	json_array_foreach(values, i, v) {
+		if ((rc = channel_by(tx, key, CHANNEL_COLS "phone_number_id = $1", pnid_of(v),
+				     &chs[i])) < 0)
+			goto out;
+		if (rc == 1 && !signed_by(chs[i].secret, raw, len, signature))
+			goto out;
+		known += rc == 1;
+	}
+	rc = 0;
+	if (!known) {
+		snprintf(why, cap, "no channel of this server has the phone number id of the call");
+		goto out;
+	}
+	*result = WHATSAPP_OK;
+	json_array_foreach(values, i, v)
+		if (rc >= 0 && chs[i].token)
+			rc = record_value(tx, &chs[i], v, now);
+out:
+	for (i = 0; chs && i < n; i++)
+		channel_free(&chs[i]);
+	free(chs);
+	json_decref(values);
+	return rc < 0 ? rc : 0;
+}
+
+/* ------------------------------------------------------------ outbound */
+
+/* The Cloud API body of a template message to phone (E.164). */
+static char *send_body(const struct guest_outbound *o)
+{
+	json_t *tpl = o->template_json ? json_loads(o->template_json, 0, NULL) : NULL;
+	json_t *params = json_array(), *p, *body;
+	char *text = NULL;
+	size_t i;
+
+	json_array_foreach(json_object_get(tpl, "parameters"), i, p)
+		json_array_append_new(params, json_pack("{s:s, s:O}", "type", "text", "text", p));
+	body = json_pack("{s:s, s:s, s:s, s:{s:O, s:{s:O}, s:[{s:s, s:o}]}}", "messaging_product",
+			 "whatsapp", "to", o->phone + 1, "type", "template", "template", "name",
+			 json_object_get(tpl, "name"), "language", "code",
+			 json_object_get(tpl, "language"), "components", "type", "body",
+			 "parameters", params);
+	if (body)
+		text = json_dumps(body, JSON_COMPACT);
+	json_decref(body);
+	json_decref(tpl);
+	return text;
+}
+
+/* One send's outcome. */
+struct sent {
+	int ok, permanent;
+	char wamid[256], error[300];
+};
+
+/* Sends o through ch; fills s. */
+static void send_one(struct whatsapp *wa, const struct channel *ch, const struct guest_outbound *o,
+		     struct sent *s)
+{
+	char url[800], auth[600], *body = send_body(o);
+	const char *headers[] = {auth, "Content-Type: application/json", NULL};
+	struct httpc_request q;
+	json_t *ans;
+
+	memset(s, 0, sizeof *s);
+	if (!body || !o->phone[0]) {
+		s->permanent = 1;
+		snprintf(s->error, sizeof s->error, "the message has no template or no recipient");
+		free(body);
+		return;
+	}
+	if (!wa->base[0]) {
+		s->ok = 1;
+		snprintf(s->wamid, sizeof s->wamid, "wamid.SIM%.40s", o->id);
+		free(body);
+		return;
+	}
+	snprintf(url, sizeof url, "%s/%s/%s/messages", wa->base, WHATSAPP_API_VERSION,
+		 ch->phone_number_id);
+	snprintf(auth, sizeof auth, "Authorization: Bearer %s", ch->token);
+	memset(&q, 0, sizeof q);
+	q.method = "POST";
+	q.url = url;
+	q.headers = headers;
+	q.body = body;
+	q.body_len = strlen(body);
+	q.timeout_ms = WHATSAPP_TIMEOUT_MS;
+	q.max_response = 64 * 1024;
+	if (httpc_perform(&q, 1) < 0 || q.error != HTTPC_OK) {
+		snprintf(s->error, sizeof s->error, "no answer from the Cloud API: %s",
+			 q.error != HTTPC_OK ? q.errmsg : "no memory");
+	} else {
+		ans = json_loadb(q.response.data ? q.response.data : "", q.response.len, 0, NULL);
+		const char *id = json_string_value(
+			json_object_get(json_array_get(json_object_get(ans, "messages"), 0), "id"));
+		const char *msg =
+			json_string_value(json_object_get(json_object_get(ans, "error"), "message"));
+
+		if (q.status / 100 == 2 && id && strlen(id) < sizeof s->wamid) {
+			s->ok = 1;
+			snprintf(s->wamid, sizeof s->wamid, "%s", id);
+		} else {
+			s->permanent = q.status / 100 == 4 && q.status != 429 && q.status != 408;
+			snprintf(s->error, sizeof s->error, "the Cloud API answered HTTP %ld%s%s",
+				 q.status, msg ? ": " : "", msg ? msg : "");
+		}
+		json_decref(ans);
+	}
+	buf_free(&q.response);
+	free(body);
+}
+
+/* Records s for o: sent, failed for good, or retried later. */
+static int record_send(struct store *st, const struct guest_outbound *o, const struct sent *s)
+{
+	struct store_tx *tx;
+	int64_t now = clock_now_ms(), next = 0;
+	int last = o->attempts + 1 >= (int64_t)ARRAY_LEN(retry_ms) + 1;
+	const char *status = s->ok ? "sent" : (s->permanent || last) ? "failed" : "queued";
+	int rc = store_begin(st, STORE_WRITE, &tx);
+
+	if (!s->ok && !strcmp(status, "queued"))
+		next = now + clock_business_ms(retry_ms[o->attempts]);
+	if (!s->ok)
+		log_msg(LOG_WARN, "whatsapp", "message %s: %s%s", o->id, s->error,
+			strcmp(status, "failed") ? "; tried again later" : "; given up");
+	if (rc != STORE_OK)
+		return rc;
+	/* guest_outbound_done only moves a queued message: a retry stays
+	 * queued with its next time */
+	rc = guest_outbound_done(tx, o->id, status, s->ok ? s->wamid : NULL,
+				 s->ok ? NULL : s->error, next, now);
+	return store_finish(tx, rc);
+}
+
+/* Sends the claimed messages o[0..n). */
+static void send_claimed(struct store *st, const unsigned char key[32], struct whatsapp *wa,
+			 const struct guest_outbound *o, int n)
+{
+	int64_t start = clock_mono_ms();
+	struct channel ch;
+	struct store_tx *tx;
+	struct sent s;
+	int rc;
+
+	for (int i = 0; i < n && clock_mono_ms() - start < WHATSAPP_SEND_BUDGET_MS; i++) {
+		if ((rc = store_begin(st, STORE_READ, &tx)) != STORE_OK)
+			return;
+		rc = channel_by(tx, key, CHANNEL_COLS "property_id = $1", o[i].property_id, &ch);
+		store_rollback(tx);
+		if (rc < 0)
+			continue;
+		if (rc == 0) {
+			s = (struct sent){0, 1, "", "the property has no WhatsApp channel any more"};
+		} else {
+			send_one(wa, &ch, &o[i], &s);
+			channel_free(&ch);
+		}
+		if (record_send(st, &o[i], &s) < 0)
+			log_msg(LOG_WARN, "whatsapp", "could not record the send of %s", o[i].id);
+	}
+}
+
+int whatsapp_send_due(struct store *st, const unsigned char key[32], struct whatsapp *wa)
+{
+	struct guest_outbound o[16];
+	struct store_tx *tx;
+	int n, rc = store_begin(st, STORE_WRITE, &tx);
+
+	if (rc != STORE_OK)
+		return rc;
+	n = guest_outbound_claim(tx, "whatsapp", clock_now_ms(), WHATSAPP_SEND_LEASE_MS, 16, o);
+	if ((rc = store_finish(tx, n)) != STORE_OK) {
+		if (n > 0)
+			guest_outbound_free(o, n);
+		return rc;
+	}
+	send_claimed(st, key, wa, o, n);
+	guest_outbound_free(o, n);
+	return n;
+}

@@ -1,0 +1,73 @@
+/* whatsapp: the WhatsApp Cloud API channel of each property (issue 16;
+ * docs/guest-messaging.md, "WhatsApp"), the one owner of the
+ * whatsapp_channels table.
+ *
+ * A property's channel is its Cloud API phone number id, the access token
+ * revops sends with (sealed, core/crypto.h), the Meta app's secret that
+ * signs the webhook calls (sealed) and the verify token of the webhook's
+ * subscription handshake (kept as its SHA-256 only).
+ *
+ * Inbound: whatsapp_webhook checks X-Hub-Signature-256 against the app
+ * secret of every channel the body names, then records each message
+ * (guests/threads.h; v1 whatsapp.received) and each delivery status
+ * (delivered: v1 whatsapp.sent, once). Outbound: a queued template
+ * message is sent by the worker (whatsapp_send_due) through the Cloud
+ * API's messages call, transient failures retried on WHATSAPP_RETRY,
+ * permanent ones recorded on the message. */
+#ifndef REVOPS_WHATSAPP_H
+#define REVOPS_WHATSAPP_H
+#include <jansson.h>
+#include <stddef.h>
+#include <stdint.h>
+#include "core/common.h"
+
+struct store;
+struct store_tx;
+
+#define WHATSAPP_API_VERSION "v21.0"
+#define WHATSAPP_TIMEOUT_MS 10000
+#define WHATSAPP_SEND_LEASE_MS 60000
+#define WHATSAPP_SEND_BUDGET_MS 2000
+
+/* The Cloud API connector: --whatsapp-api-url, "sim:" (answers every send
+ * with a made-up message id) or an http(s) base URL
+ * ("https://graph.facebook.com"). */
+struct whatsapp;
+int whatsapp_open(const char *url, struct whatsapp **out) WUR;
+void whatsapp_close(struct whatsapp *wa);
+
+/* Sets (or replaces) property_id's channel in portfolio pf, sealing the
+ * secrets under key. Returns 0, 1 (phone_number_id is another property's
+ * already) or < 0. */
+int whatsapp_channel_set(struct store_tx *tx, const unsigned char key[32], const char *pf,
+			 const char *property_id, const char *phone_number_id,
+			 const char *access_token, const char *app_secret, const char *verify_token,
+			 int64_t now) WUR;
+/* 1 when property_id has a channel, 0 when not, or < 0. */
+int whatsapp_channel_exists(struct store_tx *tx, const char *property_id) WUR;
+
+/* GET /channels/whatsapp/webhook: 1 when token is the verify token of a
+ * channel, 0 when not, or < 0. */
+int whatsapp_verify_token(struct store_tx *tx, const char *token) WUR;
+
+/* What whatsapp_webhook did. */
+enum whatsapp_result {
+	WHATSAPP_OK,       /* recorded (or nothing to record) */
+	WHATSAPP_BAD_BODY, /* not Meta's shape: why says where */
+	WHATSAPP_UNSIGNED, /* a signature missing or wrong, or no channel known to check it */
+};
+
+/* POST /channels/whatsapp/webhook: checks raw (len bytes, parsed as doc)
+ * signed by signature ("sha256=<hex>", may be NULL), then records it
+ * inside tx (a write transaction). Returns 0 with *result (and why), or a
+ * negative store status. Nothing is written unless *result is OK. */
+int whatsapp_webhook(struct store_tx *tx, const unsigned char key[32], const json_t *doc,
+		     const char *raw, size_t len, const char *signature, int64_t now,
+		     enum whatsapp_result *result, char *why, size_t cap) WUR;
+
+/* The worker: sends the queued messages due now (at most 16, none started
+ * after WHATSAPP_SEND_BUDGET_MS), each claimed first. Returns how many it
+ * tried, or < 0. */
+int whatsapp_send_due(struct store *st, const unsigned char key[32], struct whatsapp *wa) WUR;
+
+#endif
