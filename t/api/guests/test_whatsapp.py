@@ -1,0 +1,236 @@
+"""The WhatsApp Cloud API channel (issue 16), with wa-sim playing Meta: the
+webhook's verify handshake; signed inbound messages accepted and unsigned
+or badly signed ones refused with nothing stored; Meta's retry of one
+message stored once; a guest writing to two hotels' numbers forming one
+thread; a template reply sent through the Cloud API's messages call, its
+delivered status producing v1 whatsapp.sent once; a transient send failure
+retried, a permanent one reported on the message. v1 whatsapp.received and
+whatsapp.sent reach a real HTTPS receiver. Black-box: HTTP, revopsctl,
+wa-sim and the receiver.
+"""
+
+import os
+import shutil
+import sys
+import tempfile
+import unittest
+import urllib.parse
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "lib"))
+import harness  # noqa: E402
+import receiver  # noqa: E402
+import wasim  # noqa: E402
+from harness import assert_error, assert_success, wait_until  # noqa: E402
+
+SECRET = "app-secret-of-the-meta-app"
+VERIFY = "verify-token-of-the-subscription"
+TOKEN = "EAAG-access-token"
+PNIDS = ["106540352242922", "106540352242923"]
+E = None
+
+
+class Env:
+    pass
+
+
+def setUpModule():
+    global E
+    e = Env()
+    e.ca_dir = tempfile.mkdtemp(prefix="revops-wa-ca-")
+    e.rx = e.srv = e.wa = None
+    try:
+        e.ca = receiver.TestCA(e.ca_dir)
+        e.rx = receiver.Receiver(e.ca)
+        # wa-sim: the first send fails (transient), sends to REJECTED are
+        # refused for good
+        e.wa = wasim.WaSim("--access-token", TOKEN, "--fail-first", "1",
+                           "--reject-to", "48700000009")
+        e.srv = harness.Server(["--whatsapp-api-url", e.wa.url, "--time-scale", "600",
+                                "--trust-ca", e.ca.ca_pem, "--allow-private-targets"])
+        srv = e.srv
+        e.a = srv.seed_portfolio("enterprise", 2)
+        e.props = [p["id"] for p in e.a.properties]
+        for prop, pnid in zip(e.props, PNIDS):
+            out = srv.ctl("whatsapp", "set", "--portfolio", e.a.id, "--property", prop,
+                          "--phone-number-id", pnid, "--access-token", TOKEN,
+                          "--app-secret", SECRET, "--verify-token", VERIFY)
+            if SECRET in str(out) or TOKEN in str(out) or VERIFY in str(out):
+                raise AssertionError("revopsctl echoed a secret: %r" % out)
+        e.wa.config(srv.base_url + "/channels/whatsapp/webhook", SECRET)
+        e.reader, e.read_tok = srv.client_token(e.a.id, "guest-threads:read", name="reader")
+        e.writer, e.write_tok = srv.client_token(e.a.id, "guest-threads:read guest-threads:write",
+                                                 name="concierge")
+        e.b = srv.seed_portfolio("group", 1)
+        r = srv.request("POST", "/v1/webhooks", token=e.a.token, portfolio=e.a.id,
+                        body={"url": e.rx.url("/v1"),
+                              "events": ["whatsapp.received", "whatsapp.sent"]})
+        if r.status != 201:
+            raise AssertionError("subscription: %r" % (r,))
+    except BaseException:
+        _teardown(e, check=False)
+        raise
+    E = e
+
+
+def _teardown(e, check=True):
+    try:
+        for thing in (e.srv, e.wa):
+            if thing is not None:
+                thing.close() if check else thing.cleanup()
+    finally:
+        if e.rx is not None:
+            e.rx.close()
+        shutil.rmtree(e.ca_dir, ignore_errors=True)
+
+
+def tearDownModule():
+    if E is not None:
+        _teardown(E)
+
+
+class Base(unittest.TestCase):
+    maxDiff = None
+
+    def events(self, type_, pred=lambda d: True):
+        return [ev for ev in (d.json() for d in E.rx.received("/v1"))
+                if ev["type"] == type_ and pred(ev["data"])]
+
+    def threads(self, guest):
+        r = E.srv.request("GET", "/v2/guest-threads?guest=" + urllib.parse.quote(guest),
+                          token=E.read_tok, portfolio=E.a.id)
+        data, _ = assert_success(self, r)
+        return data
+
+    def thread(self, tid):
+        r = E.srv.request("GET", "/v2/guest-threads/" + tid, token=E.read_tok, portfolio=E.a.id)
+        data, _ = assert_success(self, r)
+        return data
+
+
+class HandshakeTest(Base):
+    def verify(self, **q):
+        return E.srv.request("GET", "/channels/whatsapp/webhook?" + urllib.parse.urlencode(q))
+
+    def test_verify_token(self):
+        r = self.verify(**{"hub.mode": "subscribe", "hub.verify_token": VERIFY,
+                           "hub.challenge": "1158201444"})
+        self.assertEqual((r.status, r.raw), (200, b"1158201444"), r)
+        r = self.verify(**{"hub.mode": "subscribe", "hub.verify_token": "wrong-token-x",
+                           "hub.challenge": "1158201444"})
+        self.assertEqual(r.status, 403, r)
+        r = self.verify(**{"hub.mode": "unsubscribe", "hub.verify_token": VERIFY,
+                           "hub.challenge": "1"})
+        self.assertEqual(r.status, 400, r)
+
+
+class InboundTest(Base):
+    def test_signed_messages_only(self):
+        for sig in ("bad", "none", "other-secret"):
+            ans = E.wa.inbound(PNIDS[0], "48600111222", "forged %s" % sig, signature=sig)
+            self.assertEqual(ans["statuses"], [401], sig)
+        self.assertEqual(self.threads("+48600111222"), [])
+        self.assertEqual(self.events("whatsapp.received",
+                                     lambda d: d["from"] == "+48600111222"), [])
+        # a body that is not Meta's is refused too
+        r = E.srv.request("POST", "/channels/whatsapp/webhook", body={"entry": "x"})
+        self.assertEqual(r.status, 400, r)
+
+    def test_meta_retry_is_stored_once(self):
+        ans = E.wa.inbound(PNIDS[0], "48600333444", "Late check-out please?", name="Marek",
+                           repeat=3)
+        self.assertEqual(ans["statuses"], [200, 200, 200])
+        wait_until(lambda: self.events("whatsapp.received", lambda d: d["wamid"] == ans["wamid"]),
+                   10.0, what="whatsapp.received")
+        [t] = self.threads("+48600333444")
+        full = self.thread(t["id"])
+        self.assertEqual(len(full["messages"]), 1)
+        m = full["messages"][0]
+        self.assertEqual((m["channel"], m["direction"], m["text"], m["external_id"]),
+                         ("whatsapp", "inbound", "Late check-out please?", ans["wamid"]))
+        self.assertEqual(full["guest"]["name"], "Marek")
+        evs = self.events("whatsapp.received", lambda d: d["wamid"] == ans["wamid"])
+        self.assertEqual(len(evs), 1)
+        ev = evs[0]
+        self.assertEqual(ev["property_id"], E.props[0])
+        self.assertEqual((ev["data"]["from"], ev["data"]["thread_id"], ev["data"]["message_id"]),
+                         ("+48600333444", t["id"], m["id"]))
+
+    def test_one_guest_two_hotels_one_thread(self):
+        E.wa.inbound(PNIDS[0], "48600555666", "Hello Warsaw")
+        E.wa.inbound(PNIDS[1], "48600555666", "Hello Cracow")
+        [t] = self.threads("+48600555666")
+        self.assertEqual(sorted(t["properties"]), sorted(E.props))
+        self.assertEqual(len(self.thread(t["id"])["messages"]), 2)
+
+
+class OutboundTest(Base):
+    def send(self, tid, prop=None, token=None, template=None):
+        return E.srv.request("POST", "/v2/guest-threads/%s/messages" % tid, token=token or
+                             E.write_tok, portfolio=E.a.id,
+                             body={"property_id": prop or E.props[0],
+                                   "template": template or {"name": "late_checkout",
+                                                            "language": "en_US",
+                                                            "parameters": ["14:00"]}})
+
+    def test_template_reply_delivered_and_reported(self):
+        E.wa.inbound(PNIDS[0], "48600777888", "Can I stay until 2pm?")
+        [t] = self.threads("+48600777888")
+        m, _ = assert_success(self, self.send(t["id"]), 202)
+        self.assertEqual((m["status"], m["direction"], m["channel"]),
+                         ("queued", "outbound", "whatsapp"))
+        # sent through the Cloud API (after wa-sim's one transient failure,
+        # retried), delivered, reported once
+        wait_until(lambda: [s for s in E.wa.sent() if s["to"] == "48600777888"], 15.0,
+                   what="the send at wa-sim")
+        sent = [s for s in E.wa.sent() if s["to"] == "48600777888"][0]
+        self.assertEqual(sent["phone_number_id"], PNIDS[0])
+        self.assertEqual(sent["body"]["template"]["name"], "late_checkout")
+        self.assertEqual(sent["body"]["template"]["language"]["code"], "en_US")
+        self.assertEqual(sent["body"]["template"]["components"][0]["parameters"],
+                         [{"type": "text", "text": "14:00"}])
+        wait_until(lambda: self.events("whatsapp.sent", lambda d: d["message_id"] == m["id"]),
+                   15.0, what="whatsapp.sent")
+        ev = self.events("whatsapp.sent", lambda d: d["message_id"] == m["id"])
+        self.assertEqual(len(ev), 1)
+        self.assertEqual((ev[0]["data"]["wamid"], ev[0]["property_id"]),
+                         (sent["wamid"], E.props[0]))
+        self.assertEqual(ev[0]["data"]["template"]["name"], "late_checkout")
+        # a late "sent" status does not move it back, nor report it again
+        E.wa.status(PNIDS[0], sent["wamid"], "48600777888", "sent")
+        E.wa.status(PNIDS[0], sent["wamid"], "48600777888", "delivered")
+        msgs = self.thread(t["id"])["messages"]
+        self.assertEqual([x["status"] for x in msgs if x["id"] == m["id"]], ["delivered"])
+        self.assertEqual(len(self.events("whatsapp.sent", lambda d: d["message_id"] == m["id"])),
+                         1)
+        # the answer ended the wait
+        self.assertIsNone(self.thread(t["id"])["waiting_since"])
+
+    def test_permanent_failure_is_reported(self):
+        E.wa.inbound(PNIDS[1], "48700000009", "Hi")
+        [t] = self.threads("+48700000009")
+        m, _ = assert_success(self, self.send(t["id"], prop=E.props[1]), 202)
+
+        def failed():
+            msgs = self.thread(t["id"])["messages"]
+            return [x for x in msgs if x["id"] == m["id"] and x["status"] == "failed"]
+        wait_until(failed, 15.0, what="the message failed")
+        self.assertIn("131026", failed()[0]["error"])
+
+    def test_refusals(self):
+        E.wa.inbound(PNIDS[0], "48600999000", "Hi")
+        [t] = self.threads("+48600999000")
+        r = self.send(t["id"], token=E.read_tok)
+        assert_error(self, r, 403, "SVC-AUTH-INSUFFICIENT-ROLE")
+        r = self.send(t["id"], template={"name": "x", "language": "??"})
+        assert_error(self, r, 400, "SVC-VALIDATION-FAILED")
+        r = self.send("gt_00000000000000000000000000")
+        assert_error(self, r, 404, "SVC-NOT-FOUND")
+        r = E.srv.request("POST", "/v2/guest-threads/%s/messages" % t["id"], token=E.b.token,
+                          portfolio=E.b.id,
+                          body={"property_id": E.b.properties[0]["id"],
+                                "template": {"name": "x", "language": "en"}})
+        assert_error(self, r, 403, "SVC-AUTH-INSUFFICIENT-ROLE")
+
+
+if __name__ == "__main__":
+    unittest.main()
