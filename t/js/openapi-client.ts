@@ -77,6 +77,15 @@ const noExternalId: Schemas["ReviewFeedItem"] = {
 const noReplyText: Schemas["ReviewReplyRequest"] = {};
 // @ts-expect-error publishing takes no fields (the text is put with PUT .../reply)
 const publishWithText: Schemas["ReviewReplyPublishRequest"] = { text: "Thank you!" };
+const asapTask: Schemas["OperationsTaskCreateRequest"] = {
+  property_id: "prop_01JD3X6R8F0A5N3P7Q9S1U3W5Y",
+  title: "Air conditioning broken in room 412",
+  category: "maintenance",
+  // @ts-expect-error a task's priority is low, normal, high or urgent
+  priority: "asap",
+};
+// @ts-expect-error acknowledging takes no fields (a note is for resolving)
+const acknowledgeWithNote: Schemas["OperationsTaskAcknowledgeRequest"] = { resolution: "on it" };
 
 // ---- responses carry what the server always sends -------------------------
 
@@ -101,6 +110,16 @@ function replyStatus(r: Schemas["Review"]): Schemas["ReviewReplyStatus"] {
 function dropped(a: Schemas["ReputationAlert"]): number {
   return (a.previous_score ?? a.threshold) - a.score;
 }
+function onCall(t: Schemas["OperationsTask"]): string | null {
+  const last = t.escalations[t.escalations.length - 1];
+  if (!last?.on_call) return null;
+  const who = last.on_call;
+  return `${who.name} (${who.source} ${who.from}) ${who.phone ?? who.email ?? ""}`;
+}
+// A receiver of operations.task.escalated reads its data with the same types.
+export function escalatedTo(d: Schemas["OperationsTaskEscalatedData"]): number {
+  return d.on_call === null ? -d.level : d.level;
+}
 function tokenOf(t: Schemas["TokenResponse"]): string {
   return t.access_token + t.token_type + t.expires_in.toFixed(0) + t.property_codes.join(" ");
 }
@@ -116,6 +135,7 @@ const rs = "rs_01JD46A1B2C3D4E5F6G7H8J9KM";
 const pa = "pa_01JD4CA1B2C3D4E5F6G7H8J9KM";
 const rv = "rv_01JD47A1B2C3D4E5F6G7H8J9KM";
 const ra = "ra_01JD4BA1B2C3D4E5F6G7H8J9KM";
+const ot = "ot_01JD4EA1B2C3D4E5F6G7H8J9KM";
 
 export const calls: Operations = {
   "/oauth/token": {
@@ -374,6 +394,49 @@ export const calls: Operations = {
       return r.data?.data.brands.map((b) => (b.score ?? 0) < (b.min_score ?? 0));
     },
   },
+  "/v2/operations-tasks": {
+    get: () =>
+      client.GET("/v2/operations-tasks", {
+        params: { header: v2, query: { status: "open", sla_tier: "platinum", escalated: true } },
+      }),
+    post: async () => {
+      const r = await client.POST("/v2/operations-tasks", {
+        params: { header: { ...v2, "Idempotency-Key": "pms-task-412-ac" } },
+        body: {
+          property_id: "prop_01JD3X6R8F0A5N3P7Q9S1U3W5Y",
+          title: "Air conditioning broken in room 412",
+          category: "maintenance",
+          priority: "high",
+          sla_tier: null,
+          due_at: "2026-11-22T20:00:00Z",
+        },
+      });
+      return r.data?.data.acknowledge_by;
+    },
+  },
+  "/v2/operations-tasks/{id}": {
+    get: async () => {
+      const r = await client.GET("/v2/operations-tasks/{id}", {
+        params: { header: v2, path: { id: ot } },
+      });
+      return r.data && onCall(r.data.data);
+    },
+  },
+  "/v2/operations-tasks/{id}/acknowledge": {
+    post: async () => {
+      const r = await client.POST("/v2/operations-tasks/{id}/acknowledge", {
+        params: { header: v2, path: { id: ot } },
+      });
+      return r.data?.data.acknowledged_by;
+    },
+  },
+  "/v2/operations-tasks/{id}/resolve": {
+    post: () =>
+      client.POST("/v2/operations-tasks/{id}/resolve", {
+        params: { header: v2, path: { id: ot } },
+        body: { resolution: "Compressor replaced" },
+      }),
+  },
   "/v1/webhooks": {
     post: () =>
       client.POST("/v1/webhooks", {
@@ -525,4 +588,6 @@ export const refused = [
   noExternalId,
   noReplyText,
   publishWithText,
+  asapTask,
+  acknowledgeWithNote,
 ];

@@ -22,7 +22,12 @@ Group" fails every write and every push, for the 502s) and as the review
 platform (its first reply call answers 503, so a published reply goes
 through a retry), a webhook receiver (HTTPS, trusted with --trust-ca), and
 --time-scale 100000 so that v1 delivery schedules (72 h) end in 2.6 s and
-the v1 retry window (30 days) in 26 s.
+the v1 retry window (30 days) in 26 s, and an operations task of the
+platinum tier (15 minutes to acknowledge, 15 more to the next level)
+escalates within milliseconds: the operations tasks' case sets an on-call
+rota of two levels and an ops-manager user (revopsctl), and also checks the
+real operations.task.escalated deliveries against the document's webhooks
+entry (t/js/validate-webhooks.mjs), which Prism does not look at.
 
 What Prism 5.14.2 cannot carry, and what is done instead:
 - HEAD: the proxy parses an upstream JSON answer's body even for HEAD and
@@ -39,6 +44,7 @@ A canary Prism on a deliberately wrong one-path document proves that
 response drift does show up in `sl-violations` with these options.
 """
 
+import base64
 import datetime
 import json
 import os
@@ -60,7 +66,7 @@ import openapi_served as oa  # noqa: E402
 import pmssim  # noqa: E402
 import receiver  # noqa: E402
 from harness import (SCIM_CT, SCIM_GROUP_URN, SCIM_USER_URN, SAML_GRANT,  # noqa: E402
-                     basic_auth, scim_patch_body)
+                     basic_auth, ctl_user, scim_patch_body)
 
 SCALE = 100000
 FAIL_CODE = "LOD01"  # Demo Hotels Group: pms-sim answers 500 for it
@@ -70,12 +76,13 @@ UNKNOWN = {"rd": "rd_01AAAAAAAAAAAAAAAAAAAAAAAA", "wh": "wh_01AAAAAAAAAAAAAAAAAA
            "dlv": "dlv_01AAAAAAAAAAAAAAAAAAAAAAAA", "usr": "usr_01AAAAAAAAAAAAAAAAAAAAAAAA",
            "grp": "grp_01AAAAAAAAAAAAAAAAAAAAAAAA", "rs": "rs_01AAAAAAAAAAAAAAAAAAAAAAAA",
            "pa": "pa_01AAAAAAAAAAAAAAAAAAAAAAAA", "rv": "rv_01AAAAAAAAAAAAAAAAAAAAAAAA",
-           "ra": "ra_01AAAAAAAAAAAAAAAAAAAAAAAA"}
+           "ra": "ra_01AAAAAAAAAAAAAAAAAAAAAAAA", "ot": "ot_01AAAAAAAAAAAAAAAAAAAAAAAA"}
 # Headers Prism or the transport set, not the server's answer to compare.
 TRANSPORT = {"date", "connection", "keep-alive", "content-length", "sl-violations",
              "x-request-id", "x-service-ratelimit-remaining", "x-service-ratelimit-reset",
              "ratelimit", "transfer-encoding"}
 FORM = {"Content-Type": "application/x-www-form-urlencoded"}
+VALIDATE_WEBHOOKS = os.path.join(harness.ROOT, "t", "js", "validate-webhooks.mjs")
 
 CANARY_DOC = {
     "openapi": "3.1.0",
@@ -175,6 +182,12 @@ def violations(resp):
 
 def days_ahead(n):
     return (datetime.date.today() + datetime.timedelta(days=n)).isoformat()
+
+
+def instant_ahead(seconds):
+    """An RFC 3339 UTC instant `seconds` from now (negative: ago)."""
+    t = datetime.datetime.now(datetime.timezone.utc) + datetime.timedelta(seconds=seconds)
+    return t.strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
 class Prism:
@@ -663,16 +676,16 @@ class PrismContract(unittest.TestCase):
 
     # feeds, rate suggestions, parity alerts -----------------------------------------------
 
-    def user_token(self, pf, subject=None):
+    def user_token(self, pf, subject=None, scope="rates:read rates:write"):
         """A user's token (the SAML 2.0 bearer grant, through Prism) with
-        rates:read rates:write; the portfolio's approver unless subject."""
+        scope; the portfolio's approver unless subject."""
         saml = pf["saml"]
         xml = idplib.build_assertion(subject or pf["approver_saml_subject"],
                                      saml["idp_entity_id"], saml["audience"], saml["recipient"])
         signed = idplib.sign_with(self.demo_idp["private_key_file"],
                                   self.demo_idp["certificate_file"], xml, self.tmp)
         r = self.token(200, [("grant_type", SAML_GRANT), ("assertion", idplib.b64url(signed)),
-                             ("scope", "rates:read rates:write")])
+                             ("scope", scope)])
         return r.body["access_token"]
 
     def suggestion_item(self, pf, code, days=20, minor_units=52900, currency="PLN"):
@@ -1111,6 +1124,222 @@ class PrismContract(unittest.TestCase):
         self.assertEqual((r.body["data"]["status"], r.body["data"]["current_score"]),
                          ("resolved", 8.0))
         self.assertIsNotNone(r.body["data"]["resolved_at"])
+
+    # operations tasks -------------------------------------------------------------------------
+
+    def task_body(self, pf, code, **kw):
+        body = {"property_id": self.prop(pf, code), "title": "Air conditioning broken in 412",
+                "category": "maintenance", "priority": "high"}
+        body.update(kw)
+        return body
+
+    def task_now(self, tid, pf=None):
+        """The task as revopsd has it now (read directly, not through Prism)."""
+        pf = pf or self.ent
+        r = self.srv.request("GET", "/v2/operations-tasks/" + tid, token=self.ent_token,
+                             portfolio=pf["portfolio_id"])
+        self.assertEqual(r.status, 200, r)
+        return r.body["data"]
+
+    def test_d4_operations_tasks(self):
+        ent, grp = self.ent, self.grp
+        pf = ent["portfolio_id"]
+        tasks, one = "/v2/operations-tasks", "/v2/operations-tasks/%s"
+        ack, resolve = "/v2/operations-tasks/%s/acknowledge", "/v2/operations-tasks/%s/resolve"
+        # an on-call rota of two levels: level 1 a rotation of WAW01 and KRK01
+        # (GDN01 has nobody on call at level 1), level 2 an override for all
+        rota = {"rotations": [{"name": "duty managers", "level": 1,
+                               "properties": [self.prop(ent, "WAW01"), self.prop(ent, "KRK01")],
+                               "first_handover": "2026-01-05T09:00",
+                               "people": [{"name": "Anna Nowak", "email": "anna@contract.example",
+                                           "phone": "+48600100200"},
+                                          {"name": "Bob Smith", "email": "bob@contract.example"}]}],
+                "overrides": [{"level": 2, "from": instant_ahead(-3600),
+                               "to": instant_ahead(3600),
+                               "person": {"name": "Oscar Override"}}]}
+        rota_path = os.path.join(self.tmp, "rota.json")
+        with open(rota_path, "w") as f:
+            json.dump(rota, f)
+        self.srv.ctl("oncall", "set", "--portfolio", pf, "--file", rota_path)
+        # standard: 7 days to acknowledge (6 s at the time scale), so a task
+        # of that tier stays unescalated while this case runs
+        self.srv.ctl("sla-tier", "set", "--portfolio", pf, "--tier", "standard",
+                     "--task-ack-minutes", "10080", "--task-escalate-minutes", "10080")
+        r = self.srv.request("POST", "/v2/webhooks", token=self.ent_token, portfolio=pf,
+                             body={"url": self.rx.url("/tasks"),
+                                   "events": ["operations.task.escalated"]})
+        self.assertEqual(r.status, 201, r)
+        ctl_user(self.srv, pf, "ops-lead@contract.example", ["ops-manager"])
+        manager = self.user_token(ent, "ops-lead@contract.example", "tasks:read tasks:write")
+        approver = self.user_token(ent, scope="tasks:read tasks:write")
+        # filing: platinum (the portfolio's) escalates at once, standard does not
+        key = {"Idempotency-Key": "prism-task-%d" % time.time_ns()}
+        r = self.v2("POST", tasks, 201, body=self.task_body(ent, "WAW01"), headers=key)
+        esc = r.body["data"]
+        self.assertEqual((esc["status"], esc["sla_tier"], esc["escalation_level"]),
+                         ("open", "platinum", 0))
+        self.assertEqual(esc["created_by"], "client:" + ent["client_id"])
+        again = self.v2("POST", tasks, 201, body=self.task_body(ent, "WAW01"), headers=key)
+        self.assertEqual(again.headers.get("idempotent-replayed"), "true")
+        self.assertEqual(again.body["data"]["id"], esc["id"])
+        self.error(self.v2("POST", tasks, 422, body=self.task_body(ent, "KRK01"), headers=key),
+                   "SVC-IDEMPOTENCY-KEY-REUSED")
+        nobody = self.v2("POST", tasks, 201, body=self.task_body(
+            ent, "GDN01", title="VIP arrival: suite 701", category="vip-arrival",
+            priority="normal", sla_tier=None, due_at=None)).body["data"]
+        user_made = self.v2("POST", tasks, 201, token=manager, body=self.task_body(
+            ent, "WAW01", priority="urgent", sla_tier="gold")).body["data"]
+        self.assertTrue(user_made["created_by"].startswith("user:usr_"), user_made)
+        # refused bodies: nothing recorded
+        for body in ({"priority": "asap"}, {"sla_tier": "diamond"}, {"title": "   "},
+                     {"category": "has space"}, {"category": "c" * 33}, {"due_at": "tomorrow"},
+                     {"assignee": "anna"}):
+            r = self.v2("POST", tasks, 400, body=self.task_body(ent, "WAW01", **body), bad=True)
+            self.assertEqual(r.body["error"]["code"], "SVC-VALIDATION-FAILED", body)
+            self.assertEqual([d["field"] for d in r.body["error"]["details"]],
+                             [next(iter(body))], r)
+        self.error(self.v2("POST", tasks, 400, body={"title": "x"}, bad=True),
+                   "SVC-VALIDATION-FAILED")
+        e = self.error(self.v2("POST", tasks, 400, body=dict(self.task_body(ent, "WAW01"),
+                                                              property_id=self.prop(grp, "ZAK01"))),
+                       "SVC-VALIDATION-FAILED")
+        self.assertEqual(e["details"], [{"field": "property_id",
+                                         "issue": "is not a property of this portfolio"}])
+        self.error(self.v2("POST", tasks, 415, body="{}", bad=True,
+                           headers={"Content-Type": "text/plain"}), "SVC-UNSUPPORTED-MEDIA-TYPE")
+        reader = self.srv.access_token(ent["client_id"], ent["client_secret"], scope="tasks:read")
+        self.error(self.v2("POST", tasks, 403, token=reader, body=self.task_body(ent, "WAW01")),
+                   "SVC-AUTH-INSUFFICIENT-ROLE")
+        waw = self.srv.access_token(ent["client_id"], ent["client_secret"],
+                                    scope="tasks:read tasks:write property:WAW01")
+        self.error(self.v2("POST", tasks, 403, token=waw, body=self.task_body(ent, "KRK01")),
+                   "SVC-AUTH-INSUFFICIENT-ROLE")
+        self.error(self.v2("POST", tasks, 403, body=self.task_body(ent, "KRK01"),
+                           headers={"X-Service-Property": self.prop(ent, "WAW01")}),
+                   "SVC-AUTH-INSUFFICIENT-ROLE")
+        # escalation: WAW01's tasks to the rotation's person, then the
+        # override's; GDN01's to nobody at level 1; the standard task (filed
+        # now, acknowledged below well within its 6 s) not at all
+        harness.wait_until(lambda: all(self.task_now(t["id"])["escalation_level"] == 2
+                                       for t in (esc, nobody, user_made)), 15,
+                           interval=0.05, what="two escalation levels of three tasks")
+        calm = self.v2("POST", tasks, 201, body=self.task_body(
+            ent, "KRK01", priority="low", sla_tier="standard",
+            due_at="2026-12-01T19:00:00+01:00")).body["data"]
+        self.assertEqual((calm["sla_tier"], calm["due_at"]),
+                         ("standard", "2026-12-01T18:00:00.000Z"))
+        r = self.v2("GET", one % esc["id"], 200)
+        got = r.body["data"]
+        self.assertEqual([x["level"] for x in got["escalations"]], [1, 2])
+        self.assertEqual((got["escalations"][0]["on_call"]["source"],
+                          got["escalations"][0]["on_call"]["from"]), ("rotation", "duty managers"))
+        self.assertEqual(got["escalations"][1]["on_call"],
+                         {"name": "Oscar Override", "source": "override", "from": 0})
+        self.v2("GET", one % esc["id"], 304, headers={"If-None-Match": r.headers["etag"]})
+        r = self.v2("GET", one % nobody["id"], 200)
+        self.assertIsNone(r.body["data"]["escalations"][0]["on_call"])
+        r = self.v2("GET", one % calm["id"], 200)
+        self.assertEqual((r.body["data"]["status"], r.body["data"]["escalation_level"]),
+                         ("open", 0))
+        self.error(self.v2("GET", one % UNKNOWN["ot"], 404), "SVC-NOT-FOUND")
+        self.error(self.v2("GET", one % esc["id"], 403, pf=grp), "SVC-AUTH-INSUFFICIENT-ROLE")
+        self.error(self.v2("GET", one % calm["id"], 403, token=waw),
+                   "SVC-AUTH-INSUFFICIENT-ROLE")
+        # acknowledging: an ops-manager's user token only
+        self.error(self.v2("POST", ack % calm["id"], 403), "SVC-AUTH-INSUFFICIENT-ROLE")
+        self.error(self.v2("POST", ack % calm["id"], 403, token=approver),
+                   "SVC-AUTH-INSUFFICIENT-ROLE")
+        self.error(self.v2("POST", ack % calm["id"], 400, token=manager, body={"note": "x"},
+                           bad=True), "SVC-VALIDATION-FAILED")
+        self.error(self.v2("POST", ack % calm["id"], 403, token=manager,
+                           headers={"X-Service-Property": self.prop(ent, "WAW01")}),
+                   "SVC-AUTH-INSUFFICIENT-ROLE")
+        self.error(self.v2("POST", ack % calm["id"], 403, pf=grp), "SVC-AUTH-INSUFFICIENT-ROLE")
+        self.error(self.v2("POST", ack % UNKNOWN["ot"], 404, token=manager), "SVC-NOT-FOUND")
+        r = self.v2("POST", ack % calm["id"], 200, token=manager)
+        self.assertEqual((r.body["data"]["status"], r.body["data"]["acknowledged_by"]),
+                         ("acknowledged", "user:ops-lead@contract.example"))
+        self.error(self.v2("POST", ack % calm["id"], 409, token=manager, body={}), "SVC-CONFLICT")
+        key = {"Idempotency-Key": "prism-ack-%d" % time.time_ns()}
+        r = self.v2("POST", ack % esc["id"], 200, token=manager, headers=key, body={})
+        again = self.v2("POST", ack % esc["id"], 200, token=manager, headers=key, body={})
+        self.assertEqual(again.headers.get("idempotent-replayed"), "true")
+        self.assertEqual(again.body["data"], r.body["data"])
+        # lists
+        r = self.v2("GET", tasks, 200)
+        self.assertTrue({esc["id"], nobody["id"], calm["id"], user_made["id"]}
+                        <= {x["id"] for x in r.body["data"]})
+        r = self.v2("GET", tasks + "?escalated=true&property_id=" + self.prop(ent, "GDN01"), 200)
+        self.assertEqual([x["id"] for x in r.body["data"]], [nobody["id"]])
+        r = self.v2("GET", tasks + "?escalated=false&sla_tier=standard", 200)
+        self.assertEqual([x["id"] for x in r.body["data"]], [calm["id"]])
+        r = self.v2("GET", tasks + "?status=acknowledged&limit=1", 200)
+        self.assertEqual([x["id"] for x in r.body["data"]], [esc["id"]])
+        cursor = r.body["meta"]["next_cursor"]
+        self.assertIn('rel="next"', r.headers["link"])
+        r = self.v2("GET", tasks + "?status=acknowledged&limit=1&cursor=" + cursor, 200)
+        self.assertEqual([x["id"] for x in r.body["data"]], [calm["id"]])
+        self.error(self.v2("GET", tasks + "?cursor=" + cursor, 400), "SVC-REQUEST-MALFORMED")
+        self.error(self.v2("GET", tasks + "?status=closed", 400, bad=True),
+                   "SVC-REQUEST-MALFORMED")
+        self.error(self.v2("GET", tasks + "?escalated=yes", 400, bad=True),
+                   "SVC-REQUEST-MALFORMED")
+        self.error(self.v2("GET", tasks + "?sla_tier=diamond", 400, bad=True),
+                   "SVC-REQUEST-MALFORMED")
+        r = self.v2("GET", tasks, 200, token=waw)
+        self.assertEqual({x["property_id"] for x in r.body["data"]}, {self.prop(ent, "WAW01")})
+        self.error(self.v2("GET", tasks + "?property_id=" + self.prop(ent, "KRK01"), 403,
+                           token=waw), "SVC-AUTH-INSUFFICIENT-ROLE")
+        self.error(self.v2("GET", tasks, 403, token=self.srv.access_token(
+            ent["client_id"], ent["client_secret"], scope="alerts:read")),
+            "SVC-AUTH-INSUFFICIENT-ROLE")
+        self.assertEqual(self.v2("GET", tasks, 200, pf=grp).body["data"], [])
+        # resolving: acknowledged or open, once
+        self.error(self.v2("POST", resolve % calm["id"], 400, token=manager,
+                           body={"resolution": "x" * 2001}, bad=True), "SVC-VALIDATION-FAILED")
+        self.error(self.v2("POST", resolve % calm["id"], 403, token=approver),
+                   "SVC-AUTH-INSUFFICIENT-ROLE")
+        key = {"Idempotency-Key": "prism-resolve-%d" % time.time_ns()}
+        r = self.v2("POST", resolve % esc["id"], 200, token=manager, headers=key,
+                    body={"resolution": "Compressor replaced"})
+        self.assertEqual((r.body["data"]["status"], r.body["data"]["resolution"]),
+                         ("resolved", "Compressor replaced"))
+        self.error(self.v2("POST", resolve % esc["id"], 422, token=manager, headers=key,
+                           body={"resolution": "another"}), "SVC-IDEMPOTENCY-KEY-REUSED")
+        self.error(self.v2("POST", resolve % esc["id"], 409, token=manager), "SVC-CONFLICT")
+        self.error(self.v2("POST", ack % esc["id"], 409, token=manager), "SVC-CONFLICT")
+        r = self.v2("POST", resolve % nobody["id"], 200, token=manager,
+                    body={"resolution": None})
+        self.assertEqual((r.body["data"]["acknowledged_by"], r.body["data"]["resolution"]),
+                         (None, None))
+        self.v2("POST", resolve % user_made["id"], 200, token=manager)
+        self.v2("POST", resolve % calm["id"], 200, token=manager, body={})
+        self.error(self.v2("POST", resolve % UNKNOWN["ot"], 404, token=manager), "SVC-NOT-FOUND")
+        self.error(self.v2("POST", resolve % calm["id"], 403, pf=grp),
+                   "SVC-AUTH-INSUFFICIENT-ROLE")
+        r = self.v2("GET", one % nobody["id"], 200)
+        self.v2("GET", one % nobody["id"], 304, headers={"If-None-Match": r.headers["etag"]})
+        self.v2("GET", tasks + "?status=resolved", 200)
+        # the real operations.task.escalated deliveries against the document:
+        # two levels of each escalated task, user_made's (gold) included
+        self.rx.wait_for(6, path="/tasks", timeout=30)
+        got = [json.loads(d.body) for d in self.rx.received("/tasks")]
+        self.assertEqual(sorted((b["data"]["task_id"], b["data"]["level"]) for b in got),
+                         sorted((t["id"], lv) for t in (esc, nobody, user_made) for lv in (1, 2)))
+        doc_path = os.path.join(self.tmp, "served-openapi.json")
+        with open(doc_path, "w") as f:
+            json.dump(self.doc, f)
+        entries = [{"name": "/tasks#%d" % i, "headers": dict(d.headers),
+                    "body_b64": base64.b64encode(d.body).decode("ascii")}
+                   for i, d in enumerate(self.rx.received("/tasks"))]
+        path = os.path.join(self.tmp, "task-deliveries.json")
+        with open(path, "w") as f:
+            json.dump(entries, f)
+        v = oa.run(["node", VALIDATE_WEBHOOKS, doc_path, path], timeout=60)
+        bad = [x for x in (json.loads(l) for l in v.stdout.splitlines() if l.strip())
+               if "ok" in x and not x["ok"]]
+        self.assertEqual(bad, [], v.stdout[-3000:] + v.stderr[-2000:])
+        self.assertEqual(v.returncode, 0, v.stdout[-3000:] + v.stderr[-2000:])
 
     # webhooks --------------------------------------------------------------------------------
 
