@@ -1,0 +1,243 @@
+#!/usr/bin/env python3
+"""revops benchmark for issue 16: Meta's WhatsApp webhook and the durable
+scheduler. Every figure comes from the same server in the same run.
+
+    bench/guests.py                      (after `make build`; needs wrk and,
+                                          for postgres, postgresql-15:
+                                          `make bench` installs them)
+    BACKENDS=sqlite ROUNDS=3 DURATION=10 bench/guests.py
+    PHASES=lag bench/guests.py
+
+1. inbound: on one node per backend, in ROUNDS paired rounds (the order of
+   the pair alternating):
+   - reads: wrk GET /v2/portfolios/{id}/properties (bench/auth.lua, 64
+     connections): the authenticated read rate;
+   - inbound: wrk POST /channels/whatsapp/webhook (bench/wa_inbound.lua, 16
+     connections), each call one signed inbound message as Meta sends it,
+     every message new (bodies and HMACs made beforehand, a fresh set for
+     each run), from GUESTS guests of two properties: each call checks the
+     signature, records the message, updates its thread and emits
+     whatsapp.received.
+   The figure is inbound calls/s / reads/s, the median of the rounds'
+   ratios (target: at least 0.20).
+2. lag: TIMERS (100,000) pending timers are put in the database (SQL), due
+   evenly over SPREAD (60) seconds from 5 s ahead; the worker's scheduler
+   fires them (kind task.escalate, for tasks that do not exist: the handler
+   reads the task and does nothing, so the figure is the scheduler's own).
+   The figure is the p99 of fired_at - due_at over every timer (target: at
+   most 1 s), with the median and the maximum.
+
+Prints a table and writes the figures as JSON to RESULTS (default
+bench-guests.json in the working directory).
+"""
+
+import hashlib
+import hmac
+import json
+import os
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, HERE)
+import nodes  # noqa: E402  (puts t/api/lib on sys.path, sets REVOPS_BIN_DIR)
+from nodes import Cpu, log, read_env, run_wrk, seed, wrk_result  # noqa: E402
+
+DURATION = nodes.DURATION
+ROUNDS = int(os.environ.get("ROUNDS", "5"))
+BACKENDS = os.environ.get("BACKENDS", "sqlite,postgres").split(",")
+PHASES = os.environ.get("PHASES", "inbound,lag").split(",")
+GUESTS = int(os.environ.get("GUESTS", "1000"))
+MAX_RATE = int(os.environ.get("MAX_RATE", "15000"))  # inbound calls/s the bodies cover
+TIMERS = int(os.environ.get("TIMERS", "100000"))
+SPREAD = int(os.environ.get("SPREAD", "60"))
+RESULTS = os.environ.get("RESULTS", "bench-guests.json")
+SECRET = "bench-app-secret"
+PNIDS = ["900000000000001", "900000000000002"]
+CONNECTIONS = 16
+
+
+class Node:
+    """One node on a backend: a portfolio whose two first properties have
+    WhatsApp channels."""
+
+    def __init__(self, backend_name, tmp):
+        import backend
+        import harness
+        backend.POSTGRES = backend_name == "postgres"
+        self.name = backend_name
+        self.tmp = tmp
+        self.srv = harness.Server(nodes.POLLED)
+        self.runs = 0
+        try:
+            self.s = seed(self.srv)
+            for prop, pnid in zip(self.s.properties, PNIDS):
+                self.srv.ctl("whatsapp", "set", "--portfolio", self.s.id, "--property",
+                             prop["id"], "--phone-number-id", pnid, "--access-token", "bench",
+                             "--app-secret", SECRET, "--verify-token", "bench-verify-token")
+        except BaseException:
+            self.srv.cleanup()
+            raise
+
+    def groups(self):
+        return {"revopsd": lambda: [self.srv.proc.pid]}
+
+    def reads(self):
+        rate, _ = nodes.measure_wrk(self.srv.base_url + "/v2/portfolios/%s/properties" % self.s.id,
+                                    "auth.lua", read_env(self.s), 64, Cpu(self.groups()))
+        log("%s reads: %.0f/s" % (self.name, rate))
+        return rate
+
+    def bodies(self, n):
+        """A file of n new signed inbound calls."""
+        self.runs += 1
+        path = os.path.join(self.tmp, "inbound-%s-%d.txt" % (self.name, self.runs))
+        ts = str(int(time.time()))
+        with open(path, "w") as f:
+            for i in range(n):
+                g = i % GUESTS
+                body = json.dumps({"object": "whatsapp_business_account", "entry": [{
+                    "id": "WABA", "changes": [{"field": "messages", "value": {
+                        "messaging_product": "whatsapp",
+                        "metadata": {"display_phone_number": PNIDS[g % 2],
+                                     "phone_number_id": PNIDS[g % 2]},
+                        "contacts": [{"profile": {"name": "Guest %d" % g},
+                                      "wa_id": "4860%07d" % g}],
+                        "messages": [{"from": "4860%07d" % g,
+                                      "id": "wamid.bench-%d-%d" % (self.runs, i),
+                                      "timestamp": ts, "type": "text",
+                                      "text": {"body": "Message %d of the run" % i}}]}}]}]},
+                    separators=(",", ":"))
+                sig = hmac.new(SECRET.encode(), body.encode(), hashlib.sha256).hexdigest()
+                f.write(sig + "\t" + body + "\n")
+        return path
+
+    def run_inbound(self, seconds):
+        env = {"BENCH_BODIES": self.bodies(MAX_RATE * seconds), "BENCH_THREADS": "2"}
+        return run_wrk(self.srv.base_url, "wa_inbound.lua", env, CONNECTIONS, seconds)
+
+    def inbound(self):
+        wrk_result(self.run_inbound(nodes.WARMUP))
+        p = self.run_inbound(DURATION)
+        rate, bad, out = wrk_result(p)
+        if bad:
+            raise RuntimeError("%d answers were not 200 (or the bodies ran out):\n%s"
+                               % (bad, out))
+        log("%s inbound: %.0f calls/s" % (self.name, rate))
+        return rate
+
+    def close(self):
+        self.srv.close()
+
+
+def paired(a, b):
+    ra, rb = [], []
+    for r in range(ROUNDS):
+        pair = [(a, ra), (b, rb)]
+        for fn, out in (reversed(pair) if r % 2 else pair):
+            out.append(fn())
+    return ra, rb
+
+
+def inbound_phase(node):
+    reads, calls = paired(node.reads, node.inbound)
+    ratios = [c / r for r, c in zip(reads, calls)]
+    return {"reads_per_s": statistics.median(reads), "calls_per_s": statistics.median(calls),
+            "round_ratios": ratios, "ratio": statistics.median(ratios)}
+
+
+def sql_rows(node, q):
+    p = node.srv.db.run(q, timeout=600)
+    if p.returncode != 0:
+        raise RuntimeError("%s\n%s" % (p.stderr, q[:300]))
+    return [line for line in p.stdout.splitlines() if line.strip()]
+
+
+def lag_phase(node):
+    pf = node.s.id
+    start = int(time.time() * 1000) + 5000
+    if node.name == "postgres":
+        series = "FROM generate_series(0, %d) AS g(i)" % (TIMERS - 1)
+        tid = "'tmr_bench' || lpad(i::text, 22, '0')"
+        sub = "'ot_bench' || i::text"
+    else:
+        series = ("FROM (WITH RECURSIVE c(i) AS (SELECT 0 UNION ALL SELECT i + 1 FROM c"
+                  " WHERE i < %d) SELECT i FROM c)" % (TIMERS - 1))
+        tid = "'tmr_bench' || printf('%022d', i)"
+        sub = "'ot_bench' || CAST(i AS TEXT)"
+    sql_rows(node, "INSERT INTO timers (id, kind, subject_id, episode, step, portfolio_id,"
+                   " due_at, state, created_at) SELECT %s, 'task.escalate', %s, 1, 1, '%s',"
+                   " %d + (i * %d) / %d, 'pending', %d %s"
+             % (tid, sub, pf, start, SPREAD * 1000, TIMERS, start, series))
+    log("%s: %d timers pending, due over %d s" % (node.name, TIMERS, SPREAD))
+    deadline = time.time() + 5 + SPREAD + 60
+    while time.time() < deadline:
+        left = int(sql_rows(node, "SELECT COUNT(*) FROM timers WHERE kind = 'task.escalate'"
+                                  " AND state = 'pending' AND subject_id LIKE 'ot_bench%'")[0])
+        if not left:
+            break
+        time.sleep(2)
+    else:
+        raise RuntimeError("%d timers still pending a minute after the last was due" % left)
+    lags = sorted(int(x) for x in sql_rows(
+        node, "SELECT fired_at - due_at FROM timers WHERE subject_id LIKE 'ot_bench%'"))
+    p99 = lags[int(len(lags) * 0.99) - 1] / 1000.0
+    out = {"timers": len(lags), "p50_s": lags[len(lags) // 2] / 1000.0, "p99_s": p99,
+           "max_s": lags[-1] / 1000.0}
+    log("%s lag: p50 %.3f s, p99 %.3f s, max %.3f s over %d timers"
+        % (node.name, out["p50_s"], p99, out["max_s"], len(lags)))
+    return out
+
+
+def main():
+    if not shutil.which("wrk"):
+        sys.exit("bench: wrk is not installed (scripts/install-deps.sh --bench)")
+    tmp = tempfile.mkdtemp(prefix="revops-bench-guests-")
+    cluster = os.path.join(tmp, "pg-cluster")
+    results = {"duration_s": DURATION, "rounds": ROUNDS, "guests": GUESTS, "timers": TIMERS,
+               "spread_s": SPREAD, "cores": os.cpu_count()}
+    pg = "postgres" in BACKENDS
+    if pg:
+        subprocess.run([os.path.join(nodes.ROOT, "scripts", "pg-test-cluster.sh"), "up",
+                        cluster], check=True, env=dict(os.environ, PG_DURABLE="1"))
+        os.environ["REVOPS_TEST_PG_FILE"] = cluster
+    try:
+        for name in BACKENDS:
+            node = Node(name, tmp)
+            try:
+                r = results.setdefault(name, {})
+                if "inbound" in PHASES:
+                    r["inbound"] = inbound_phase(node)
+                if "lag" in PHASES:
+                    r["lag"] = lag_phase(node)
+            finally:
+                node.close()
+    finally:
+        if pg:
+            subprocess.run([os.path.join(nodes.ROOT, "scripts", "pg-test-cluster.sh"), "down",
+                            cluster])
+        shutil.rmtree(tmp, ignore_errors=True)
+    report(results)
+    with open(RESULTS, "w") as f:
+        json.dump(results, f, indent=2)
+
+
+def report(r):
+    print("backend   inbound calls/s  reads/s   ratio  rounds          lag p50   p99    max")
+    for name in BACKENDS:
+        b = r.get(name, {})
+        i, lag = b.get("inbound"), b.get("lag")
+        print("%-9s %15s %8s %7s  %-14s %6s %6s %6s" % (
+            name, "%.0f" % i["calls_per_s"] if i else "-", "%.0f" % i["reads_per_s"] if i else "-",
+            "%.2f" % i["ratio"] if i else "-",
+            " ".join("%.2f" % x for x in i["round_ratios"]) if i else "-",
+            "%.3f" % lag["p50_s"] if lag else "-", "%.3f" % lag["p99_s"] if lag else "-",
+            "%.3f" % lag["max_s"] if lag else "-"))
+
+
+if __name__ == "__main__":
+    main()

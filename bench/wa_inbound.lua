@@ -1,0 +1,39 @@
+-- wrk script: POST /channels/whatsapp/webhook, each request one signed
+-- inbound message as Meta sends it (bench/guests.py). The bodies and their
+-- X-Hub-Signature-256 are made beforehand (wrk's Lua has no HMAC), one per
+-- line of BENCH_BODIES ("<hex signature>\t<body>"), every message new;
+-- thread tid of T takes lines tid, tid + T, ... A thread that runs out of
+-- lines asks for /bench-ran-out-of-messages instead (a 404), so a reused
+-- message never passes for a new one. Every answer must be 200: done()
+-- prints "bench-bad-status: N" (bench/guests.py fails on any).
+local dir = debug.getinfo(1, "S").source:match("^@(.*)/[^/]*$") or "."
+package.path = dir .. "/?.lua;" .. package.path
+local common = require "common" -- bench/common.lua
+
+local file = common.env("wa_inbound.lua", "BENCH_BODIES")
+local nthreads = tonumber(common.env("wa_inbound.lua", "BENCH_THREADS"))
+local lines, next_line = {}, 1
+
+wrk.method = "POST"
+wrk.path = "/channels/whatsapp/webhook"
+wrk.headers["Content-Type"] = "application/json"
+
+common.expect_status(200, {
+  init = function()
+    local i = 0
+    for line in io.lines(file) do
+      i = i + 1
+      if i % nthreads == tid - 1 then lines[#lines + 1] = line end
+    end
+  end,
+})
+
+function request()
+  n = n + 1
+  local line = lines[next_line]
+  if not line then return wrk.format("GET", "/bench-ran-out-of-messages") end
+  next_line = next_line + 1
+  local tab = line:find("\t", 1, true)
+  return wrk.format(nil, nil, {["X-Hub-Signature-256"] = "sha256=" .. line:sub(1, tab - 1),
+                               ["Content-Type"] = "application/json"}, line:sub(tab + 1))
+end
