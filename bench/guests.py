@@ -171,7 +171,7 @@ def lag_phase(node):
         sub = "'ot_bench' || CAST(i AS TEXT)"
     sql_rows(node, "INSERT INTO timers (id, kind, subject_id, episode, step, portfolio_id,"
                    " due_at, state, created_at) SELECT %s, 'task.escalate', %s, 1, 1, '%s',"
-                   " %d + (i * %d) / %d, 'pending', %d %s"
+                   " %d + (i * CAST(%d AS BIGINT)) / %d, 'pending', %d %s"
              % (tid, sub, pf, start, SPREAD * 1000, TIMERS, start, series))
     log("%s: %d timers pending, due over %d s" % (node.name, TIMERS, SPREAD))
     deadline = time.time() + 5 + SPREAD + 60
