@@ -85,6 +85,13 @@ struct sq_store {
 	atomic_uint_fast64_t unread; /* failed reads of user_version (sq_changes) */
 	struct conn *conns;
 	int nconns;
+	/* Every write transaction of this process runs on this connection,
+	 * one at a time (write_lock): SQLite drops a connection's page cache
+	 * when another connection changed the database since its last
+	 * transaction, so writers spread over the pool re-read every page they
+	 * touched (pread, measured as most of a write's cost); one writer
+	 * keeps its cache, as it made every change itself. */
+	struct conn writer;
 };
 
 struct sq_tx {
@@ -449,6 +456,15 @@ static void pool_put(struct sq_store *st, struct conn *c)
 	store_pool_give(&st->pool, (int)(c - st->conns));
 }
 
+/* Gives tx's connection back: the writer's lock, or the pool's slot. */
+static void tx_release(struct sq_tx *tx)
+{
+	if (tx->write)
+		pthread_mutex_unlock(&tx->st->write_lock);
+	else
+		pool_put(tx->st, tx->c);
+}
+
 static int sq_begin(struct store *gst, int mode, struct store_tx **out)
 {
 	struct sq_store *st = (struct sq_store *)gst;
@@ -463,15 +479,16 @@ static int sq_begin(struct store *gst, int mode, struct store_tx **out)
 	tx->base.be = &sqlite_backend;
 	tx->st = st;
 	tx->write = write;
-	tx->c = pool_get(st);
-	if (write)
+	if (write) {
 		pthread_mutex_lock(&st->write_lock);
+		tx->c = &st->writer;
+	} else {
+		tx->c = pool_get(st);
+	}
 	rc = tx_step(tx->c, which);
 	if (rc != SQLITE_OK) {
 		rc = map_rc(tx->c->db, rc, tx_sql[which]);
-		if (write)
-			pthread_mutex_unlock(&st->write_lock);
-		pool_put(st, tx->c);
+		tx_release(tx);
 		free(tx);
 		return rc;
 	}
@@ -491,9 +508,7 @@ static int sq_commit(struct store_tx *gtx)
 		rc = map_rc(tx->c->db, rc, "COMMIT");
 		tx_step(tx->c, TX_ROLLBACK);
 	}
-	if (tx->write)
-		pthread_mutex_unlock(&tx->st->write_lock);
-	pool_put(tx->st, tx->c);
+	tx_release(tx);
 	if (rc == SQLITE_OK && tx->notify)
 		store_hub_raise(&tx->st->base.hub, tx->notify);
 	free(tx);
@@ -532,9 +547,7 @@ static void sq_rollback(struct store_tx *gtx)
 		return;
 	if (!sqlite3_get_autocommit(tx->c->db))
 		tx_step(tx->c, TX_ROLLBACK);
-	if (tx->write)
-		pthread_mutex_unlock(&tx->st->write_lock);
-	pool_put(tx->st, tx->c);
+	tx_release(tx);
 	free(tx);
 }
 
@@ -581,6 +594,8 @@ int store_sqlite_open(const char *path, int pool_size, struct store **out)
 	for (i = 0; i < st->nconns; i++)
 		if (conn_open(path, &st->conns[i]) < 0)
 			goto fail;
+	if (conn_open(path, &st->writer) < 0)
+		goto fail;
 	*out = &st->base;
 	return 0;
 fail:
@@ -604,6 +619,7 @@ static void sq_close(struct store *gst)
 	}
 	for (i = 0; st->conns && i < st->nconns; i++)
 		conn_close(&st->conns[i]);
+	conn_close(&st->writer);
 	free(st->conns);
 	store_pool_destroy(&st->pool);
 	pthread_mutex_destroy(&st->write_lock);
@@ -669,9 +685,11 @@ static void sq_background_checkpoints(struct store *gst)
 	struct sq_store *st = (struct sq_store *)gst;
 	int i;
 
-	for (i = 0; i < st->nconns; i++) {
-		sqlite3_wal_autocheckpoint(st->conns[i].db, 0);
-		sqlite3_wal_hook(st->conns[i].db, on_wal_commit, st);
+	for (i = 0; i <= st->nconns; i++) {
+		sqlite3 *db = i < st->nconns ? st->conns[i].db : st->writer.db;
+
+		sqlite3_wal_autocheckpoint(db, 0);
+		sqlite3_wal_hook(db, on_wal_commit, st);
 	}
 	if (!st->ckpt_started && pthread_create(&st->ckpt_thr, NULL, checkpointer_main, st) == 0) {
 		st->ckpt_started = 1;
