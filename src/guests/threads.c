@@ -405,12 +405,42 @@ static int insert_message(struct store_tx *tx, const char *pf, const char *threa
 	return rc == 1 ? 0 : (rc < 0 ? rc : STORE_ERR);
 }
 
+/* out->duplicate with the known ids when (pf, m's channel, external id)
+ * is recorded. Returns 1 (known), 0 or < 0. */
+static int known_message(struct store_tx *tx, const char *pf, const struct guest_msg *m,
+			 struct guest_msg_outcome *out)
+{
+	struct store_rows *r;
+	int rc = store_query(tx,
+			     "SELECT m.id, m.thread_id, t.guest_id FROM guest_messages m JOIN"
+			     " guest_threads t ON t.id = m.thread_id WHERE m.portfolio_id = $1 AND"
+			     " m.channel = $2 AND m.external_id = $3",
+			     (struct store_val[]){sv_text(pf), sv_text(m->channel),
+						  sv_text(m->external_id)},
+			     3, &r);
+
+	if (rc != STORE_OK)
+		return rc;
+	if ((rc = store_next(r)) == 1) {
+		out->duplicate = 1;
+		snprintf(out->message_id, sizeof out->message_id, "%s", store_text(r, 0));
+		snprintf(out->thread_id, sizeof out->thread_id, "%s", store_text(r, 1));
+		snprintf(out->guest_id, sizeof out->guest_id, "%s", store_text(r, 2));
+	}
+	store_rows_close(r);
+	return rc;
+}
+
 int guest_message_record(struct store_tx *tx, const char *pf, const char *pf_tier,
 			 const struct guest_msg *m, int64_t now, struct guest_msg_outcome *out)
 {
 	int rc;
 
 	memset(out, 0, sizeof *out);
+	/* a message seen before changes nothing, not even its guest's
+	 * addresses (the insert below settles two racing) */
+	if (m->external_id && (rc = known_message(tx, pf, m, out)) != 0)
+		return rc < 0 ? rc : 0;
 	if ((rc = find_guest(tx, pf, m, now, out->guest_id)) < 0 ||
 	    (rc = thread_for(tx, pf, out->guest_id, now, out->thread_id)) < 0 ||
 	    (rc = insert_message(tx, pf, out->thread_id, m, now, out)) < 0 || out->duplicate)
@@ -557,7 +587,9 @@ int guest_message_status(struct store_tx *tx, const char *channel, const char *e
 			(struct store_val[]){sv_text(channel), sv_text(external_id),
 					     sv_text(status), sv_text(error), sv_int(now)},
 			5);
-	if (rc >= 0 && !strcmp(status, "delivered") && rank(was) < rank("delivered")) {
+	/* delivered, or read without a delivered before it: reported once */
+	if (rc >= 0 && rank(status) >= rank("delivered") && strcmp(status, "failed") &&
+	    rank(was) < rank("delivered")) {
 		json_object_set_new(*message, "status", json_string(status));
 		return 1;
 	}

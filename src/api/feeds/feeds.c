@@ -4,6 +4,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 
 #include "api/ctx.h"
 #include "api/respond.h"
@@ -452,7 +453,7 @@ static void message_check(const json_t *it, const struct portfolio_property *p, 
 	(void)p;
 	if (!validate_code(str(it, "channel")))
 		add(details, prefix, "channel", "must name the channel as a code such as email");
-	else if (!strcmp(str(it, "channel"), "whatsapp"))
+	else if (!strcasecmp(str(it, "channel"), "whatsapp"))
 		add(details, prefix, "channel",
 		    "WhatsApp messages come from Meta's webhook (/channels/whatsapp/webhook), not "
 		    "this feed");

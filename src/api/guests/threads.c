@@ -43,6 +43,18 @@ static int reaches_thread(struct ctx *c, const json_t *thread)
 	return 0;
 }
 
+/* A thread as the request may see it: its last message left out (null)
+ * when it is of a property the request does not reach. Returns t. */
+static json_t *narrowed(struct ctx *c, json_t *t)
+{
+	const json_t *last = json_object_get(t, "last_message");
+	const char *prop = json_string_value(json_object_get(last, "property_id"));
+
+	if (t && prop && !scope_reaches(c, prop))
+		json_object_set_new(t, "last_message", json_null());
+	return t;
+}
+
 /* Loads the thread of the path for the request, or answers why not.
  * Returns the thread (owned) or NULL. */
 static json_t *visible_thread(struct ctx *c, struct store_tx *tx)
@@ -51,7 +63,7 @@ static json_t *visible_thread(struct ctx *c, struct store_tx *tx)
 	int rc = thread_load(tx, c->p.portfolio_id, ctx_param(c, 0), clock_now_ms(), &t);
 
 	if (rc == 1 && reaches_thread(c, t))
-		return t;
+		return narrowed(c, t);
 	if (rc < 0)
 		respond_store_error(c, rc);
 	else if (rc == 0)
@@ -66,9 +78,8 @@ static json_t *visible_thread(struct ctx *c, struct store_tx *tx)
 
 static json_t *row(struct store_tx *tx, struct store_rows *r, void *arg, char *key, size_t keycap)
 {
-	(void)arg;
 	snprintf(key, keycap, "%s", thread_row_id(r));
-	return thread_from_row(tx, r, clock_now_ms());
+	return narrowed(arg, thread_from_row(tx, r, clock_now_ms()));
 }
 
 static void h_list(struct ctx *c)
@@ -101,7 +112,7 @@ static void h_list(struct ctx *c)
 		return;
 	}
 	rc = thread_list(pg.tx, c->p.portfolio_id, pg.after, &f, pg.limit + 1, &r);
-	respond_rows_page(c, pg.tx, rc, r, pg.limit, pg.scope, row, NULL);
+	respond_rows_page(c, pg.tx, rc, r, pg.limit, pg.scope, row, c);
 }
 
 /* The first MESSAGES_IN_THREAD messages of thread t the request reaches,
@@ -265,6 +276,13 @@ static void h_send(struct ctx *c)
 		respond_store_error(c, rc);
 		return;
 	}
+	/* the thread first: another portfolio's or out of reach is 403,
+	 * whatever the body says */
+	if ((t = visible_thread(c, tx)) == NULL) {
+		store_rollback(tx);
+		return;
+	}
+	json_decref(t);
 	if ((rc = portfolio_has_property(tx, c->p.portfolio_id, prop)) == 0)
 		respond_error(c, ERR_VALIDATION_FAILED,
 			      json_pack("[{s:s, s:s}]", "field", "property_id", "issue",
@@ -272,15 +290,12 @@ static void h_send(struct ctx *c)
 			      "property_id is not a property of this portfolio");
 	else if (rc < 0)
 		respond_store_error(c, rc);
-	else if ((t = visible_thread(c, tx)) != NULL) {
-		json_decref(t);
-		if (queue_send(c, tx, prop, &msg) == 0) {
-			if ((rc = store_commit(tx)) == STORE_OK)
-				respond_data(c, 202, msg);
-			else
-				respond_store_error(c, rc);
-			return;
-		}
+	else if (queue_send(c, tx, prop, &msg) == 0) {
+		if ((rc = store_commit(tx)) == STORE_OK)
+			respond_data(c, 202, msg);
+		else
+			respond_store_error(c, rc);
+		return;
 	}
 	store_rollback(tx);
 }

@@ -197,6 +197,11 @@ class ThreadingTest(Base):
         self.assertEqual(first["id"], again["id"])
         self.assertEqual(self.one(item)["status"], "duplicate")
         self.assertEqual(len(self.thread(first["thread_id"])["messages"]), 1)
+        # a copy naming a new address changes nothing either
+        again = self.one(dict(item, guest={"email": "dup@example.com", "phone": "+48111222333"}))
+        self.assertEqual((again["status"], again["thread_id"]), ("duplicate", first["thread_id"]))
+        self.assertEqual(self.thread(first["thread_id"])["guest"]["phones"], [])
+        self.assertEqual(self.threads_of("+48111222333"), [])
         self.answer(first["thread_id"])
 
     def test_bad_items(self):
@@ -214,7 +219,22 @@ class ThreadingTest(Base):
                                       ["items[4].direction"], ["items[5].at"]])
         self.assertEqual(res[6]["error"]["code"], "SVC-AUTH-INSUFFICIENT-ROLE")
 
+    def threads_of(self, guest):
+        data, _ = assert_success(self, self.get("/v2/guest-threads?guest=" +
+                                                guest.replace("+", "%2B")))
+        return data
+
     def test_scope_and_portfolio(self):
+        # a guest of the first and the third hotel, who wrote last to the
+        # first: the third's token sees the thread, not that last message
+        b = self.one(msg(E.props[2], email="both@example.com", text="For the third"))
+        self.one(msg(E.props[0], email="both@example.com", text="For the first"))
+        t = self.thread(b["thread_id"], token=E.one_tok)
+        self.assertIsNone(t["last_message"])
+        self.assertEqual([m["text"] for m in t["messages"]], ["For the third"])
+        self.assertEqual(sorted(t["properties"]), sorted([E.props[0], E.props[2]]))
+        self.assertEqual(self.thread(b["thread_id"])["last_message"]["text"], "For the first")
+        self.answer(b["thread_id"])
         a = self.one(msg(E.props[0], email="scoped@example.com"))
         # a token of the third hotel does not see a thread of the first
         r = self.get("/v2/guest-threads/" + a["thread_id"], token=E.one_tok)

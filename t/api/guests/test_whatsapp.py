@@ -205,6 +205,27 @@ class OutboundTest(Base):
         # the answer ended the wait
         self.assertIsNone(self.thread(t["id"])["waiting_since"])
 
+    def test_read_without_delivered_reports_once(self):
+        E.wa.inbound(PNIDS[1], "48600121212", "Hi")
+        [t] = self.threads("+48600121212")
+        m, _ = assert_success(self, self.send(t["id"], prop=E.props[1]), 202)
+
+        def sent():
+            msgs = self.thread(t["id"])["messages"]
+            return [x for x in msgs if x["id"] == m["id"] and x["external_id"]]
+        wait_until(sent, 15.0, what="the message sent")
+        wamid = sent()[0]["external_id"]
+        # wa-sim's own statuses may be on their way too: whichever comes
+        # first, one whatsapp.sent
+        E.wa.status(PNIDS[1], wamid, "48600121212", "read")
+        wait_until(lambda: self.events("whatsapp.sent", lambda d: d["message_id"] == m["id"]),
+                   10.0, what="whatsapp.sent")
+        E.wa.status(PNIDS[1], wamid, "48600121212", "delivered")
+        self.assertEqual([x["status"] for x in self.thread(t["id"])["messages"]
+                          if x["id"] == m["id"]], ["read"])
+        self.assertEqual(len(self.events("whatsapp.sent", lambda d: d["message_id"] == m["id"])),
+                         1)
+
     def test_permanent_failure_is_reported(self):
         E.wa.inbound(PNIDS[1], "48700000009", "Hi")
         [t] = self.threads("+48700000009")
