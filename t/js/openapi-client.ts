@@ -86,6 +86,27 @@ const asapTask: Schemas["OperationsTaskCreateRequest"] = {
 };
 // @ts-expect-error acknowledging takes no fields (a note is for resolving)
 const acknowledgeWithNote: Schemas["OperationsTaskAcknowledgeRequest"] = { resolution: "on it" };
+const whatsappFed: Schemas["GuestMessageFeedItem"] = {
+  property_id: "prop_01JD3X6R8F0A5N3P7Q9S1U3W5Y",
+  channel: "email",
+  // @ts-expect-error a fed message is inbound or outbound
+  direction: "incoming",
+  guest: { email: "anna.nowak@example.com" },
+  text: "Is breakfast included?",
+  at: "2026-11-22T09:58:00Z",
+  external_id: "crm-8812",
+};
+const freeTextReply: Schemas["GuestReplyRequest"] = {
+  property_id: "prop_01JD3X6R8F0A5N3P7Q9S1U3W5Y",
+  template: { name: "late_checkout", language: "en_US" },
+  // @ts-expect-error an answer is an approved template, never free text
+  text: "See you at 23:00!",
+};
+const numericParameter: Schemas["GuestReplyRequest"] = {
+  property_id: "prop_01JD3X6R8F0A5N3P7Q9S1U3W5Y",
+  // @ts-expect-error template parameters are strings
+  template: { name: "late_checkout", language: "en_US", parameters: [14] },
+};
 
 // ---- responses carry what the server always sends -------------------------
 
@@ -120,6 +141,24 @@ function onCall(t: Schemas["OperationsTask"]): string | null {
 export function escalatedTo(d: Schemas["OperationsTaskEscalatedData"]): number {
   return d.on_call === null ? -d.level : d.level;
 }
+function waiting(t: Schemas["GuestThread"]): string {
+  const last = t.last_message;
+  return `${t.guest.phones[0] ?? t.guest.emails[0] ?? t.guest.id} ${t.status} ` +
+    `${t.waiting_seconds}s ${t.escalation_reason ?? ""} ${last?.channel ?? ""}`;
+}
+function delivery(m: Schemas["GuestMessage"]): string {
+  return m.template ? `${m.template.name} ${m.status} ${m.error ?? ""}` : m.text ?? "";
+}
+// Receivers of the guest-messaging events read their data with the same types.
+export function received(d: Schemas["WhatsappReceivedData"]): string {
+  return `${d.from} ${d.name ?? "?"}: ${d.text} (${d.wamid})`;
+}
+export function deliveredTemplate(d: Schemas["WhatsappSentData"]): string | undefined {
+  return d.template?.parameters?.join(", ");
+}
+export function escalatedBecause(d: Schemas["GuestThreadEscalatedData"]): string {
+  return d.reason === "keyword" ? `keyword ${d.keyword}` : `${d.waited_seconds}s unanswered`;
+}
 function tokenOf(t: Schemas["TokenResponse"]): string {
   return t.access_token + t.token_type + t.expires_in.toFixed(0) + t.property_codes.join(" ");
 }
@@ -136,6 +175,7 @@ const pa = "pa_01JD4CA1B2C3D4E5F6G7H8J9KM";
 const rv = "rv_01JD47A1B2C3D4E5F6G7H8J9KM";
 const ra = "ra_01JD4BA1B2C3D4E5F6G7H8J9KM";
 const ot = "ot_01JD4EA1B2C3D4E5F6G7H8J9KM";
+const gt = "gt_01JD48A1B2C3D4E5F6G7H8J9KM";
 
 export const calls: Operations = {
   "/oauth/token": {
@@ -437,6 +477,115 @@ export const calls: Operations = {
         body: { resolution: "Compressor replaced" },
       }),
   },
+  "/v2/feeds/guest-messages": {
+    post: async () => {
+      const r = await client.POST("/v2/feeds/guest-messages", {
+        params: { header: { ...v2, "Idempotency-Key": "crm-2026-11-22-1012" } },
+        body: {
+          items: [
+            {
+              property_id: "prop_01JD3X6R8F0A5N3P7Q9S1U3W5Y",
+              channel: "email",
+              direction: "inbound",
+              guest: { phone: "+48 600-100-200", email: "anna.nowak@example.com", name: "Anna" },
+              text: "Is breakfast included?",
+              at: "2026-11-22T09:58:00Z",
+              external_id: "crm-8812",
+            },
+            {
+              property_id: "prop_01JD3X6R8F0A5N3P7Q9S1U3W5Y",
+              channel: "booking.com",
+              direction: "outbound",
+              guest: { phone: null, email: "anna.nowak@example.com" },
+              text: "Yes, it is.",
+              at: "2026-11-22T10:01:00+01:00",
+              external_id: "bk-55120931",
+            },
+          ],
+        },
+      });
+      return r.data?.data.results.map((x) =>
+        x.status === "rejected" ? x.error.code : `${x.thread_id} ${x.escalated}`,
+      );
+    },
+  },
+  "/v2/guest-threads": {
+    get: async () => {
+      const r = await client.GET("/v2/guest-threads", {
+        params: {
+          header: v2,
+          query: { status: "escalated", guest: "+48600100200", escalated: true, limit: 20 },
+        },
+      });
+      return r.data?.data.map(waiting);
+    },
+  },
+  "/v2/guest-threads/{id}": {
+    get: async () => {
+      const r = await client.GET("/v2/guest-threads/{id}", {
+        params: { header: v2, path: { id: gt } },
+      });
+      return r.data && [r.data.data.messages.map(delivery), r.data.data.messages_next];
+    },
+  },
+  "/v2/guest-threads/{id}/messages": {
+    get: () =>
+      client.GET("/v2/guest-threads/{id}/messages", {
+        params: {
+          header: v2,
+          path: { id: gt },
+          query: { after: "msg_01JD48C3D4E5F6G7H8J9K0M1NP", limit: 100 },
+        },
+      }),
+    post: async () => {
+      const r = await client.POST("/v2/guest-threads/{id}/messages", {
+        params: {
+          header: { ...v2, "Idempotency-Key": "reply-late-checkout-1" },
+          path: { id: gt },
+        },
+        body: {
+          property_id: "prop_01JD3X6R8F0A5N3P7Q9S1U3W5Y",
+          template: { name: "late_checkout", language: "en_US", parameters: ["14:00"] },
+        },
+      });
+      return r.data && delivery(r.data.data);
+    },
+  },
+  // Meta calls these two (no bearer token: the verify token, the signature of the raw body).
+  "/channels/whatsapp/webhook": {
+    get: () =>
+      client.GET("/channels/whatsapp/webhook", {
+        params: {
+          query: {
+            "hub.mode": "subscribe",
+            "hub.verify_token": "k3Y8-verify-7pQ2",
+            "hub.challenge": "1158201444",
+          },
+        },
+        parseAs: "text",
+      }),
+    post: () =>
+      client.POST("/channels/whatsapp/webhook", {
+        params: { header: { "X-Hub-Signature-256": "sha256=" + "0".repeat(64) } },
+        body: {
+          object: "whatsapp_business_account",
+          entry: [
+            {
+              id: "102290129340398",
+              changes: [
+                {
+                  field: "messages",
+                  value: {
+                    metadata: { phone_number_id: "106540352242922" },
+                    statuses: [{ id: "wamid.HBgLNDg2MDAxMDAyMDA", status: "delivered" }],
+                  },
+                },
+              ],
+            },
+          ],
+        },
+      }),
+  },
   "/v1/webhooks": {
     post: () =>
       client.POST("/v1/webhooks", {
@@ -590,4 +739,7 @@ export const refused = [
   publishWithText,
   asapTask,
   acknowledgeWithNote,
+  whatsappFed,
+  freeTextReply,
+  numericParameter,
 ];

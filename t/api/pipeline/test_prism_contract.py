@@ -27,7 +27,13 @@ platinum tier (15 minutes to acknowledge, 15 more to the next level)
 escalates within milliseconds: the operations tasks' case sets an on-call
 rota of two levels and an ops-manager user (revopsctl), and also checks the
 real operations.task.escalated deliveries against the document's webhooks
-entry (t/js/validate-webhooks.mjs), which Prism does not look at.
+entry (t/js/validate-webhooks.mjs), which Prism does not look at. wa-sim
+(--whatsapp-api-url) plays Meta's WhatsApp Cloud API: the guest-messaging
+case gives WAW01 a WhatsApp channel (revopsctl whatsapp set) and a keyword
+(revopsctl guest-keywords set); a template answer is sent to wa-sim, whose
+`delivered` status comes back through the webhook, and the real
+whatsapp.received, whatsapp.sent and guest.thread.escalated deliveries are
+checked against the document the same way.
 
 What Prism 5.14.2 cannot carry, and what is done instead:
 - HEAD: the proxy parses an upstream JSON answer's body even for HEAD and
@@ -40,12 +46,22 @@ What Prism 5.14.2 cannot carry, and what is done instead:
   after GET) are checked here.
 - Malformed JSON: Prism answers 400 `invalid_json` itself without
   forwarding, so SVC-REQUEST-MALFORMED for a body is not sent through it.
+- Raw request bodies: Prism parses a JSON request body and forwards
+  JSON.stringify of it, not the bytes it received. Meta signs the exact
+  bytes of its notifications (X-Hub-Signature-256) and serialises them with
+  `\\u00eb` and `\\/` escapes, which re-serialising undoes, so such a body,
+  correctly signed, is 401 through Prism (asserted, as the reason) and is
+  sent to revopsd directly (by wa-sim, and once more here). Through Prism go
+  the signature refusals, the shape refusals and a success whose bytes are
+  already what JSON.stringify writes (compact, ASCII), so they arrive intact.
 A canary Prism on a deliberately wrong one-path document proves that
 response drift does show up in `sl-violations` with these options.
 """
 
 import base64
 import datetime
+import hashlib
+import hmac
 import json
 import os
 import re
@@ -65,6 +81,7 @@ import idp as idplib  # noqa: E402
 import openapi_served as oa  # noqa: E402
 import pmssim  # noqa: E402
 import receiver  # noqa: E402
+import wasim  # noqa: E402
 from harness import (SCIM_CT, SCIM_GROUP_URN, SCIM_USER_URN, SAML_GRANT,  # noqa: E402
                      basic_auth, ctl_user, scim_patch_body)
 
@@ -76,13 +93,19 @@ UNKNOWN = {"rd": "rd_01AAAAAAAAAAAAAAAAAAAAAAAA", "wh": "wh_01AAAAAAAAAAAAAAAAAA
            "dlv": "dlv_01AAAAAAAAAAAAAAAAAAAAAAAA", "usr": "usr_01AAAAAAAAAAAAAAAAAAAAAAAA",
            "grp": "grp_01AAAAAAAAAAAAAAAAAAAAAAAA", "rs": "rs_01AAAAAAAAAAAAAAAAAAAAAAAA",
            "pa": "pa_01AAAAAAAAAAAAAAAAAAAAAAAA", "rv": "rv_01AAAAAAAAAAAAAAAAAAAAAAAA",
-           "ra": "ra_01AAAAAAAAAAAAAAAAAAAAAAAA", "ot": "ot_01AAAAAAAAAAAAAAAAAAAAAAAA"}
+           "ra": "ra_01AAAAAAAAAAAAAAAAAAAAAAAA", "ot": "ot_01AAAAAAAAAAAAAAAAAAAAAAAA",
+           "gt": "gt_01AAAAAAAAAAAAAAAAAAAAAAAA"}
 # Headers Prism or the transport set, not the server's answer to compare.
 TRANSPORT = {"date", "connection", "keep-alive", "content-length", "sl-violations",
              "x-request-id", "x-service-ratelimit-remaining", "x-service-ratelimit-reset",
              "ratelimit", "transfer-encoding"}
 FORM = {"Content-Type": "application/x-www-form-urlencoded"}
 VALIDATE_WEBHOOKS = os.path.join(harness.ROOT, "t", "js", "validate-webhooks.mjs")
+# WAW01's WhatsApp channel (the Meta app as wa-sim plays it)
+WA_PNID = "106540352242922"
+WA_TOKEN = "EAAG-contract-access-token"
+WA_SECRET = "contract-app-secret"
+WA_VERIFY = "contract-verify-token"
 
 CANARY_DOC = {
     "openapi": "3.1.0",
@@ -240,7 +263,7 @@ class PrismContract(unittest.TestCase):
     def setUpClass(cls):
         cls.started = time.monotonic()
         cls.tmp = tempfile.mkdtemp(prefix="revops-prism-")
-        cls.rx = cls.sim = cls.srv = cls.prism = cls.canary = None
+        cls.rx = cls.sim = cls.wa = cls.srv = cls.prism = cls.canary = None
         try:
             cls._set_up()
         except BaseException:
@@ -261,8 +284,12 @@ class PrismContract(unittest.TestCase):
         cls.sim = pmssim.PmsSim("--fail-codes", FAIL_CODE,
                                 "--booking-engine-fail-codes", FAIL_CODE,
                                 "--reviews-fail-first", "1")
+        # statuses 250 ms apart: a status that came before revopsd recorded
+        # the send's wamid would find no message
+        cls.wa = wasim.WaSim("--access-token", WA_TOKEN, "--status-delay-ms", "250")
         cls.srv = harness.Server(["--demo", "--pms-url", cls.sim.url, "--booking-engine-url",
                                   cls.sim.url + "/booking-engine", "--reviews-url", cls.sim.url,
+                                  "--whatsapp-api-url", cls.wa.url,
                                   "--trust-ca", cls.ca.ca_pem, "--allow-private-targets",
                                   "--time-scale", str(SCALE)])
         # both Prisms load (about 4 s) while the rest is set up
@@ -317,9 +344,9 @@ class PrismContract(unittest.TestCase):
     @classmethod
     def _tear_down(cls):
         """Stops everything, each even if another fails; re-raises the first
-        failure (revopsd or pms-sim not exiting cleanly)."""
+        failure (revopsd, pms-sim or wa-sim not exiting cleanly)."""
         first = None
-        for it in (cls.prism, cls.canary, cls.srv, cls.sim, cls.rx):
+        for it in (cls.prism, cls.canary, cls.srv, cls.sim, cls.wa, cls.rx):
             if it is None:
                 continue
             try:
@@ -1617,6 +1644,355 @@ class PrismContract(unittest.TestCase):
         r = harness.http_request(self.prism.port, "GET", "/v2/no-such-route")
         self.assertEqual([v.get("message") for v in violations(r)], ["Selected route not found"])
         harness.assert_error(self, r, 404, "SVC-NOT-FOUND")
+
+    # guest messaging -------------------------------------------------------------------------
+
+    def guest_item(self, pf, code, text="Is breakfast included?", direction="inbound",
+                   external_id=None, seconds_ago=60, **guest):
+        return {"property_id": self.prop(pf, code), "channel": "email", "direction": direction,
+                "guest": guest, "text": text, "at": instant_ahead(-seconds_ago),
+                "external_id": external_id or "crm-%d" % time.time_ns()}
+
+    def thread_now(self, tid):
+        """The thread as revopsd has it now (read directly, not through Prism)."""
+        r = self.srv.request("GET", "/v2/guest-threads/" + tid, token=self.ent_token,
+                             portfolio=self.ent["portfolio_id"])
+        self.assertEqual(r.status, 200, r)
+        return r.body["data"]
+
+    @staticmethod
+    def meta_body(pnid, from_=None, wamid=None, text=None, name=None, entry=None):
+        """A notification as Meta posts it (one message), as compact ASCII
+        JSON: bytes that JSON.stringify (Prism) writes back unchanged."""
+        value = {"messaging_product": "whatsapp",
+                 "metadata": {"display_phone_number": "48221234567", "phone_number_id": pnid}}
+        if from_:
+            value["contacts"] = [{"profile": {"name": name}, "wa_id": from_}]
+            value["messages"] = [{"from": from_, "id": wamid, "timestamp": str(int(time.time())),
+                                  "type": "text", "text": {"body": text}}]
+        doc = {"object": "whatsapp_business_account",
+               "entry": entry if entry is not None else
+               [{"id": "102290129340398", "changes": [{"field": "messages", "value": value}]}]}
+        return json.dumps(doc, separators=(",", ":")).encode("ascii")
+
+    @staticmethod
+    def meta_signed(raw, secret=WA_SECRET):
+        return {"Content-Type": "application/json",
+                "X-Hub-Signature-256": "sha256=" + hmac.new(secret.encode(), raw,
+                                                            hashlib.sha256).hexdigest()}
+
+    def test_x_guest_messaging(self):
+        # After test_e (whose v1 retry must come within the 26 s window the
+        # set-up's early delivery opened) and before test_y, which waits for
+        # that window to close anyway: this case runs in that wait.
+        ent, grp = self.ent, self.grp
+        pf = ent["portfolio_id"]
+        feed, threads = "/v2/feeds/guest-messages", "/v2/guest-threads"
+        one, msgs = "/v2/guest-threads/%s", "/v2/guest-threads/%s/messages"
+        hook = "/channels/whatsapp/webhook"
+        waw, krk = self.prop(ent, "WAW01"), self.prop(ent, "KRK01")
+        # WAW01's WhatsApp number (wa-sim plays Meta: sends, statuses), a
+        # keyword, and subscriptions to the three events
+        self.srv.ctl("whatsapp", "set", "--portfolio", pf, "--property", waw,
+                     "--phone-number-id", WA_PNID, "--access-token", WA_TOKEN,
+                     "--app-secret", WA_SECRET, "--verify-token", WA_VERIFY)
+        self.wa.config(self.srv.base_url + hook, WA_SECRET)
+        self.srv.ctl("guest-keywords", "set", "--portfolio", pf, "--language", "*",
+                     "--words", "lawyer")
+        r = self.srv.request("POST", "/v1/webhooks", token=self.ent_token,
+                             body={"url": self.rx.url("/guests-v1"),
+                                   "events": ["whatsapp.received", "whatsapp.sent"]})
+        self.assertEqual(r.status, 201, r)
+        r = self.srv.request("POST", "/v2/webhooks", token=self.ent_token, portfolio=pf,
+                             body={"url": self.rx.url("/guests-v2"),
+                                   "events": ["guest.thread.escalated"]})
+        self.assertEqual(r.status, 201, r)
+        reader = self.srv.access_token(ent["client_id"], ent["client_secret"],
+                                       scope="guest-threads:read")
+        waw_tok = self.srv.access_token(ent["client_id"], ent["client_secret"],
+                                        scope="guest-threads:read guest-threads:write "
+                                              "property:WAW01")
+        concierge = self.user_token(ent, scope="guest-threads:read guest-threads:write")
+
+        # the feed: an e-mail question answered in the same batch (no wait
+        # left), a keyword (escalates at once), a duplicate, rejected items
+        anna = {"email": "Anna.Nowak@Contract.example", "name": "Anna"}
+        first = self.guest_item(ent, "KRK01", seconds_ago=120, **anna)
+        items = [first,
+                 self.guest_item(ent, "KRK01", "Yes, it is.", "outbound", seconds_ago=60,
+                                 email="anna.nowak@contract.example"),
+                 self.guest_item(ent, "GDN01", "My lawyer will call you", phone="+48 600-300-400",
+                                 email=None, name=None),
+                 dict(first, text="asked again"),
+                 self.guest_item(ent, "KRK01", seconds_ago=-3600, **anna),
+                 self.guest_item(ent, "KRK01", phone="12"),
+                 self.guest_item(grp, "ZAK01", **anna)]
+        key = {"Idempotency-Key": "prism-guests-%d" % time.time_ns()}
+        r = self.v2("POST", feed, 200, body={"items": items}, headers=key)
+        d = r.body["data"]
+        self.assertEqual((d["created"], d["duplicate"], d["rejected"]), (3, 1, 3))
+        self.assertEqual([x["status"] for x in d["results"]],
+                         ["created"] * 3 + ["duplicate"] + ["rejected"] * 3)
+        self.assertEqual([x.get("escalated") for x in d["results"][:4]],
+                         [False, False, True, False])
+        anna_tid, lawyer_tid = d["results"][0]["thread_id"], d["results"][2]["thread_id"]
+        self.assertEqual((d["results"][1]["thread_id"], d["results"][3]["thread_id"]),
+                         (anna_tid, anna_tid))
+        self.assertEqual(d["results"][3]["id"], d["results"][0]["id"])
+        self.assertEqual([[x["field"] for x in res["error"]["details"]]
+                          for res in d["results"][4:6]],
+                         [["items[4].at"], ["items[5].guest.phone"]])
+        self.assertEqual([x["error"]["code"] for x in d["results"][4:]],
+                         ["SVC-VALIDATION-FAILED"] * 2 + ["SVC-AUTH-INSUFFICIENT-ROLE"])
+        again = self.v2("POST", feed, 200, body={"items": items}, headers=key)
+        self.assertEqual(again.headers.get("idempotent-replayed"), "true")
+        self.assertEqual(again.body["data"], d)
+        self.error(self.v2("POST", feed, 422, body={"items": items[:1]}, headers=key),
+                   "SVC-IDEMPOTENCY-KEY-REUSED")
+        # 51 messages of one guest in one batch, the last an answer: more
+        # than a thread's first page of 50
+        many = [self.guest_item(ent, "GDN01", "message %d" % i, seconds_ago=600 - i,
+                                email="many@contract.example") for i in range(50)]
+        many.append(self.guest_item(ent, "GDN01", "All answered", "outbound", seconds_ago=10,
+                                    email="many@contract.example"))
+        d = self.feed(feed, many)
+        self.assertEqual((d["created"], d["rejected"]), (51, 0))
+        many_tid = d["results"][0]["thread_id"]
+        # refused batches: nothing recorded
+        self.error(self.feed(feed, [], 400, bad=True), "SVC-VALIDATION-FAILED")
+        self.error(self.v2("POST", feed, 400, body={"items": ["hello"]}, bad=True),
+                   "SVC-VALIDATION-FAILED")
+        self.error(self.v2("POST", feed, 415, body="{}", bad=True,
+                           headers={"Content-Type": "text/plain"}), "SVC-UNSUPPORTED-MEDIA-TYPE")
+        self.error(self.feed(feed, items[:1], 403, token=reader), "SVC-AUTH-INSUFFICIENT-ROLE")
+
+        # Meta's webhook: the verify handshake
+        q = {"hub.mode": "subscribe", "hub.verify_token": WA_VERIFY, "hub.challenge": "1158201444"}
+        r = self.get(hook + "?" + urllib.parse.urlencode(q))
+        self.assertEqual(r.raw, b"1158201444")
+        self.assertTrue(r.headers["content-type"].startswith("text/plain"), r)
+        self.error(self.get(hook + "?" + urllib.parse.urlencode(
+            dict(q, **{"hub.verify_token": "not-a-verify-token"})), 403),
+            "SVC-AUTH-INSUFFICIENT-ROLE")
+        self.error(self.get(hook + "?" + urllib.parse.urlencode(
+            dict(q, **{"hub.mode": "unsubscribe"})), 400, bad=True), "SVC-REQUEST-MALFORMED")
+        self.error(self.get(hook + "?hub.mode=subscribe&hub.verify_token=" + WA_VERIFY, 400,
+                            bad=True), "SVC-REQUEST-MALFORMED")
+        # a guest's message, signed; Meta's retry of it is a duplicate
+        zoe = "48600500600"
+        wamid = "wamid.contract%d" % time.time_ns()
+        raw = self.meta_body(WA_PNID, zoe, wamid, "Is the spa open tonight?", "Zoe")
+        for _ in range(2):
+            r = self.call("POST", hook, 200, headers=self.meta_signed(raw), body=raw)
+            self.assertEqual(r.body, {})
+        # refused: nothing recorded
+        other = self.meta_body(WA_PNID, "48600500601", "wamid.refused%d" % time.time_ns(),
+                               "forged", "Mallory")
+        self.error(self.call("POST", hook, 401, headers=self.meta_signed(other, "wrong-secret"),
+                             body=other), "SVC-AUTH-UNAUTHENTICATED")
+        self.error(self.call("POST", hook, 401, headers={"Content-Type": "application/json"},
+                             body=other, bad=True), "SVC-AUTH-UNAUTHENTICATED")
+        nobody = self.meta_body("999000111", "48600500601", "wamid.nobody%d" % time.time_ns(),
+                                "to no known number", "Mallory")
+        self.error(self.call("POST", hook, 401, headers=self.meta_signed(nobody), body=nobody),
+                   "SVC-AUTH-UNAUTHENTICATED")
+        bad = b'{"object":"whatsapp_business_account","entry":"x"}'
+        self.error(self.call("POST", hook, 400, headers=self.meta_signed(bad), body=bad,
+                             bad=True), "SVC-VALIDATION-FAILED")
+        bad = self.meta_body(WA_PNID, entry=[{"changes": [{"value": {"metadata": {}}}]}])
+        self.error(self.call("POST", hook, 400, headers=self.meta_signed(bad), body=bad,
+                             bad=True), "SVC-VALIDATION-FAILED")
+        self.error(self.call("POST", hook, 400, headers=self.meta_signed(b"[1]"), body=b"[1]",
+                             bad=True), "SVC-REQUEST-MALFORMED")
+        r = self.srv.request("GET", threads + "?guest=%2B48600500601", token=self.ent_token,
+                             portfolio=pf)
+        self.assertEqual(r.body["data"], [], r)
+        # Meta's own serialisation (\u escapes), signed over its bytes: what
+        # Prism re-serialises breaks the signature; revopsd takes it directly
+        ans = self.wa.inbound(WA_PNID, zoe, "Und die Sauna?", name="Zoë")
+        self.assertEqual(ans["statuses"], [200], ans)
+        meta_raw = ans["body"].encode("ascii")
+        self.assertIn(b"zo\\u00eb", meta_raw.lower())
+        self.error(self.call("POST", hook, 401, headers=self.meta_signed(meta_raw),
+                             body=meta_raw), "SVC-AUTH-UNAUTHENTICATED")
+        r = harness.http_request(self.srv.port, "POST", hook, self.meta_signed(meta_raw),
+                                 meta_raw)
+        self.assertEqual((r.status, r.body), (200, {}), r)
+
+        # threads
+        r = self.v2("GET", threads + "?guest=%2B" + zoe, 200)
+        [zt] = r.body["data"]
+        zoe_tid = zt["id"]
+        self.assertEqual((zt["guest"]["phones"], zt["guest"]["name"], zt["properties"]),
+                         (["+" + zoe], "Zoe", [waw]))
+        # platinum: 10 minutes to answer, 6 ms at the time scale
+        harness.wait_until(lambda: self.thread_now(zoe_tid)["status"] == "escalated", 15,
+                           interval=0.05, what="the unanswered WhatsApp thread escalated")
+        r = self.v2("GET", threads, 200)
+        self.assertTrue({anna_tid, lawyer_tid, many_tid, zoe_tid}
+                        <= {x["id"] for x in r.body["data"]})
+        r = self.v2("GET", threads + "?guest=ANNA.NOWAK%40contract.example", 200)
+        [t] = r.body["data"]
+        self.assertEqual((t["id"], t["status"], t["escalated"], t["waiting_since"]),
+                         (anna_tid, "open", False, None))
+        self.assertEqual((t["guest"]["emails"], t["guest"]["name"], t["last_message"]["text"]),
+                         (["anna.nowak@contract.example"], "Anna", "Yes, it is."))
+        r = self.v2("GET", threads + "?status=escalated&property_id=" +
+                    self.prop(ent, "GDN01"), 200)
+        self.assertEqual([x["id"] for x in r.body["data"]], [lawyer_tid])
+        self.assertEqual(r.body["data"][0]["escalation_reason"], "keyword")
+        r = self.v2("GET", threads + "?escalated=false&property_id=" + krk, 200)
+        self.assertEqual([x["id"] for x in r.body["data"]], [anna_tid])
+        r = self.v2("GET", threads + "?escalated=true&limit=1", 200)
+        cursor = r.body["meta"]["next_cursor"]
+        self.assertIn('rel="next"', r.headers["link"])
+        r2 = self.v2("GET", threads + "?escalated=true&limit=1&cursor=" + cursor, 200)
+        self.assertEqual({x["id"] for x in r.body["data"] + r2.body["data"]},
+                         {lawyer_tid, zoe_tid})
+        self.error(self.v2("GET", threads + "?cursor=" + cursor, 400), "SVC-REQUEST-MALFORMED")
+        self.error(self.v2("GET", threads + "?status=closed", 400, bad=True),
+                   "SVC-REQUEST-MALFORMED")
+        self.error(self.v2("GET", threads + "?escalated=yes", 400, bad=True),
+                   "SVC-REQUEST-MALFORMED")
+        self.error(self.v2("GET", threads + "?guest=" + "x" * 255, 400, bad=True),
+                   "SVC-REQUEST-MALFORMED")
+        r = self.v2("GET", threads, 200, token=waw_tok)
+        self.assertEqual([x["id"] for x in r.body["data"]], [zoe_tid])
+        self.error(self.v2("GET", threads + "?property_id=" + krk, 403, token=waw_tok),
+                   "SVC-AUTH-INSUFFICIENT-ROLE")
+        self.error(self.v2("GET", threads, 403, token=self.srv.access_token(
+            ent["client_id"], ent["client_secret"], scope="tasks:read")),
+            "SVC-AUTH-INSUFFICIENT-ROLE")
+        self.assertEqual(self.v2("GET", threads, 200, pf=grp).body["data"], [])
+        # one thread: its first 50 messages, the rest on the path it names
+        r = self.v2("GET", one % many_tid, 200)
+        t = r.body["data"]
+        self.assertEqual(len(t["messages"]), 50)
+        self.assertEqual(t["messages_next"], "/v2/guest-threads/%s/messages?after=%s"
+                         % (many_tid, t["messages"][-1]["id"]))
+        self.assertNotIn("etag", r.headers)
+        r = self.v2("GET", t["messages_next"], 200)
+        self.assertEqual([(m["direction"], m["text"]) for m in r.body["data"]],
+                         [("outbound", "All answered")])
+        r = self.v2("GET", one % lawyer_tid, 200)
+        t = r.body["data"]
+        self.assertEqual((t["status"], t["escalated"], t["escalation_reason"],
+                          t["guest"]["phones"], t["messages_next"]),
+                         ("escalated", True, "keyword", ["+48600300400"], None))
+        self.v2("GET", one % zoe_tid, 200, token=waw_tok)
+        self.error(self.v2("GET", one % UNKNOWN["gt"], 404), "SVC-NOT-FOUND")
+        self.error(self.v2("GET", one % anna_tid, 403, pf=grp), "SVC-AUTH-INSUFFICIENT-ROLE")
+        self.error(self.v2("GET", one % anna_tid, 403, token=waw_tok),
+                   "SVC-AUTH-INSUFFICIENT-ROLE")
+        # its messages, paginated
+        r = self.v2("GET", msgs % zoe_tid, 200)
+        self.assertEqual([(m["channel"], m["direction"], m["status"], m["external_id"])
+                          for m in r.body["data"]],
+                         [("whatsapp", "inbound", "received", wamid),
+                          ("whatsapp", "inbound", "received", ans["wamid"])])
+        r = self.v2("GET", msgs % anna_tid + "?limit=1", 200)
+        self.assertEqual(r.body["data"][0]["text"], "Is breakfast included?")
+        cursor = r.body["meta"]["next_cursor"]
+        self.assertIn('rel="next"', r.headers["link"])
+        r = self.v2("GET", msgs % anna_tid + "?limit=1&cursor=" + cursor, 200)
+        self.assertEqual((r.body["data"][0]["text"], r.body["data"][0]["created_by"]),
+                         ("Yes, it is.", "client:" + ent["client_id"]))
+        self.assertIsNone(r.body["meta"]["next_cursor"])
+        self.error(self.v2("GET", msgs % lawyer_tid + "?cursor=" + cursor, 400),
+                   "SVC-REQUEST-MALFORMED")
+        self.error(self.v2("GET", msgs % UNKNOWN["gt"], 404), "SVC-NOT-FOUND")
+        self.error(self.v2("GET", msgs % anna_tid, 403, pf=grp), "SVC-AUTH-INSUFFICIENT-ROLE")
+        self.error(self.v2("GET", msgs % anna_tid, 403, token=waw_tok),
+                   "SVC-AUTH-INSUFFICIENT-ROLE")
+
+        # answering with a template: sent to wa-sim, delivered, reported
+        tpl = {"name": "spa_hours", "language": "en_US", "parameters": ["21:00"]}
+        body = {"property_id": waw, "template": tpl}
+        key = {"Idempotency-Key": "prism-reply-%d" % time.time_ns()}
+        r = self.v2("POST", msgs % zoe_tid, 202, token=concierge, body=body, headers=key)
+        sent = r.body["data"]
+        self.assertEqual((sent["status"], sent["direction"], sent["template"], sent["text"]),
+                         ("queued", "outbound", tpl, None))
+        self.assertTrue(sent["created_by"].startswith("user:usr_"), sent)
+        again = self.v2("POST", msgs % zoe_tid, 202, token=concierge, body=body, headers=key)
+        self.assertEqual(again.headers.get("idempotent-replayed"), "true")
+        self.assertEqual(again.body["data"], sent)
+        self.error(self.v2("POST", msgs % zoe_tid, 422, token=concierge, headers=key,
+                           body=dict(body, template=dict(tpl, parameters=[]))),
+                   "SVC-IDEMPOTENCY-KEY-REUSED")
+        self.assertEqual(self.thread_now(zoe_tid)["status"], "open")
+        # refusals: nothing queued
+        self.error(self.v2("POST", msgs % zoe_tid, 400, body=dict(body, property_id=krk)),
+                   "SVC-VALIDATION-FAILED")
+        e = self.error(self.v2("POST", msgs % zoe_tid, 400,
+                               body=dict(body, property_id=self.prop(grp, "ZAK01"))),
+                       "SVC-VALIDATION-FAILED")
+        self.assertEqual(e["details"], [{"field": "property_id",
+                                         "issue": "is not a property of this portfolio"}])
+        for t in ({"name": "spa_hours", "language": "??"}, {"name": "  ", "language": "en"},
+                  dict(tpl, parameters=["x"] * 21), dict(tpl, header="x")):
+            self.error(self.v2("POST", msgs % zoe_tid, 400, body=dict(body, template=t),
+                               bad=True), "SVC-VALIDATION-FAILED")
+        self.error(self.v2("POST", msgs % zoe_tid, 400, body={"template": tpl}, bad=True),
+                   "SVC-VALIDATION-FAILED")
+        self.error(self.v2("POST", msgs % zoe_tid, 415, body="{}", bad=True,
+                           headers={"Content-Type": "text/plain"}), "SVC-UNSUPPORTED-MEDIA-TYPE")
+        self.error(self.v2("POST", msgs % zoe_tid, 403, token=reader, body=body),
+                   "SVC-AUTH-INSUFFICIENT-ROLE")
+        krk_tok = self.srv.access_token(ent["client_id"], ent["client_secret"],
+                                        scope="guest-threads:write property:KRK01")
+        self.error(self.v2("POST", msgs % zoe_tid, 403, token=krk_tok, body=body),
+                   "SVC-AUTH-INSUFFICIENT-ROLE")
+        self.error(self.v2("POST", msgs % anna_tid, 403, pf=grp,
+                           body=dict(body, property_id=self.prop(grp, "ZAK01"))),
+                   "SVC-AUTH-INSUFFICIENT-ROLE")
+        self.error(self.v2("POST", msgs % UNKNOWN["gt"], 404, body=body), "SVC-NOT-FOUND")
+        self.error(self.v2("POST", msgs % anna_tid, 409, body=body), "SVC-CONFLICT")
+
+        def delivered():
+            m = [x for x in self.v2("GET", msgs % zoe_tid, 200).body["data"]
+                 if x["id"] == sent["id"]]
+            return m[0] if m and m[0]["status"] == "delivered" else None
+        m = harness.wait_until(delivered, 15, interval=0.1, what="the answer delivered")
+        [out] = [x for x in self.wa.sent() if x["to"] == zoe]
+        self.assertEqual((m["external_id"], m["attempts"], out["phone_number_id"]),
+                         (out["wamid"], 1, WA_PNID))
+        self.assertEqual(out["body"]["template"]["components"][0]["parameters"],
+                         [{"type": "text", "text": "21:00"}])
+
+        # the real deliveries against the document: whatsapp.received (two
+        # messages: the retry emitted nothing), whatsapp.sent, and
+        # guest.thread.escalated (the keyword, the unanswered WhatsApp guest)
+        self.rx.wait_for(3, path="/guests-v1", timeout=30)
+        self.rx.wait_for(2, path="/guests-v2", timeout=30)
+        time.sleep(0.5)  # anything more would arrive meanwhile
+        v1 = [json.loads(x.body) for x in self.rx.received("/guests-v1")]
+        self.assertEqual(sorted((e["type"], e["data"]["message_id"]) for e in v1),
+                         sorted([("whatsapp.received", x["id"]) for x in
+                                 self.thread_now(zoe_tid)["messages"]
+                                 if x["direction"] == "inbound"] +
+                                [("whatsapp.sent", sent["id"])]))
+        self.assertEqual({e["property_id"] for e in v1}, {waw})
+        v2 = [json.loads(x.body) for x in self.rx.received("/guests-v2")]
+        self.assertEqual(sorted((e["data"]["thread_id"], e["data"]["reason"],
+                                 e["data"]["keyword"]) for e in v2),
+                         sorted([(lawyer_tid, "keyword", "lawyer"),
+                                 (zoe_tid, "unanswered", None)]))
+        doc_path = os.path.join(self.tmp, "served-openapi.json")
+        with open(doc_path, "w") as f:
+            json.dump(self.doc, f)
+        entries = [{"name": "%s#%d" % (path, i), "headers": dict(x.headers),
+                    "body_b64": base64.b64encode(x.body).decode("ascii")}
+                   for path in ("/guests-v1", "/guests-v2")
+                   for i, x in enumerate(self.rx.received(path))]
+        path = os.path.join(self.tmp, "guest-deliveries.json")
+        with open(path, "w") as f:
+            json.dump(entries, f)
+        v = oa.run(["node", VALIDATE_WEBHOOKS, doc_path, path], timeout=60)
+        bad = [x for x in (json.loads(l) for l in v.stdout.splitlines() if l.strip())
+               if "ok" in x and not x["ok"]]
+        self.assertEqual(bad, [], v.stdout[-3000:] + v.stderr[-2000:])
+        self.assertEqual(v.returncode, 0, v.stdout[-3000:] + v.stderr[-2000:])
 
     # the v1 retry window ---------------------------------------------------------------------
 
