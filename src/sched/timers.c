@@ -40,19 +40,6 @@ int timer_cancel(struct store_tx *tx, const char *kind, const char *subject_id)
 			  (struct store_val[]){sv_text(kind), sv_text(subject_id)}, 2);
 }
 
-int64_t timers_pending(struct store *st)
-{
-	struct store_tx *tx;
-	int64_t n = 0;
-	int rc = store_begin(st, STORE_READ_ONE, &tx);
-
-	if (rc != STORE_OK)
-		return rc;
-	rc = store_query_int(tx, "SELECT COUNT(*) FROM timers WHERE state = 'pending'", NULL, 0, &n);
-	store_rollback(tx);
-	return rc < 0 ? rc : n;
-}
-
 /* ------------------------------------------------------------- firing */
 
 /* The timers due at now, oldest first, at most max (<= SCHED_BATCH), into
@@ -182,16 +169,6 @@ static int fire_due(struct store *st, const struct timer_kind *kinds, size_t nki
 			count += rc;
 	}
 	return count;
-}
-
-int timers_fire_due(struct store *st, const struct timer_kind *kinds, size_t nkinds, int64_t now,
-		    int max)
-{
-	struct timer t[SCHED_BATCH];
-	char fired[SCHED_BATCH];
-	int n;
-
-	return fire_due(st, kinds, nkinds, now, max < SCHED_BATCH ? max : SCHED_BATCH, t, &n, fired);
 }
 
 /* ---------------------------------------------------------- the thread */

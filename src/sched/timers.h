@@ -60,16 +60,6 @@ int timer_set(struct store_tx *tx, const char *kind, const char *subject_id, int
 /* Cancels every pending timer of kind for subject inside tx. Returns how
  * many, or a negative store status. */
 int timer_cancel(struct store_tx *tx, const char *kind, const char *subject_id) WUR;
-/* How many timers are pending (for the metrics and the benchmark).
- * Returns >= 0 or a negative store status. */
-int64_t timers_pending(struct store *st);
-
-/* Fires the timers due at now, at most max, by kinds (a timer of an
- * unknown kind is left pending and logged). Returns how many fired, or a
- * negative store status. */
-int timers_fire_due(struct store *st, const struct timer_kind *kinds, size_t nkinds, int64_t now,
-		    int max) WUR;
-
 /* The scheduler thread. */
 struct sched;
 /* Starts it on st with kinds (kept, not copied). Returns 0 or -1. */
