@@ -43,10 +43,10 @@ import time
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 import nodes  # noqa: E402  (puts t/api/lib on sys.path, sets REVOPS_BIN_DIR)
-from nodes import Cpu, log, measure_wrk, read_env, run_wrk, seed  # noqa: E402
+from nodes import Cpu, log, measure_wrk, paired, read_env, run_wrk, seed  # noqa: E402
 
 DURATION = nodes.DURATION
-ROUNDS = int(os.environ.get("ROUNDS", "5"))
+ROUNDS = nodes.ROUNDS
 ITEMS = int(os.environ.get("ITEMS", "500"))
 ROWS = int(os.environ.get("ROWS", "1000000"))
 ALERTS = int(os.environ.get("ALERTS", "60000"))
@@ -65,16 +65,6 @@ def feed_env(s, feed):
                 "BENCH_PROPERTIES": ",".join(p["id"] for p in s.properties),
                 "BENCH_AT": at.strftime("%Y-%m-%dT%H:%M:%SZ")})
     return env
-
-
-def paired(a, b):
-    """ROUNDS rounds of a() and b(), the first of each pair in turn."""
-    ra, rb = [], []
-    for r in range(ROUNDS):
-        pair = [(a, ra), (b, rb)]
-        for fn, out in (reversed(pair) if r % 2 else pair):
-            out.append(fn())
-    return ra, rb
 
 
 class Node:

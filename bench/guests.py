@@ -45,10 +45,9 @@ import time
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 import nodes  # noqa: E402  (puts t/api/lib on sys.path, sets REVOPS_BIN_DIR)
-from nodes import Cpu, log, read_env, run_wrk, seed, wrk_result  # noqa: E402
+from nodes import Cpu, log, paired, read_env, run_wrk, seed, wrk_result  # noqa: E402
 
 DURATION = nodes.DURATION
-ROUNDS = int(os.environ.get("ROUNDS", "5"))
 BACKENDS = os.environ.get("BACKENDS", "sqlite,postgres").split(",")
 PHASES = os.environ.get("PHASES", "inbound,lag").split(",")
 GUESTS = int(os.environ.get("GUESTS", "1000"))
@@ -134,15 +133,6 @@ class Node:
         self.srv.close()
 
 
-def paired(a, b):
-    ra, rb = [], []
-    for r in range(ROUNDS):
-        pair = [(a, ra), (b, rb)]
-        for fn, out in (reversed(pair) if r % 2 else pair):
-            out.append(fn())
-    return ra, rb
-
-
 def inbound_phase(node):
     reads, calls = paired(node.reads, node.inbound)
     ratios = [c / r for r, c in zip(reads, calls)]
@@ -198,7 +188,7 @@ def main():
         sys.exit("bench: wrk is not installed (scripts/install-deps.sh --bench)")
     tmp = tempfile.mkdtemp(prefix="revops-bench-guests-")
     cluster = os.path.join(tmp, "pg-cluster")
-    results = {"duration_s": DURATION, "rounds": ROUNDS, "guests": GUESTS, "timers": TIMERS,
+    results = {"duration_s": DURATION, "rounds": nodes.ROUNDS, "guests": GUESTS, "timers": TIMERS,
                "spread_s": SPREAD, "cores": os.cpu_count()}
     pg = "postgres" in BACKENDS
     if pg:

@@ -48,6 +48,7 @@
 #include "http/http_server.h"
 #include "http/router.h"
 #include "pms/pms_sim_core.h"
+#include "sim_common.h"
 
 #define DRAIN_MS 10000
 #define DEFAULT_THREADS 64
@@ -114,33 +115,6 @@ static void usage(FILE *f)
 	      f);
 }
 
-/* Parses a decimal integer in [lo, hi]. Returns 0 or -1. */
-static int parse_int(const char *s, long lo, long hi, int *out)
-{
-	char *end;
-	long n;
-
-	errno = 0;
-	n = strtol(s, &end, 10);
-	if (end == s || *end || errno || n < lo || n > hi)
-		return -1;
-	*out = (int)n;
-	return 0;
-}
-
-/* Parses HOST:PORT (the host may be a bracketed IPv6 literal). */
-static int parse_listen(const char *v, struct opts *o)
-{
-	const char *colon = strrchr(v, ':');
-
-	if (!colon || colon == v || (size_t)(colon - v) >= sizeof o->host ||
-	    parse_int(colon + 1, 0, 65535, &o->port) < 0)
-		return -1;
-	memcpy(o->host, v, (size_t)(colon - v));
-	o->host[colon - v] = '\0';
-	return 0;
-}
-
 /* Fills o from argv; "--name value" and "--name=value" both work. Returns
  * 0, 1 after --help, or -1 after printing why the arguments are wrong. */
 static int parse_args(int argc, char **argv, struct opts *o)
@@ -187,19 +161,19 @@ static int parse_args(int argc, char **argv, struct opts *o)
 		}
 		bad = 0;
 		if (!strcmp(key, "--listen"))
-			bad = parse_listen(v, o) < 0;
+			bad = sim_parse_listen(v, o->host, sizeof o->host, &o->port) < 0;
 		else if (!strcmp(key, "--fail-codes"))
 			o->fail_codes = v;
 		else if (!strcmp(key, "--booking-engine-fail-codes"))
 			o->be_fail_codes = v;
 		else if (!strcmp(key, "--latency-ms"))
-			bad = parse_int(v, 0, MAX_LATENCY_MS, &o->latency_ms) < 0;
+			bad = sim_parse_int(v, 0, MAX_LATENCY_MS, &o->latency_ms) < 0;
 		else if (!strcmp(key, "--capacity"))
-			bad = parse_int(v, 1, MAX_CAPACITY, &o->capacity) < 0;
+			bad = sim_parse_int(v, 1, MAX_CAPACITY, &o->capacity) < 0;
 		else if (!strcmp(key, "--reviews-fail-first"))
-			bad = parse_int(v, 0, MAX_CAPACITY, &o->reviews_fail_first) < 0;
+			bad = sim_parse_int(v, 0, MAX_CAPACITY, &o->reviews_fail_first) < 0;
 		else
-			bad = parse_int(v, 1, MAX_THREADS, &o->threads) < 0;
+			bad = sim_parse_int(v, 1, MAX_THREADS, &o->threads) < 0;
 		if (bad) {
 			fprintf(stderr, "pms-sim: invalid value for %s: \"%s\"\n", key, v);
 			return -1;
@@ -212,47 +186,6 @@ unknown:
 	return -1;
 }
 
-/* Sets res to status with body as compact JSON; consumes body. A body that
- * cannot be serialised turns the answer into a bare 500. */
-static void reply(struct response *res, int status, json_t *body)
-{
-	char *s = body ? json_dumps(body, JSON_COMPACT) : NULL;
-
-	json_decref(body);
-	res->content_type = "application/json";
-	buf_reset(&res->body);
-	if (!s || buf_puts(&res->body, s) < 0) {
-		res->status = 500;
-		buf_reset(&res->body);
-		if (buf_puts(&res->body, "{\"error\":\"out of memory\"}") < 0)
-			res->close = 1;
-	} else {
-		res->status = status;
-	}
-	free(s);
-}
-
-static void reply_error(struct response *res, int status, const char *msg)
-{
-	reply(res, status, json_pack("{s:s}", "error", msg));
-}
-
-/* Sleeps ms milliseconds, resuming after interruptions. */
-static void sleep_ms(int ms)
-{
-	struct timespec ts = {ms / 1000, (long)(ms % 1000) * 1000000L}, rem;
-
-	while (nanosleep(&ts, &rem) < 0 && errno == EINTR)
-		ts = rem;
-}
-
-/* 1 when the Content-Type is application/json, parameters allowed. */
-static int is_json(const char *ct)
-{
-	return ct && !strncasecmp(ct, "application/json", 16) &&
-	       (!ct[16] || ct[16] == ';' || ct[16] == ' ');
-}
-
 static void handle_write(struct sim_server *ss, struct pms_sim *sim, struct request *req,
 			 struct response *res, const char *code)
 {
@@ -262,19 +195,19 @@ static void handle_write(struct sim_server *ss, struct pms_sim *sim, struct requ
 
 	buf_init(&err, 512);
 	if (ss->latency_ms > 0)
-		sleep_ms(ss->latency_ms);
-	if (!is_json(http_header(req, "Content-Type"))) {
-		reply_error(res, 415, "Content-Type must be application/json");
+		sim_sleep_ms(ss->latency_ms);
+	if (!sim_is_json(http_header(req, "Content-Type"))) {
+		sim_reply_error(res, 415, "Content-Type must be application/json");
 		goto out;
 	}
 	rc = validate_parse_body(req->body.data, req->body.len, &body, &err);
 	if (rc < 0) {
-		reply_error(res, rc == -1 ? 400 : 500,
-			    rc == -1 && err.data ? err.data : "out of memory");
+		sim_reply_error(res, rc == -1 ? 400 : 500,
+				rc == -1 && err.data ? err.data : "out of memory");
 		goto out;
 	}
 	status = pms_sim_write(sim, code, body, &out);
-	reply(res, status, out);
+	sim_reply(res, status, out);
 out:
 	json_decref(body);
 	buf_free(&err);
@@ -291,17 +224,17 @@ static void handle_reply(struct sim_server *ss, struct request *req, struct resp
 	int fail;
 
 	buf_init(&err, 512);
-	if (!is_json(http_header(req, "Content-Type"))) {
-		reply_error(res, 415, "Content-Type must be application/json");
+	if (!sim_is_json(http_header(req, "Content-Type"))) {
+		sim_reply_error(res, 415, "Content-Type must be application/json");
 		goto out;
 	}
 	if (validate_parse_body(req->body.data, req->body.len, &body, &err) < 0) {
-		reply_error(res, 400, err.data ? err.data : "malformed JSON");
+		sim_reply_error(res, 400, err.data ? err.data : "malformed JSON");
 		goto out;
 	}
 	comment = json_object_get(body, "comment");
 	if (!json_is_string(comment) || json_object_size(body) != 1) {
-		reply_error(res, 400, "the body must be {\"comment\": string}");
+		sim_reply_error(res, 400, "the body must be {\"comment\": string}");
 		goto out;
 	}
 	clock_format_ms(clock_now_ms(), at);
@@ -316,9 +249,9 @@ static void handle_reply(struct sim_server *ss, struct request *req, struct resp
 							     comment, "updateTime", at));
 	pthread_mutex_unlock(&ss->mu);
 	if (fail)
-		reply_error(res, 503, "the review platform is briefly unavailable");
+		sim_reply_error(res, 503, "the review platform is briefly unavailable");
 	else
-		reply(res, 200, json_pack("{s:O, s:s}", "comment", comment, "updateTime", at));
+		sim_reply(res, 200, json_pack("{s:O, s:s}", "comment", comment, "updateTime", at));
 out:
 	json_decref(body);
 	buf_free(&err);
@@ -344,18 +277,18 @@ static void handle(void *arg, struct request *req, struct response *res)
 
 	buf_init(&allow, 256);
 	if (req->framing_status) {
-		reply_error(res, req->framing_status,
-			    req->framing_msg ? req->framing_msg : "malformed request");
+		sim_reply_error(res, req->framing_status,
+				req->framing_msg ? req->framing_msg : "malformed request");
 		res->close = 1;
 		goto out;
 	}
 	rc = router_match(routes, ARRAY_LEN(routes), req->method, req->path, &m, &allow);
 	if (rc == 404) {
-		reply_error(res, 404, "no such resource");
+		sim_reply_error(res, 404, "no such resource");
 		goto out;
 	}
 	if (rc == 405) {
-		reply_error(res, 405, "method not allowed");
+		sim_reply_error(res, 405, "method not allowed");
 		if (allow.data && response_header(res, "Allow", allow.data) < 0)
 			res->close = 1;
 		goto out;
@@ -367,19 +300,19 @@ static void handle(void *arg, struct request *req, struct response *res)
 			     m.params[0]);
 		break;
 	case ROUTE_WRITTEN:
-		reply(res, 200, pms_sim_written(ss->sim));
+		sim_reply(res, 200, pms_sim_written(ss->sim));
 		break;
 	case ROUTE_BE_WRITTEN:
-		reply(res, 200, pms_sim_written(ss->be));
+		sim_reply(res, 200, pms_sim_written(ss->be));
 		break;
 	case ROUTE_REPLY:
 		handle_reply(ss, req, res, &m);
 		break;
 	case ROUTE_REPLIES:
-		reply(res, 200, replies_copy(ss));
+		sim_reply(res, 200, replies_copy(ss));
 		break;
 	default:
-		reply(res, 200, json_pack("{s:s}", "status", "ok"));
+		sim_reply(res, 200, json_pack("{s:s}", "status", "ok"));
 		break;
 	}
 out:
@@ -393,7 +326,7 @@ int main(int argc, char **argv)
 	struct http_server *srv = NULL;
 	struct http_server_opts ho;
 	sigset_t sigs;
-	int rc, sig, v6, exit_code = 1;
+	int rc, sig, exit_code = 1;
 
 	rc = parse_args(argc, argv, &o);
 	if (rc != 0)
@@ -417,10 +350,7 @@ int main(int argc, char **argv)
 		4096,   30,     o.latency_ms ? o.threads : 0};
 	if (http_server_start(&ho, handle, &ss, &srv) < 0)
 		goto out;
-	/* A bare IPv6 literal needs brackets in a URL. */
-	v6 = strchr(o.host, ':') && o.host[0] != '[';
-	log_msg(LOG_INFO, "listening", "port=%d url=http://%s%s%s:%d", http_server_port(srv),
-		v6 ? "[" : "", o.host, v6 ? "]" : "", http_server_port(srv));
+	sim_log_listening(srv, o.host);
 	if (o.fail_codes && *o.fail_codes)
 		log_msg(LOG_INFO, "config", "failing property codes: %s", o.fail_codes);
 	if (o.latency_ms)

@@ -17,7 +17,7 @@
  * Callbacks are signed as Meta signs them (X-Hub-Signature-256: sha256=
  * lowercase hex HMAC-SHA256 of the raw body under the app secret) and
  * serialised as Meta serialises them: compact, with non-ASCII characters
- * as \uXXXX escapes and "/" as "\/", so a receiver that re-serialises the
+ * as six-character \u escapes (\u00e9) and "/" as "\/", so a receiver that re-serialises the
  * body before checking the signature fails as it would against Meta.
  *
  * Writes (every POST) run on a pool of --threads workers while their
@@ -50,6 +50,7 @@
 #include "http/http_server.h"
 #include "http/router.h"
 #include "net/httpc.h"
+#include "sim_common.h"
 
 #define DRAIN_MS 10000
 #define DEFAULT_THREADS 16
@@ -170,33 +171,6 @@ static void usage(FILE *f)
 	      f);
 }
 
-/* Parses a decimal integer in [lo, hi]. Returns 0 or -1. */
-static int parse_int(const char *s, long lo, long hi, int *out)
-{
-	char *end;
-	long n;
-
-	errno = 0;
-	n = strtol(s, &end, 10);
-	if (end == s || *end || errno || n < lo || n > hi)
-		return -1;
-	*out = (int)n;
-	return 0;
-}
-
-/* Parses HOST:PORT (the host may be a bracketed IPv6 literal). */
-static int parse_listen(const char *v, struct opts *o)
-{
-	const char *colon = strrchr(v, ':');
-
-	if (!colon || colon == v || (size_t)(colon - v) >= sizeof o->host ||
-	    parse_int(colon + 1, 0, 65535, &o->port) < 0)
-		return -1;
-	memcpy(o->host, v, (size_t)(colon - v));
-	o->host[colon - v] = '\0';
-	return 0;
-}
-
 /* 1 when s is a WhatsApp number as the Cloud API takes it here: 8 to 15
  * ASCII digits and nothing else. */
 static int is_phone(const char *s)
@@ -290,15 +264,15 @@ static int parse_args(int argc, char **argv, struct opts *o)
 		}
 		bad = 0;
 		if (!strcmp(key, "--listen"))
-			bad = parse_listen(v, o) < 0;
+			bad = sim_parse_listen(v, o->host, sizeof o->host, &o->port) < 0;
 		else if (!strcmp(key, "--threads"))
-			bad = parse_int(v, 1, MAX_THREADS, &o->threads) < 0;
+			bad = sim_parse_int(v, 1, MAX_THREADS, &o->threads) < 0;
 		else if (!strcmp(key, "--latency-ms"))
-			bad = parse_int(v, 0, MAX_LATENCY_MS, &o->latency_ms) < 0;
+			bad = sim_parse_int(v, 0, MAX_LATENCY_MS, &o->latency_ms) < 0;
 		else if (!strcmp(key, "--status-delay-ms"))
-			bad = parse_int(v, 0, MAX_LATENCY_MS, &o->status_delay_ms) < 0;
+			bad = sim_parse_int(v, 0, MAX_LATENCY_MS, &o->status_delay_ms) < 0;
 		else if (!strcmp(key, "--fail-first"))
-			bad = parse_int(v, 0, MAX_RECORDS, &o->fail_first) < 0;
+			bad = sim_parse_int(v, 0, MAX_RECORDS, &o->fail_first) < 0;
 		else if (!strcmp(key, "--reject-to"))
 			bad = add_numbers(o->reject_to, v) < 0;
 		else if (!strcmp(key, "--fail-status-to"))
@@ -328,32 +302,6 @@ unknown:
 	return -1;
 }
 
-/* Sets res to status with body as compact JSON; consumes body. A body that
- * cannot be serialised turns the answer into a bare 500. */
-static void reply(struct response *res, int status, json_t *body)
-{
-	char *s = body ? json_dumps(body, JSON_COMPACT) : NULL;
-
-	json_decref(body);
-	res->content_type = "application/json";
-	buf_reset(&res->body);
-	if (!s || buf_puts(&res->body, s) < 0) {
-		res->status = 500;
-		buf_reset(&res->body);
-		if (buf_puts(&res->body, "{\"error\":\"out of memory\"}") < 0)
-			res->close = 1;
-	} else {
-		res->status = status;
-	}
-	free(s);
-}
-
-/* The simulator's own errors (control endpoints, routing): {"error": msg}. */
-static void reply_error(struct response *res, int status, const char *msg)
-{
-	reply(res, status, json_pack("{s:s}", "error", msg));
-}
-
 /* A Graph API error, as the send call answers one:
  * {"error": {"message", "type": "OAuthException", "code"[, "is_transient"]}}. */
 static void reply_graph(struct response *res, int status, const char *msg, int code, int transient)
@@ -365,23 +313,7 @@ static void reply_graph(struct response *res, int status, const char *msg, int c
 		json_decref(e);
 		e = NULL;
 	}
-	reply(res, status, e ? json_pack("{s:o}", "error", e) : NULL);
-}
-
-/* Sleeps ms milliseconds, resuming after interruptions. */
-static void sleep_ms(int ms)
-{
-	struct timespec ts = {ms / 1000, (long)(ms % 1000) * 1000000L}, rem;
-
-	while (nanosleep(&ts, &rem) < 0 && errno == EINTR)
-		ts = rem;
-}
-
-/* 1 when the Content-Type is application/json, parameters allowed. */
-static int is_json(const char *ct)
-{
-	return ct && !strncasecmp(ct, "application/json", 16) &&
-	       (!ct[16] || ct[16] == ';' || ct[16] == ' ');
+	sim_reply(res, status, e ? json_pack("{s:o}", "error", e) : NULL);
 }
 
 /* 1 when s is a Graph API version: "v", digits, ".", digits. */
@@ -443,7 +375,7 @@ static int wamid_next(struct wa_sim *ws, const char *phone, char out[WAMID_LEN])
 }
 
 /* Serialises a callback payload the way Meta does: compact, non-ASCII as
- * \uXXXX, "/" as "\/". Consumes v. Returns malloc'ed text or NULL. */
+ * six-character \u escapes (\u00e9), "/" as "\/". Consumes v. Returns malloc'ed text or NULL. */
 static char *dump_meta(json_t *v)
 {
 	char *s = v ? json_dumps(v, JSON_COMPACT | JSON_ENSURE_ASCII | JSON_ESCAPE_SLASH) : NULL;
@@ -797,7 +729,7 @@ static void handle_send(struct wa_sim *ws, struct request *req, struct response 
 
 	buf_init(&err, 512);
 	if (ws->o->latency_ms > 0)
-		sleep_ms(ws->o->latency_ms);
+		sim_sleep_ms(ws->o->latency_ms);
 	if (!bearer_ok(ws, req)) {
 		reply_graph(res, 401, "Invalid OAuth access token.", 190, 0);
 		goto out;
@@ -807,7 +739,7 @@ static void handle_send(struct wa_sim *ws, struct request *req, struct response 
 			    100, 0);
 		goto out;
 	}
-	if (!is_json(http_header(req, "Content-Type"))) {
+	if (!sim_is_json(http_header(req, "Content-Type"))) {
 		reply_graph(res, 400, "(#100) The request body must be application/json.", 100, 0);
 		goto out;
 	}
@@ -860,9 +792,10 @@ static void handle_send(struct wa_sim *ws, struct request *req, struct response 
 	else if (fail)
 		reply_graph(res, 503, "wa-sim: the record of sends is full", 2, 0);
 	else
-		reply(res, 200,
-		      json_pack("{s:s, s:[{s:s, s:s}], s:[{s:s}]}", "messaging_product", "whatsapp",
-				"contacts", "input", to, "wa_id", to, "messages", "id", wamid));
+		sim_reply(res, 200,
+			  json_pack("{s:s, s:[{s:s, s:s}], s:[{s:s}]}", "messaging_product",
+				    "whatsapp", "contacts", "input", to, "wa_id", to, "messages",
+				    "id", wamid));
 out:
 	json_decref(rec);
 	json_decref(body);
@@ -882,13 +815,13 @@ static json_t *control_body(struct request *req, struct response *res, const str
 	buf_init(&msg, 1024);
 	rc = validate_parse_body(req->body.data, req->body.len, &body, &err);
 	if (rc < 0) {
-		reply_error(res, rc == -1 ? 400 : 500,
-			    rc == -1 && err.data ? err.data : "out of memory");
+		sim_reply_error(res, rc == -1 ? 400 : 500,
+				rc == -1 && err.data ? err.data : "out of memory");
 		goto out;
 	}
 	details = json_array();
 	if (!details) {
-		reply_error(res, 500, "out of memory");
+		sim_reply_error(res, 500, "out of memory");
 		goto fail;
 	}
 	if (validate_object(body, spec, "", details) == 0)
@@ -896,9 +829,9 @@ static json_t *control_body(struct request *req, struct response *res, const str
 	d = json_array_get(details, 0);
 	if (buf_printf(&msg, "%s %s", d ? json_string_value(json_object_get(d, "field")) : "body",
 		       d ? json_string_value(json_object_get(d, "issue")) : "is invalid") < 0)
-		reply_error(res, 400, "invalid body");
+		sim_reply_error(res, 400, "invalid body");
 	else
-		reply(res, 400, json_pack("{s:s, s:O}", "error", msg.data, "details", details));
+		sim_reply(res, 400, json_pack("{s:s, s:O}", "error", msg.data, "details", details));
 fail:
 	json_decref(body);
 	body = NULL;
@@ -1012,12 +945,12 @@ static void handle_config(struct wa_sim *ws, struct request *req, struct respons
 	s = json_object_get(body, "app_secret");
 	uv = json_is_string(u) ? json_string_value(u) : "";
 	if (*uv && strncmp(uv, "http://", 7) && strncmp(uv, "https://", 8)) {
-		reply_error(res, 400, "webhook_url must be an http:// or https:// URL");
+		sim_reply_error(res, 400, "webhook_url must be an http:// or https:// URL");
 		goto out;
 	}
 	if ((u && *uv && !(url = strdup(uv))) ||
 	    (s && !(secret = strdup(json_is_string(s) ? json_string_value(s) : "")))) {
-		reply_error(res, 500, "out of memory");
+		sim_reply_error(res, 500, "out of memory");
 		goto out;
 	}
 	pthread_mutex_lock(&ws->mu);
@@ -1034,7 +967,7 @@ static void handle_config(struct wa_sim *ws, struct request *req, struct respons
 	pthread_mutex_unlock(&ws->mu);
 	log_msg(LOG_INFO, "config", "webhook target %s%s", u ? (*uv ? uv : "removed") : "unchanged",
 		s ? ", app secret set" : "");
-	reply(res, 200, json_object());
+	sim_reply(res, 200, json_object());
 out:
 	free(url);
 	free(secret);
@@ -1122,37 +1055,37 @@ static void handle_inbound(struct wa_sim *ws, struct request *req, struct respon
 	pnid = json_string_value(json_object_get(body, "phone_number_id"));
 	extra = json_object_get(body, "extra_messages");
 	if (!*pnid) {
-		reply_error(res, 400, "phone_number_id must not be empty");
+		sim_reply_error(res, 400, "phone_number_id must not be empty");
 		goto out;
 	}
 	if (!is_phone(json_string_value(json_object_get(body, "from")))) {
-		reply_error(res, 400, "from must be 8 to 15 digits");
+		sim_reply_error(res, 400, "from must be 8 to 15 digits");
 		goto out;
 	}
 	json_array_foreach(extra, i, m) {
 		if (!is_phone(json_string_value(json_object_get(m, "from")))) {
-			reply_error(res, 400, "extra_messages[].from must be 8 to 15 digits");
+			sim_reply_error(res, 400, "extra_messages[].from must be 8 to 15 digits");
 			goto out;
 		}
 	}
 	if (sig_mode_of(json_object_get(body, "signature"), &mode) < 0) {
-		reply_error(res, 400, "signature must be good, bad, none or other-secret");
+		sim_reply_error(res, 400, "signature must be good, bad, none or other-secret");
 		goto out;
 	}
 	if (repeat_of(json_object_get(body, "repeat"), &repeat) < 0) {
-		reply_error(res, 400, "repeat must be an integer from 1 to 100");
+		sim_reply_error(res, 400, "repeat must be an integer from 1 to 100");
 		goto out;
 	}
 	if (timestamp_of(json_object_get(body, "timestamp"), &secs) < 0) {
-		reply_error(res, 400, "timestamp must be Unix seconds (an integer or digits)");
+		sim_reply_error(res, 400, "timestamp must be Unix seconds (an integer or digits)");
 		goto out;
 	}
 	snprintf(ts, sizeof ts, "%lld", secs);
 	rc = target_get(ws, &url, &secret);
 	if (rc) {
-		reply_error(res, rc > 0 ? 409 : 500,
-			    rc > 0 ? "no webhook target: POST /control/config first"
-				   : "out of memory");
+		sim_reply_error(res, rc > 0 ? 409 : 500,
+				rc > 0 ? "no webhook target: POST /control/config first"
+				       : "out of memory");
 		goto out;
 	}
 	contacts = json_array();
@@ -1172,12 +1105,12 @@ static void handle_inbound(struct wa_sim *ws, struct request *req, struct respon
 				 json_string_value(json_array_get(ids, 0)), NULL);
 	if (!statuses)
 		goto oom;
-	reply(res, 200,
-	      json_pack("{s:O, s:O, s:O, s:s}", "wamid", json_array_get(ids, 0), "wamids", ids,
-			"statuses", statuses, "body", payload));
+	sim_reply(res, 200,
+		  json_pack("{s:O, s:O, s:O, s:s}", "wamid", json_array_get(ids, 0), "wamids", ids,
+			    "statuses", statuses, "body", payload));
 	goto out;
 oom:
-	reply_error(res, 500, "out of memory");
+	sim_reply_error(res, 500, "out of memory");
 out:
 	free(url);
 	free(secret);
@@ -1222,35 +1155,35 @@ static void handle_status(struct wa_sim *ws, struct request *req, struct respons
 	for (k = 0; k < ARRAY_LEN(known) && strcmp(status, known[k]); k++)
 		;
 	if (k == ARRAY_LEN(known)) {
-		reply_error(res, 400, "status must be sent, delivered, read or failed");
+		sim_reply_error(res, 400, "status must be sent, delivered, read or failed");
 		goto out;
 	}
 	status = known[k];
 	if (!*pnid || !json_string_length(json_object_get(body, "wamid"))) {
-		reply_error(res, 400, "phone_number_id and wamid must not be empty");
+		sim_reply_error(res, 400, "phone_number_id and wamid must not be empty");
 		goto out;
 	}
 	if (!is_phone(json_string_value(json_object_get(body, "to")))) {
-		reply_error(res, 400, "to must be 8 to 15 digits");
+		sim_reply_error(res, 400, "to must be 8 to 15 digits");
 		goto out;
 	}
 	if (sig_mode_of(json_object_get(body, "signature"), &mode) < 0) {
-		reply_error(res, 400, "signature must be good, bad, none or other-secret");
+		sim_reply_error(res, 400, "signature must be good, bad, none or other-secret");
 		goto out;
 	}
 	if (repeat_of(json_object_get(body, "repeat"), &repeat) < 0) {
-		reply_error(res, 400, "repeat must be an integer from 1 to 100");
+		sim_reply_error(res, 400, "repeat must be an integer from 1 to 100");
 		goto out;
 	}
 	if (timestamp_of(json_object_get(body, "timestamp"), &secs) < 0) {
-		reply_error(res, 400, "timestamp must be Unix seconds (an integer or digits)");
+		sim_reply_error(res, 400, "timestamp must be Unix seconds (an integer or digits)");
 		goto out;
 	}
 	rc = target_get(ws, &url, &secret);
 	if (rc) {
-		reply_error(res, rc > 0 ? 409 : 500,
-			    rc > 0 ? "no webhook target: POST /control/config first"
-				   : "out of memory");
+		sim_reply_error(res, rc > 0 ? 409 : 500,
+				rc > 0 ? "no webhook target: POST /control/config first"
+				       : "out of memory");
 		goto out;
 	}
 	payload = status_payload(pnid, json_string_value(json_object_get(body, "wamid")),
@@ -1260,9 +1193,9 @@ static void handle_status(struct wa_sim *ws, struct request *req, struct respons
 					   json_string_value(json_object_get(body, "wamid")), status)
 			   : NULL;
 	if (!statuses)
-		reply_error(res, 500, "out of memory");
+		sim_reply_error(res, 500, "out of memory");
 	else
-		reply(res, 200, json_pack("{s:O, s:s}", "statuses", statuses, "body", payload));
+		sim_reply(res, 200, json_pack("{s:O, s:s}", "statuses", statuses, "body", payload));
 out:
 	free(url);
 	free(secret);
@@ -1317,18 +1250,18 @@ static void handle(void *arg, struct request *req, struct response *res)
 
 	buf_init(&allow, 256);
 	if (req->framing_status) {
-		reply_error(res, req->framing_status,
-			    req->framing_msg ? req->framing_msg : "malformed request");
+		sim_reply_error(res, req->framing_status,
+				req->framing_msg ? req->framing_msg : "malformed request");
 		res->close = 1;
 		goto out;
 	}
 	rc = router_match(routes, ARRAY_LEN(routes), req->method, req->path, &m, &allow);
 	if (rc == 404) {
-		reply_error(res, 404, "no such resource");
+		sim_reply_error(res, 404, "no such resource");
 		goto out;
 	}
 	if (rc == 405) {
-		reply_error(res, 405, "method not allowed");
+		sim_reply_error(res, 405, "method not allowed");
 		if (allow.data && response_header(res, "Allow", allow.data) < 0)
 			res->close = 1;
 		goto out;
@@ -1338,7 +1271,7 @@ static void handle(void *arg, struct request *req, struct response *res)
 		handle_send(ws, req, res, &m);
 		break;
 	case ROUTE_SENT:
-		reply(res, 200, records_copy(ws, ws->sent));
+		sim_reply(res, 200, records_copy(ws, ws->sent));
 		break;
 	case ROUTE_CONFIG:
 		handle_config(ws, req, res);
@@ -1346,7 +1279,8 @@ static void handle(void *arg, struct request *req, struct response *res)
 	case ROUTE_INBOUND:
 	case ROUTE_STATUS:
 		if (control_enter(ws) < 0) {
-			reply_error(res, 503, "too many control calls in flight: raise --threads");
+			sim_reply_error(res, 503,
+					"too many control calls in flight: raise --threads");
 			break;
 		}
 		if (m.route - routes == ROUTE_INBOUND)
@@ -1356,10 +1290,10 @@ static void handle(void *arg, struct request *req, struct response *res)
 		control_leave(ws);
 		break;
 	case ROUTE_CALLBACKS:
-		reply(res, 200, records_copy(ws, ws->callbacks));
+		sim_reply(res, 200, records_copy(ws, ws->callbacks));
 		break;
 	default:
-		reply(res, 200, json_pack("{s:s}", "status", "ok"));
+		sim_reply(res, 200, json_pack("{s:s}", "status", "ok"));
 		break;
 	}
 out:
@@ -1385,7 +1319,7 @@ int main(int argc, char **argv)
 	pthread_condattr_t ca;
 	pthread_t status_thread;
 	sigset_t sigs;
-	int rc, sig, v6, httpc_ready = 0, thread_ready = 0, exit_code = 1;
+	int rc, sig, httpc_ready = 0, thread_ready = 0, exit_code = 1;
 
 	memset(&ws, 0, sizeof ws);
 	o.reject_to = json_object();
@@ -1433,10 +1367,7 @@ int main(int argc, char **argv)
 	ho = (struct http_server_opts){o.host, o.port, LISTEN_THREADS, 4096, 30, o.threads};
 	if (http_server_start(&ho, handle, &ws, &srv) < 0)
 		goto out;
-	/* A bare IPv6 literal needs brackets in a URL. */
-	v6 = strchr(o.host, ':') && o.host[0] != '[';
-	log_msg(LOG_INFO, "listening", "port=%d url=http://%s%s%s:%d", http_server_port(srv),
-		v6 ? "[" : "", o.host, v6 ? "]" : "", http_server_port(srv));
+	sim_log_listening(srv, o.host);
 	if (ws.webhook_url)
 		log_msg(LOG_INFO, "config", "webhook target %s", ws.webhook_url);
 	if (o.fail_first || json_object_size(o.reject_to) || json_object_size(o.fail_status) ||

@@ -29,13 +29,19 @@ START_DEADLINE = 10.0
 STOP_DEADLINE = 15.0  # pms-sim drains writes in flight for up to 10 s
 
 
-class PmsSim:
-    """One pms-sim process; extra command-line arguments as *args."""
+class SimProcess:
+    """One simulator process (BINARY, logging as NAME), started on a free
+    loopback port with extra command-line arguments *args: its lifecycle,
+    shared by every simulator of the suites (pms-sim here, wa-sim in
+    wasim.py)."""
+
+    NAME = "pms-sim"
+    BINARY = PMS_SIM
 
     def __init__(self, *args):
         self.args = [str(a) for a in args]
-        self.dir = tempfile.mkdtemp(prefix="revops-pmssim-")
-        self.log_path = os.path.join(self.dir, "pms-sim.log")
+        self.dir = tempfile.mkdtemp(prefix="revops-%s-" % self.NAME)
+        self.log_path = os.path.join(self.dir, self.NAME + ".log")
         self.proc = None
         self.port = None
         try:
@@ -45,10 +51,10 @@ class PmsSim:
             raise
 
     def _start(self):
-        if not os.access(PMS_SIM, os.X_OK):
-            raise RuntimeError("no pms-sim at %s (set REVOPS_BIN_DIR)" % PMS_SIM)
+        if not os.access(self.BINARY, os.X_OK):
+            raise RuntimeError("no %s at %s (set REVOPS_BIN_DIR)" % (self.NAME, self.BINARY))
         self.log_file = open(self.log_path, "wb")
-        self.proc = subprocess.Popen([PMS_SIM, "--listen", "127.0.0.1:0"] + self.args,
+        self.proc = subprocess.Popen([self.BINARY, "--listen", "127.0.0.1:0"] + self.args,
                                      stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
                                      stderr=self.log_file, env=harness._child_env())
         deadline = time.monotonic() + START_DEADLINE
@@ -58,11 +64,11 @@ class PmsSim:
                 self.port = port
                 return
             if self.proc.poll() is not None:
-                raise RuntimeError("pms-sim exited with %s before listening:\n%s"
-                                   % (self.proc.returncode, self.log_text()))
+                raise RuntimeError("%s exited with %s before listening:\n%s"
+                                   % (self.NAME, self.proc.returncode, self.log_text()))
             time.sleep(0.01)
-        raise RuntimeError("pms-sim did not log 'listening' within %.0fs:\n%s"
-                           % (START_DEADLINE, self.log_text()))
+        raise RuntimeError("%s did not log 'listening' within %.0fs:\n%s"
+                           % (self.NAME, START_DEADLINE, self.log_text()))
 
     def _listening_port(self):
         for line in self.log_text().splitlines():
@@ -89,18 +95,6 @@ class PmsSim:
     def url(self):
         return "http://127.0.0.1:%d" % self.port
 
-    def get(self, path, timeout=10.0):
-        """GET path → (status, parsed JSON body)."""
-        with urllib.request.urlopen(self.url + path, timeout=timeout) as r:
-            return r.status, json.loads(r.read().decode("utf-8"))
-
-    def written(self):
-        """GET /written: the list of accepted writes, oldest first."""
-        status, body = self.get("/written")
-        if status != 200 or not isinstance(body, list):
-            raise AssertionError("pms-sim GET /written answered %s %r" % (status, body))
-        return body
-
     def stop(self, timeout=STOP_DEADLINE):
         """SIGTERM; requires exit code 0 within timeout (kills it otherwise)."""
         if self.proc is None:
@@ -114,12 +108,12 @@ class PmsSim:
             proc.kill()
             proc.wait()
             self.log_file.close()
-            raise AssertionError("pms-sim did not exit within %.0fs of SIGTERM:\n%s"
-                                 % (timeout, self.log_text()))
+            raise AssertionError("%s did not exit within %.0fs of SIGTERM:\n%s"
+                                 % (self.NAME, timeout, self.log_text()))
         self.log_file.close()
         if rc != 0:
-            sys.stderr.write("--- pms-sim log (exit %s) ---\n%s\n" % (rc, self.log_text()))
-            raise AssertionError("pms-sim exited with %s after SIGTERM" % rc)
+            sys.stderr.write("--- %s log (exit %s) ---\n%s\n" % (self.NAME, rc, self.log_text()))
+            raise AssertionError("%s exited with %s after SIGTERM" % (self.NAME, rc))
 
     def cleanup(self):
         """Kills (without asserting) and removes the log directory."""
@@ -143,6 +137,22 @@ class PmsSim:
 
     def __exit__(self, *exc):
         self.close()
+
+
+class PmsSim(SimProcess):
+    """One pms-sim process; extra command-line arguments as *args."""
+
+    def get(self, path, timeout=10.0):
+        """GET path → (status, parsed JSON body)."""
+        with urllib.request.urlopen(self.url + path, timeout=timeout) as r:
+            return r.status, json.loads(r.read().decode("utf-8"))
+
+    def written(self):
+        """GET /written: the list of accepted writes, oldest first."""
+        status, body = self.get("/written")
+        if status != 200 or not isinstance(body, list):
+            raise AssertionError("pms-sim GET /written answered %s %r" % (status, body))
+        return body
 
 
 def start_with_server(sim_args=(), server_args=()):

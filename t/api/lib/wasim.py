@@ -14,85 +14,25 @@ The simulator listens on 127.0.0.1:<free port>; the port comes from its
 
 import json
 import os
-import re
-import shutil
-import signal
-import subprocess
-import sys
-import tempfile
 import time
 import urllib.error
 import urllib.request
 
 import harness
+import pmssim
 
 WA_SIM = os.path.join(harness.BIN_DIR, "wa-sim")
-START_DEADLINE = 10.0
-STOP_DEADLINE = 15.0  # wa-sim drains requests in flight for up to 10 s
 # /control/inbound and /control/status wait for the webhook's answer (up to
 # 10 s per repeat in wa-sim), so their timeout is generous.
 CONTROL_TIMEOUT = 60.0
 
 
-class WaSim:
-    """One wa-sim process; extra command-line arguments as *args."""
+class WaSim(pmssim.SimProcess):
+    """One wa-sim process; extra command-line arguments as *args (the
+    lifecycle is pmssim.SimProcess's)."""
 
-    def __init__(self, *args):
-        self.args = [str(a) for a in args]
-        self.dir = tempfile.mkdtemp(prefix="revops-wasim-")
-        self.log_path = os.path.join(self.dir, "wa-sim.log")
-        self.proc = None
-        self.port = None
-        try:
-            self._start()
-        except BaseException:
-            self.cleanup()
-            raise
-
-    def _start(self):
-        if not os.access(WA_SIM, os.X_OK):
-            raise RuntimeError("no wa-sim at %s (set REVOPS_BIN_DIR)" % WA_SIM)
-        self.log_file = open(self.log_path, "wb")
-        self.proc = subprocess.Popen([WA_SIM, "--listen", "127.0.0.1:0"] + self.args,
-                                     stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
-                                     stderr=self.log_file, env=harness._child_env())
-        deadline = time.monotonic() + START_DEADLINE
-        while time.monotonic() < deadline:
-            port = self._listening_port()
-            if port:
-                self.port = port
-                return
-            if self.proc.poll() is not None:
-                raise RuntimeError("wa-sim exited with %s before listening:\n%s"
-                                   % (self.proc.returncode, self.log_text()))
-            time.sleep(0.01)
-        raise RuntimeError("wa-sim did not log 'listening' within %.0fs:\n%s"
-                           % (START_DEADLINE, self.log_text()))
-
-    def _listening_port(self):
-        for line in self.log_text().splitlines():
-            line = line.strip()
-            try:
-                ev = json.loads(line)
-            except ValueError:
-                continue
-            if isinstance(ev, dict) and ev.get("event") == "listening":
-                m = re.search(r"port=(\d+)", str(ev.get("msg", "")))
-                if not m:
-                    raise RuntimeError("'listening' line without port=: %r" % line)
-                return int(m.group(1))
-        return None
-
-    def log_text(self):
-        try:
-            with open(self.log_path, "rb") as f:
-                return f.read().decode("utf-8", "replace")
-        except OSError:
-            return ""
-
-    @property
-    def url(self):
-        return "http://127.0.0.1:%d" % self.port
+    NAME = "wa-sim"
+    BINARY = WA_SIM
 
     def request(self, method, path, body=None, headers=None, timeout=10.0):
         """One request → (status, parsed JSON body); error statuses are
@@ -183,46 +123,3 @@ class WaSim:
                 raise AssertionError("wa-sim: %d of %d callbacks within %.0fs: %r"
                                      % (len(got), count, timeout, got))
             time.sleep(0.05)
-
-    def stop(self, timeout=STOP_DEADLINE):
-        """SIGTERM; requires exit code 0 within timeout (kills it otherwise)."""
-        if self.proc is None:
-            return
-        proc, self.proc = self.proc, None
-        if proc.poll() is None:
-            proc.send_signal(signal.SIGTERM)
-        try:
-            rc = proc.wait(timeout)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
-            self.log_file.close()
-            raise AssertionError("wa-sim did not exit within %.0fs of SIGTERM:\n%s"
-                                 % (timeout, self.log_text()))
-        self.log_file.close()
-        if rc != 0:
-            sys.stderr.write("--- wa-sim log (exit %s) ---\n%s\n" % (rc, self.log_text()))
-            raise AssertionError("wa-sim exited with %s after SIGTERM" % rc)
-
-    def cleanup(self):
-        """Kills (without asserting) and removes the log directory."""
-        if self.proc is not None:
-            if self.proc.poll() is None:
-                self.proc.kill()
-                self.proc.wait()
-            self.proc = None
-            self.log_file.close()
-        if not os.environ.get("REVOPS_KEEP_DATA"):
-            shutil.rmtree(self.dir, ignore_errors=True)
-
-    def close(self):
-        try:
-            self.stop()
-        finally:
-            self.cleanup()
-
-    def __enter__(self):
-        return self
-
-    def __exit__(self, *exc):
-        self.close()
