@@ -24,6 +24,7 @@
 #include <unistd.h>
 
 #include "core/embedded.h"
+#include "store/group.h"
 #include "store/store.h"
 
 struct fixture {
@@ -1108,6 +1109,96 @@ static void test_two_writers(void **state)
 	assert_int_equal(store_ping(f->st), 0);
 }
 
+/* ------------------------------------------------------- group commit */
+
+#define GROUP_THREADS 8
+#define GROUP_JOBS 40
+
+struct grouped {
+	pthread_mutex_t mu;
+	size_t largest; /* the most jobs one transaction ran */
+	int slow_first; /* the first transaction waits, so the others queue */
+};
+
+/* store_group_fn: inserts a row per job (the job points to its key); a
+ * negative key breaks t's CHECK and so fails its transaction. */
+static int group_insert(struct store_tx *tx, void *const *jobs, size_t n, void *arg)
+{
+	struct grouped *g = arg;
+	int rc = 0;
+
+	pthread_mutex_lock(&g->mu);
+	if (n > g->largest)
+		g->largest = n;
+	if (g->slow_first) {
+		g->slow_first = 0;
+		pthread_mutex_unlock(&g->mu);
+		usleep(200 * 1000);
+	} else {
+		pthread_mutex_unlock(&g->mu);
+	}
+	for (size_t i = 0; rc >= 0 && i < n; i++) {
+		int64_t key = *(const int64_t *)jobs[i];
+
+		rc = store_exec(tx, "INSERT INTO t (a, n) VALUES ($1, $1)",
+				(struct store_val[]){sv_int(key)}, 1);
+	}
+	return rc < 0 ? rc : 0;
+}
+
+struct group_thread {
+	struct store_group *g;
+	int id, failed_good, bad_ok;
+};
+
+/* Hands in GROUP_JOBS jobs one after another; job 7 of each thread is bad. */
+static void *group_submit(void *arg)
+{
+	struct group_thread *t = arg;
+
+	for (int j = 0; j < GROUP_JOBS; j++) {
+		int64_t key = j == 7 ? -1 - t->id : (int64_t)t->id * 1000 + j;
+		int rc = store_group_run(t->g, &key);
+
+		if (j == 7)
+			t->bad_ok += rc == STORE_OK;
+		else
+			t->failed_good += rc != STORE_OK;
+	}
+	return NULL;
+}
+
+/* Writers arriving together share transactions; a bad job fails alone,
+ * and every good one commits exactly once. */
+static void test_group(void **state)
+{
+	struct fixture *f = *state;
+	struct grouped gd = {.slow_first = 1};
+	struct group_thread t[GROUP_THREADS];
+	pthread_t th[GROUP_THREADS];
+	struct store_group *g;
+
+	make_table(f->st);
+	pthread_mutex_init(&gd.mu, NULL);
+	assert_int_equal(store_group_new(f->st, 32, group_insert, &gd, &g), 0);
+	for (int i = 0; i < GROUP_THREADS; i++) {
+		t[i] = (struct group_thread){.g = g, .id = i};
+		assert_int_equal(pthread_create(&th[i], NULL, group_submit, &t[i]), 0);
+	}
+	for (int i = 0; i < GROUP_THREADS; i++) {
+		assert_int_equal(pthread_join(th[i], NULL), 0);
+		assert_int_equal(t[i].failed_good, 0);
+		assert_int_equal(t[i].bad_ok, 0);
+	}
+	store_group_free(g);
+	pthread_mutex_destroy(&gd.mu);
+	assert_true(gd.largest > 1);
+	assert_int_equal(count(f->st, "SELECT COUNT(*) FROM t"), GROUP_THREADS * (GROUP_JOBS - 1));
+	assert_int_equal(count(f->st, "SELECT COUNT(DISTINCT a) FROM t"),
+			 GROUP_THREADS * (GROUP_JOBS - 1));
+	assert_int_equal(count(f->st, "SELECT COUNT(*) FROM t WHERE a < 0"), 0);
+}
+
 /* Inserts a delivery row on `surface` in state `state`; returns
  * store_exec's result. */
 static int insert_delivery_on(struct store *st, const char *id, const char *surface, const char *state)
@@ -1710,6 +1801,7 @@ int main(void)
 		BOTH(test_too_many_params),
 		BOTH(test_statement_cache_churn),
 		BOTH(test_two_writers),
+		BOTH(test_group),
 		BOTH(test_notify),
 		BOTH(test_changes),
 		/* SQLite only */
@@ -1742,6 +1834,7 @@ int main(void)
 		BOTH(test_too_many_params),
 		BOTH(test_statement_cache_churn),
 		BOTH(test_two_writers),
+		BOTH(test_group),
 		BOTH(test_notify),
 		BOTH(test_changes),
 		/* PostgreSQL only */
