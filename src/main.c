@@ -163,7 +163,7 @@ static int start_serving(struct config *cfg, struct store *st, struct service *s
 	if (pms_open(cfg->pms_url, &svc->pms) < 0 ||
 	    pms_open_as(cfg->booking_engine_url, PMS_ROLE_BOOKING_ENGINE, &svc->booking) < 0 ||
 	    review_platform_open(cfg->reviews_url, &svc->reviews) < 0 ||
-	    whatsapp_open(cfg->whatsapp_api_url, &svc->whatsapp) < 0)
+	    whatsapp_open(cfg->whatsapp_api_url, st, &svc->whatsapp) < 0)
 		return -1;
 	if (cluster_role(svc->cluster) != CLUSTER_API &&
 	    (recover_decisions(st) < 0 ||

@@ -151,35 +151,51 @@ static int has_word(const char *text, const char *word)
 	return 0;
 }
 
-int keywords_match(struct store_tx *tx, const char *pf, const char *text, char keyword[KEYWORD_MAX])
+int keywords_load(struct store_tx *tx, const char *pf, json_t **lists)
 {
 	struct store_rows *r;
-	size_t cap = text ? strlen(text) * 2 + 1 : 1, i;
-	char *folded = malloc(cap);
-	json_t *list, *w;
-	int rc = folded ? store_query(tx, "SELECT words FROM guest_keywords WHERE portfolio_id = $1",
-				      (struct store_val[]){sv_text(pf)}, 1, &r)
-			: STORE_ERR;
+	json_t *list;
+	int rc;
 
-	if (rc != STORE_OK) {
-		free(folded);
-		return rc;
-	}
-	keyword_fold(text ? text : "", folded, cap);
+	if (!(*lists = json_array()))
+		return STORE_ERR;
+	rc = store_query(tx, "SELECT words FROM guest_keywords WHERE portfolio_id = $1",
+			 (struct store_val[]){sv_text(pf)}, 1, &r);
+	if (rc != STORE_OK)
+		goto out;
 	while ((rc = store_next(r)) == 1) {
-		list = json_loads(store_text(r, 0), 0, NULL);
-		json_array_foreach(list, i, w) {
-			if (has_word(folded, json_string_value(w))) {
-				snprintf(keyword, KEYWORD_MAX, "%s", json_string_value(w));
-				json_decref(list);
-				store_rows_close(r);
-				free(folded);
-				return 1;
-			}
-		}
+		if ((list = json_loads(store_text(r, 0), 0, NULL)) != NULL)
+			json_array_extend(*lists, list);
 		json_decref(list);
 	}
 	store_rows_close(r);
+out:
+	if (rc < 0) {
+		json_decref(*lists);
+		*lists = NULL;
+	}
+	return rc < 0 ? rc : 0;
+}
+
+int keywords_find(const json_t *lists, const char *text, char keyword[KEYWORD_MAX])
+{
+	size_t cap = text ? strlen(text) * 2 + 1 : 1, i;
+	char *folded;
+	const json_t *w;
+	int found = 0;
+
+	if (!json_array_size(lists))
+		return 0;
+	if (!(folded = malloc(cap)))
+		return -1;
+	keyword_fold(text ? text : "", folded, cap);
+	json_array_foreach(lists, i, w) {
+		if (has_word(folded, json_string_value(w))) {
+			snprintf(keyword, KEYWORD_MAX, "%s", json_string_value(w));
+			found = 1;
+			break;
+		}
+	}
 	free(folded);
-	return rc;
+	return found;
 }

@@ -9,6 +9,7 @@
 #define REVOPS_KEYWORDS_H
 #include <stddef.h>
 #include <stdint.h>
+#include <jansson.h>
 #include "core/common.h"
 
 struct store_tx;
@@ -28,9 +29,11 @@ size_t keyword_fold(const char *s, char *out, size_t cap);
  * removes it. Returns how many words were kept, or < 0. */
 int keywords_set(struct store_tx *tx, const char *portfolio_id, const char *language,
 		 const char *words, int64_t now) WUR;
-/* 1 with the first keyword found in text (folded, KEYWORD_MAX bytes) in
- * keyword, 0 when none is, or < 0. */
-int keywords_match(struct store_tx *tx, const char *portfolio_id, const char *text,
-		   char keyword[KEYWORD_MAX]) WUR;
+/* Every keyword of the portfolio's lists (folded), as one JSON array of
+ * strings into *lists (owned; empty when none). Returns 0 or < 0. */
+int keywords_load(struct store_tx *tx, const char *portfolio_id, json_t **lists) WUR;
+/* 1 with the first of lists's keywords found in text (folded, KEYWORD_MAX
+ * bytes) in keyword, 0 when none is, -1 when out of memory. */
+int keywords_find(const json_t *lists, const char *text, char keyword[KEYWORD_MAX]) WUR;
 
 #endif

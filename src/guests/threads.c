@@ -59,37 +59,156 @@ int guest_email_norm(const char *in, char out[GUEST_EMAIL_MAX])
 	return 0;
 }
 
-/* --------------------------------------------------------------- guests */
+/* ---------------------------------------------------------- thread rows */
 
-/* The guest of identity (kind, value), into id. Returns 1, 0 or < 0. */
-static int guest_of(struct store_tx *tx, const char *pf, const char *kind, const char *value, char *id)
+/* A thread as the writers know it: read once, changed in memory, written
+ * back whole (thread_write). */
+struct tstate {
+	char id[ID_MAX], guest_id[ID_MAX], last_id[ID_MAX];
+	int is_open; /* status: open (1) or escalated (0) */
+	int waiting; /* an inbound message is unanswered (since waiting_since) */
+	int dirty;   /* changed since read */
+	int64_t waiting_since, episode, escalated_episode, escalated_at, last_at;
+	char reason[ID_MAX]; /* escalation_reason ("" when none) */
+};
+
+/* A thread's row as one text, from alias t: the columns of struct tstate
+ * by spaces, "-" for NULL (no column holds a space), read back by
+ * tstate_from_text. One text lets a read of many keys fetch a thread in
+ * one correlated subquery. */
+#define TSTATE_TEXT                                                                               \
+	"t.id || ' ' || t.guest_id || ' ' || t.status || ' ' || COALESCE(CAST(t.waiting_since AS" \
+	" TEXT), '-') || ' ' || CAST(t.episode AS TEXT) || ' ' || CAST(t.escalated_episode AS"    \
+	" TEXT) || ' ' || COALESCE(CAST(t.escalated_at AS TEXT), '-') || ' ' ||"                  \
+	" COALESCE(t.escalation_reason, '-') || ' ' || COALESCE(t.last_message_id, '-') || ' '"   \
+	" || COALESCE(CAST(t.last_message_at AS TEXT), '-')"
+
+/* t from its TSTATE_TEXT. Returns 0, or -1 when s is not one. */
+_Static_assert(ID_MAX == 40, "tstate_from_text reads fields of ID_MAX - 1 bytes (%39s)");
+static int tstate_from_text(const char *s, struct tstate *t)
+{
+	char f[10][ID_MAX];
+	int64_t v[5];
+	const int ints[5] = {3, 4, 5, 6, 9};
+
+	memset(t, 0, sizeof *t);
+	if (!s || sscanf(s, "%39s %39s %39s %39s %39s %39s %39s %39s %39s %39s", f[0], f[1], f[2],
+			 f[3], f[4], f[5], f[6], f[7], f[8], f[9]) != 10)
+		return -1;
+	for (int i = 0; i < 5; i++)
+		v[i] = strcmp(f[ints[i]], "-") ? strtoll(f[ints[i]], NULL, 10) : 0;
+	snprintf(t->id, sizeof t->id, "%s", f[0]);
+	snprintf(t->guest_id, sizeof t->guest_id, "%s", f[1]);
+	t->is_open = !strcmp(f[2], "open");
+	t->waiting = strcmp(f[3], "-") != 0;
+	t->waiting_since = v[0];
+	t->episode = v[1];
+	t->escalated_episode = v[2];
+	t->escalated_at = v[3];
+	snprintf(t->reason, sizeof t->reason, "%s", strcmp(f[7], "-") ? f[7] : "");
+	snprintf(t->last_id, sizeof t->last_id, "%s", strcmp(f[8], "-") ? f[8] : "");
+	t->last_at = v[4];
+	return 0;
+}
+
+/* The thread of sql's row (sql: "SELECT " TSTATE_TEXT ...) into t.
+ * Returns 1, 0 (none) or < 0. */
+static int tstate_query(struct store_tx *tx, const char *sql, const struct store_val *v, int n,
+			struct tstate *t)
 {
 	struct store_rows *r;
-	int rc = store_query(tx,
-			     "SELECT guest_id FROM guest_identities WHERE portfolio_id = $1 AND kind ="
-			     " $2 AND value = $3",
-			     (struct store_val[]){sv_text(pf), sv_text(kind), sv_text(value)}, 3, &r);
+	int rc = store_query(tx, sql, v, n, &r);
 
 	if (rc != STORE_OK)
 		return rc;
-	if ((rc = store_next(r)) == 1)
-		snprintf(id, ID_MAX, "%s", store_text(r, 0));
+	if ((rc = store_next(r)) == 1 && tstate_from_text(store_text(r, 0), t) < 0)
+		rc = STORE_ERR;
 	store_rows_close(r);
 	return rc;
 }
 
-static int add_identity(struct store_tx *tx, const char *pf, const char *kind, const char *value,
-			const char *guest)
+/* Thread id's row into t. Returns 1, 0 (none) or < 0. */
+static int thread_read(struct store_tx *tx, const char *id, struct tstate *t)
 {
-	int rc = store_send(tx,
-			    "INSERT INTO guest_identities (portfolio_id, kind, value, guest_id) VALUES"
-			    " ($1, $2, $3, $4) ON CONFLICT (portfolio_id, kind, value) DO NOTHING",
-			    (struct store_val[]){sv_text(pf), sv_text(kind), sv_text(value),
-						 sv_text(guest)},
-			    4);
+	return tstate_query(tx, "SELECT " TSTATE_TEXT " FROM guest_threads t WHERE t.id = $1",
+			    (struct store_val[]){sv_text(id)}, 1, t);
+}
 
+/* Writes t back when it changed (sent: no answer awaited). */
+static int thread_write(struct store_tx *tx, struct tstate *t, int64_t now)
+{
+	int rc;
+
+	if (!t->dirty)
+		return 0;
+	rc = store_send(tx,
+			"UPDATE guest_threads SET status = $2, waiting_since = $3, episode = $4,"
+			" escalated_episode = $5, escalated_at = $6, escalation_reason = $7,"
+			" last_message_id = $8, last_message_at = $9, updated_at = $10 WHERE id = $1",
+			(struct store_val[]){sv_text(t->id),
+					     sv_text(t->is_open ? "open" : "escalated"),
+					     t->waiting ? sv_int(t->waiting_since) : sv_null(),
+					     sv_int(t->episode), sv_int(t->escalated_episode),
+					     t->escalated_at ? sv_int(t->escalated_at) : sv_null(),
+					     sv_text(t->reason[0] ? t->reason : NULL),
+					     sv_text(t->last_id[0] ? t->last_id : NULL),
+					     t->last_at ? sv_int(t->last_at) : sv_null(), sv_int(now)},
+			10);
+	t->dirty = 0;
 	return rc < 0 ? rc : 0;
 }
+
+/* The thread's property ids, as a JSON array (owned), or NULL. */
+static json_t *thread_props(struct store_tx *tx, const char *thread)
+{
+	struct store_rows *r;
+	json_t *a = json_array();
+	int rc = a ? store_query(tx,
+				 "SELECT property_id FROM guest_thread_properties WHERE thread_id = $1"
+				 " ORDER BY property_id",
+				 (struct store_val[]){sv_text(thread)}, 1, &r)
+		   : STORE_ERR;
+
+	if (rc != STORE_OK) {
+		json_decref(a);
+		return NULL;
+	}
+	while ((rc = store_next(r)) == 1)
+		json_array_append_new(a, json_string(store_text(r, 0)));
+	store_rows_close(r);
+	if (rc < 0) {
+		json_decref(a);
+		return NULL;
+	}
+	return a;
+}
+
+/* Escalates t's open wait now (reason "unanswered" or "keyword", with the
+ * keyword): t changes in memory, guest.thread.escalated is appended. */
+static int escalate(struct store_tx *tx, const char *pf, struct tstate *t, const char *reason,
+		    const char *keyword, int64_t now)
+{
+	json_t *props = thread_props(tx, t->id), *data = NULL;
+	int rc = STORE_ERR;
+
+	t->is_open = 0;
+	t->escalated_episode = t->episode;
+	t->escalated_at = now;
+	snprintf(t->reason, sizeof t->reason, "%s", reason);
+	t->dirty = 1;
+	data = json_pack("{s:s, s:s, s:s, s:o, s:o, s:o, s:I}", "thread_id", t->id, "guest_id",
+			 t->guest_id, "reason", reason, "keyword",
+			 keyword ? json_string(keyword) : json_null(), "waiting_since",
+			 jsonw_time(t->waiting_since), "escalated_at", jsonw_time(now),
+			 "waited_seconds", (json_int_t)((now - t->waiting_since) / 1000));
+	if (props && data)
+		rc = outbox_append(tx, "v2", "guest.thread.escalated", pf, props, data, NULL, 0);
+	json_decref(props);
+	json_decref(data);
+	return rc < 0 ? rc : 0;
+}
+
+/* --------------------------------------------------------------- merges */
 
 /* The thread of guest, into id. Returns 1, 0 or < 0. */
 static int thread_of(struct store_tx *tx, const char *pf, const char *guest, char *id)
@@ -163,318 +282,557 @@ static int merge(struct store_tx *tx, const char *pf, const char *keep, const ch
 	return rc < 0 ? rc : 0;
 }
 
-/* The guest of m's phone or e-mail (made, or two merged, as needed), into
- * id. Returns 0 or < 0. */
-static int find_guest(struct store_tx *tx, const char *pf, const struct guest_msg *m, int64_t now,
-		      char *id)
-{
-	char byphone[ID_MAX] = "", byemail[ID_MAX] = "";
-	int rc = m->phone ? guest_of(tx, pf, "phone", m->phone, byphone) : 0;
+/* -------------------------------------------------------------- batches */
 
-	if (rc >= 0 && m->email)
-		rc = guest_of(tx, pf, "email", m->email, byemail);
-	if (rc < 0)
-		return rc;
-	if (byphone[0] && byemail[0] && strcmp(byphone, byemail)) {
-		/* ids are time-ordered: the older guest stays */
-		int older = strcmp(byphone, byemail) < 0;
-
-		snprintf(id, ID_MAX, "%s", older ? byphone : byemail);
-		rc = merge(tx, pf, id, older ? byemail : byphone);
-	} else if (byphone[0] || byemail[0]) {
-		snprintf(id, ID_MAX, "%s", byphone[0] ? byphone : byemail);
-	} else {
-		if (id_new("gst_", id, ID_MAX) < 0)
-			return STORE_ERR;
-		rc = store_send(tx,
-				"INSERT INTO guests (id, portfolio_id, name, created_at, updated_at)"
-				" VALUES ($1, $2, $3, $4, $4)",
-				(struct store_val[]){sv_text(id), sv_text(pf), sv_text(m->name),
-						     sv_int(now)},
-				4);
-	}
-	if (rc >= 0 && m->phone && !byphone[0])
-		rc = add_identity(tx, pf, "phone", m->phone, id);
-	if (rc >= 0 && m->email && !byemail[0])
-		rc = add_identity(tx, pf, "email", m->email, id);
-	if (rc >= 0 && m->name && *m->name)
-		rc = store_send(tx,
-				"UPDATE guests SET name = COALESCE(name, $2), updated_at = $3 WHERE id"
-				" = $1",
-				(struct store_val[]){sv_text(id), sv_text(m->name), sv_int(now)}, 3);
-	return rc < 0 ? rc : 0;
-}
-
-/* -------------------------------------------------------------- threads */
-
-/* What a record or an escalation reads of a thread. */
-struct wait {
-	int waiting; /* an inbound message is unanswered */
-	int64_t waiting_since, episode, escalated_episode;
-	char guest_id[ID_MAX];
+/* An address of a guest the batch knows. */
+struct ident {
+	const char *kind; /* "phone" or "email" (static) */
+	char value[GUEST_EMAIL_MAX], guest_id[ID_MAX];
+	int named; /* the guest has a name */
 };
 
-static int wait_of(struct store_tx *tx, const char *thread, struct wait *w)
-{
-	struct store_rows *r;
-	int rc = store_query(tx,
-			     "SELECT waiting_since, episode, escalated_episode, guest_id FROM"
-			     " guest_threads WHERE id = $1",
-			     (struct store_val[]){sv_text(thread)}, 1, &r);
+/* A message the batch knows: recorded before, or earlier in the batch. */
+struct known {
+	char *channel, *external_id;
+	struct guest_msg_outcome out;
+};
 
-	memset(w, 0, sizeof *w);
-	if (rc != STORE_OK)
-		return rc;
-	if ((rc = store_next(r)) == 1) {
-		w->waiting = !store_is_null(r, 0);
-		w->waiting_since = w->waiting ? store_int(r, 0) : 0;
-		w->episode = store_int(r, 1);
-		w->escalated_episode = store_int(r, 2);
-		snprintf(w->guest_id, sizeof w->guest_id, "%s", store_text(r, 3));
+/* A (thread, property) pair the batch listed. */
+struct tprop {
+	char thread_id[ID_MAX], property_id[ID_MAX];
+};
+
+/* What a batch read once and keeps up to date in memory: the guests of
+ * its addresses, their threads, the messages of its external ids, the
+ * keywords and SLA minutes of the portfolio. */
+struct batch {
+	struct store_tx *tx;
+	const char *pf;
+	int64_t now;
+	struct ident *ids;
+	struct tstate *ts;
+	struct known *kn;
+	struct tprop *tp;
+	size_t nids, capids, nts, capts, nkn, capkn, ntp, captp;
+	const struct guest_rules *rules;
+};
+
+/* Makes room for one more of *arr's n elements (size bytes each). Returns
+ * 0 or STORE_ERR (no memory). */
+static int room(void *arr, size_t n, size_t *cap, size_t size)
+{
+	void **a = arr, *p;
+	size_t c = *cap ? *cap * 2 : 16;
+
+	if (n < *cap)
+		return 0;
+	if (!(p = realloc(*a, c * size)))
+		return STORE_ERR;
+	*a = p;
+	*cap = c;
+	return 0;
+}
+
+static void batch_free(struct batch *b)
+{
+	for (size_t i = 0; i < b->nkn; i++) {
+		free(b->kn[i].channel);
+		free(b->kn[i].external_id);
 	}
-	store_rows_close(r);
+	free(b->ids);
+	free(b->ts);
+	free(b->kn);
+	free(b->tp);
+}
+
+static struct ident *ident_find(struct batch *b, const char *kind, const char *value)
+{
+	for (size_t i = 0; i < b->nids; i++)
+		if (!strcmp(b->ids[i].value, value) && !strcmp(b->ids[i].kind, kind))
+			return &b->ids[i];
+	return NULL;
+}
+
+static int ident_add(struct batch *b, const char *kind, const char *value, const char *guest,
+		     int named)
+{
+	struct ident *d;
+
+	if (room(&b->ids, b->nids, &b->capids, sizeof *b->ids) < 0)
+		return STORE_ERR;
+	d = &b->ids[b->nids++];
+	d->kind = !strcmp(kind, "phone") ? "phone" : "email";
+	snprintf(d->value, sizeof d->value, "%s", value);
+	snprintf(d->guest_id, sizeof d->guest_id, "%s", guest);
+	d->named = named;
+	return 0;
+}
+
+/* 1 when the batch knows guest has a name. */
+static int guest_named(const struct batch *b, const char *guest)
+{
+	for (size_t i = 0; i < b->nids; i++)
+		if (!strcmp(b->ids[i].guest_id, guest))
+			return b->ids[i].named;
+	return 0;
+}
+
+static struct tstate *ts_find(struct batch *b, const char *guest)
+{
+	for (size_t i = 0; i < b->nts; i++)
+		if (!strcmp(b->ts[i].guest_id, guest))
+			return &b->ts[i];
+	return NULL;
+}
+
+static struct known *known_find(struct batch *b, const char *channel, const char *external_id)
+{
+	for (size_t i = 0; i < b->nkn; i++)
+		if (!strcmp(b->kn[i].external_id, external_id) && !strcmp(b->kn[i].channel, channel))
+			return &b->kn[i];
+	return NULL;
+}
+
+static int known_add(struct batch *b, const char *channel, const char *external_id,
+		     const struct guest_msg_outcome *out)
+{
+	struct known *k;
+
+	if (room(&b->kn, b->nkn, &b->capkn, sizeof *b->kn) < 0)
+		return STORE_ERR;
+	k = &b->kn[b->nkn];
+	k->channel = strdup(channel);
+	k->external_id = strdup(external_id);
+	k->out = *out;
+	if (!k->channel || !k->external_id) {
+		free(k->channel);
+		free(k->external_id);
+		return STORE_ERR;
+	}
+	b->nkn++;
+	return 0;
+}
+
+/* ---- reading what the batch needs: one statement per READ_KEYS messages */
+
+/* Messages one read carries, at most (4 values each); a read of fewer is
+ * padded to a power of two, so a few prepared statements serve all. */
+#define READ_KEYS 16
+
+/* The read is a row per message, correlated on its values (k.column2..5:
+ * channel, external id, phone, e-mail) by equality on whole keys only,
+ * so every lookup is an index probe whatever the planner knows of the
+ * tables' sizes (an IN list over a table that was empty when its plan
+ * was cached became a filter over every row). The guests of a message's
+ * addresses are found once (a materialised CTE), then their names and
+ * threads; an address the message lacks costs nothing (CASE). */
+#define GUEST_OF(kind, value)                                                                 \
+	"CASE WHEN " value " IS NULL THEN NULL ELSE (SELECT i.guest_id FROM guest_identities" \
+	" i WHERE i.portfolio_id = $1 AND i.kind = '" kind "' AND i.value = " value ") END"
+#define NAMED(guest)                                                                         \
+	"CASE WHEN " guest " IS NULL THEN NULL ELSE (SELECT CASE WHEN n.name IS NULL THEN 0" \
+	" ELSE 1 END FROM guests n WHERE n.id = " guest ") END"
+#define THREAD_TEXT(guest)                                                                        \
+	"CASE WHEN " guest " IS NULL THEN NULL ELSE (SELECT " TSTATE_TEXT " FROM guest_threads t" \
+	" WHERE t.portfolio_id = $1 AND t.guest_id = " guest ") END"
+
+static char *read_sql(size_t n)
+{
+	static const char head[] =
+		"WITH g AS MATERIALIZED (SELECT k.column1 AS i, (SELECT m.id || ' ' || m.thread_id"
+		" FROM guest_messages m WHERE m.portfolio_id = $1 AND m.channel = k.column2 AND"
+		" m.external_id = k.column3) AS known, " GUEST_OF(
+			"phone", "k.column4") " AS gp, " GUEST_OF("email",
+								  "k.column5") " AS ge FROM (VALUES ";
+	static const char tail[] = ") k) SELECT i, known, gp, " NAMED("gp") ", " THREAD_TEXT(
+		"gp") ", ge, " NAMED("ge") ", " THREAD_TEXT("ge") " FROM g";
+	size_t cap = sizeof head + n * 40 + sizeof tail, len;
+	char *sql = malloc(cap);
+
+	if (!sql)
+		return NULL;
+	len = (size_t)snprintf(sql, cap, "%s", head);
+	for (size_t i = 0; i < n; i++)
+		len += (size_t)snprintf(sql + len, cap - len, "%s(%zu, $%zu, $%zu, $%zu, $%zu)",
+					i ? ", " : "", i, 4 * i + 2, 4 * i + 3, 4 * i + 4, 4 * i + 5);
+	snprintf(sql + len, cap - len, "%s", tail);
+	return sql;
+}
+
+/* Takes in the address kind/value's columns from c on (guest, named,
+ * thread) of a row of the read. */
+static int read_address(struct batch *b, struct store_rows *r, int c, const char *kind,
+			const char *value)
+{
+	const char *guest = store_text(r, c), *thread = store_text(r, c + 2);
+	int rc;
+
+	if (!guest || ident_find(b, kind, value))
+		return 0;
+	if ((rc = ident_add(b, kind, value, guest, (int)store_int(r, c + 1))) < 0 || !thread ||
+	    ts_find(b, guest))
+		return rc;
+	if (room(&b->ts, b->nts, &b->capts, sizeof *b->ts) < 0)
+		return STORE_ERR;
+	if (tstate_from_text(thread, &b->ts[b->nts]) < 0)
+		return STORE_ERR;
+	b->nts++;
+	return 0;
+}
+
+/* Takes in the row of the read of message m. */
+static int read_row(struct batch *b, struct store_rows *r, const struct guest_msg *m)
+{
+	const char *known = store_text(r, 1);
+	struct guest_msg_outcome out = {.duplicate = 1};
+	int rc = 0;
+
+	if (known && m->external_id && !known_find(b, m->channel, m->external_id)) {
+		if (sscanf(known, "%39s %39s", out.message_id, out.thread_id) != 2)
+			return STORE_ERR;
+		rc = known_add(b, m->channel, m->external_id, &out);
+	}
+	if (rc >= 0 && m->phone)
+		rc = read_address(b, r, 2, "phone", m->phone);
+	if (rc >= 0 && m->email)
+		rc = read_address(b, r, 5, "email", m->email);
 	return rc;
 }
 
-/* The thread's property ids, as a JSON array (owned), or NULL. */
-static json_t *thread_props(struct store_tx *tx, const char *thread)
+/* Reads what messages m[0..n) (n <= READ_KEYS) need: those of their
+ * external ids known, the guests of their addresses and those guests'
+ * threads, in one statement. */
+static int read_chunk(struct batch *b, const struct guest_msg *m, size_t n)
 {
+	struct store_val v[1 + READ_KEYS * 4];
 	struct store_rows *r;
-	json_t *a = json_array();
-	int rc = a ? store_query(tx,
-				 "SELECT property_id FROM guest_thread_properties WHERE thread_id = $1"
-				 " ORDER BY property_id",
-				 (struct store_val[]){sv_text(thread)}, 1, &r)
-		   : STORE_ERR;
+	size_t padded = 1, at;
+	char *sql;
+	int rc;
 
-	if (rc != STORE_OK) {
-		json_decref(a);
-		return NULL;
+	while (padded < n)
+		padded *= 2;
+	v[0] = sv_text(b->pf);
+	for (size_t i = 0; i < padded; i++) {
+		const struct guest_msg *g = &m[i < n ? i : n - 1];
+
+		v[1 + 4 * i] = sv_text(g->external_id ? g->channel : NULL);
+		v[2 + 4 * i] = sv_text(g->external_id);
+		v[3 + 4 * i] = sv_text(g->phone);
+		v[4 + 4 * i] = sv_text(g->email);
 	}
+	if (!(sql = read_sql(padded)))
+		return STORE_ERR;
+	rc = store_query(b->tx, sql, v, 1 + (int)padded * 4, &r);
+	free(sql);
+	if (rc != STORE_OK)
+		return rc;
 	while ((rc = store_next(r)) == 1)
-		json_array_append_new(a, json_string(store_text(r, 0)));
+		if ((at = (size_t)store_int(r, 0)) < n && (rc = read_row(b, r, &m[at])) < 0)
+			break;
 	store_rows_close(r);
-	if (rc < 0) {
-		json_decref(a);
-		return NULL;
-	}
-	return a;
-}
-
-/* Escalates the thread's open wait w now (reason "unanswered" or
- * "keyword", with the keyword) and emits guest.thread.escalated. */
-static int escalate(struct store_tx *tx, const char *pf, const char *thread, const struct wait *w,
-		    const char *reason, const char *keyword, int64_t now)
-{
-	json_t *props = thread_props(tx, thread), *data = NULL;
-	int rc = props ? store_exec(tx,
-				    "UPDATE guest_threads SET status = 'escalated', escalated_episode"
-				    " = episode, escalated_at = $2, escalation_reason = $3, updated_at"
-				    " = $2 WHERE id = $1",
-				    (struct store_val[]){sv_text(thread), sv_int(now),
-							 sv_text(reason)},
-				    3)
-		       : STORE_ERR;
-
-	if (rc >= 0) {
-		data = json_pack("{s:s, s:s, s:s, s:o, s:o, s:o, s:I}", "thread_id", thread,
-				 "guest_id", w->guest_id, "reason", reason, "keyword",
-				 keyword ? json_string(keyword) : json_null(), "waiting_since",
-				 jsonw_time(w->waiting_since), "escalated_at", jsonw_time(now),
-				 "waited_seconds", (json_int_t)((now - w->waiting_since) / 1000));
-		rc = data ? outbox_append(tx, "v2", "guest.thread.escalated", pf, props, data, NULL, 0)
-			  : STORE_ERR;
-	}
-	json_decref(props);
-	json_decref(data);
 	return rc < 0 ? rc : 0;
 }
 
-/* An inbound message of thread at at: starts a wait when none is open
- * (its timer due at the tier's guest_reply_minutes after at), then
- * escalates at once when text holds a keyword of the portfolio. */
-static int inbound(struct store_tx *tx, const char *pf, const char *tier, const char *thread,
-		   const char *text, int64_t at, int64_t now, int *escalated)
+/* The thread of guest, read into the batch when it has one. */
+static int read_thread(struct batch *b, const char *guest)
 {
-	struct sla_settings s;
-	struct wait w;
-	char keyword[KEYWORD_MAX];
-	int rc = wait_of(tx, thread, &w);
+	struct tstate t;
+	int rc = tstate_query(b->tx,
+			      "SELECT " TSTATE_TEXT " FROM guest_threads t WHERE t.portfolio_id = $1"
+			      " AND t.guest_id = $2",
+			      (struct store_val[]){sv_text(b->pf), sv_text(guest)}, 2, &t);
 
 	if (rc != 1)
-		return rc < 0 ? rc : STORE_ERR;
-	if (!w.waiting) {
-		if ((rc = sla_get(tx, pf, tier, &s)) < 0)
-			return rc;
-		w = (struct wait){1, at, w.episode + 1, w.escalated_episode, ""};
-		rc = store_exec(tx,
-				"UPDATE guest_threads SET waiting_since = $2, episode = $3 WHERE id ="
-				" $1",
-				(struct store_val[]){sv_text(thread), sv_int(at), sv_int(w.episode)},
-				3);
-		if (rc >= 0)
-			rc = timer_set(tx, THREAD_TIMER, thread, w.episode, 1, pf,
-				       at + clock_business_ms(s.guest_reply_minutes * 60000));
-		if (rc < 0 || (rc = wait_of(tx, thread, &w)) != 1)
-			return rc < 0 ? rc : STORE_ERR;
-	}
-	if (w.escalated_episode >= w.episode)
-		return 0;
-	if ((rc = keywords_match(tx, pf, text, keyword)) <= 0)
+		return rc < 0 ? rc : 0;
+	if (room(&b->ts, b->nts, &b->capts, sizeof *b->ts) < 0)
+		return STORE_ERR;
+	b->ts[b->nts++] = t;
+	return 0;
+}
+
+/* ---- guests */
+
+static int add_identity(struct batch *b, const char *kind, const char *value, const char *guest,
+			int named)
+{
+	int rc = store_send(b->tx,
+			    "INSERT INTO guest_identities (portfolio_id, kind, value, guest_id) VALUES"
+			    " ($1, $2, $3, $4) ON CONFLICT (portfolio_id, kind, value) DO NOTHING",
+			    (struct store_val[]){sv_text(b->pf), sv_text(kind), sv_text(value),
+						 sv_text(guest)},
+			    4);
+
+	return rc < 0 ? rc : ident_add(b, kind, value, guest, named);
+}
+
+/* Merges guest drop into keep (merge) after writing the batch's threads
+ * back; the batch then knows drop's addresses as keep's, and reads keep's
+ * thread again when it needs it. */
+static int batch_merge(struct batch *b, const char *keep, const char *drop)
+{
+	char k[ID_MAX], d[ID_MAX];
+	int rc = 0;
+
+	snprintf(k, sizeof k, "%s", keep);
+	snprintf(d, sizeof d, "%s", drop);
+	for (size_t i = 0; rc >= 0 && i < b->nts; i++)
+		rc = thread_write(b->tx, &b->ts[i], b->now);
+	if (rc < 0 || (rc = merge(b->tx, b->pf, k, d)) < 0)
 		return rc;
+	for (size_t i = 0; i < b->nids; i++)
+		if (!strcmp(b->ids[i].guest_id, d))
+			snprintf(b->ids[i].guest_id, ID_MAX, "%s", k);
+	for (size_t i = b->nts; i-- > 0;)
+		if (!strcmp(b->ts[i].guest_id, k) || !strcmp(b->ts[i].guest_id, d))
+			b->ts[i] = b->ts[--b->nts];
+	return 0;
+}
+
+/* The guest of m's phone or e-mail (made, or two merged, as needed), into
+ * id. Returns 1 (a new guest), 0 or < 0. */
+static int batch_guest(struct batch *b, const struct guest_msg *m, char *id)
+{
+	const struct ident *p = m->phone ? ident_find(b, "phone", m->phone) : NULL;
+	const struct ident *e = m->email ? ident_find(b, "email", m->email) : NULL;
+	int has_p = p != NULL, has_e = e != NULL, made = 0, named, rc = 0;
+
+	if (p && e && strcmp(p->guest_id, e->guest_id)) {
+		/* ids are time-ordered: the older guest stays */
+		int older = strcmp(p->guest_id, e->guest_id) < 0;
+
+		snprintf(id, ID_MAX, "%s", older ? p->guest_id : e->guest_id);
+		rc = batch_merge(b, id, older ? e->guest_id : p->guest_id);
+	} else if (p || e) {
+		snprintf(id, ID_MAX, "%s", p ? p->guest_id : e->guest_id);
+	} else {
+		if (id_new("gst_", id, ID_MAX) < 0)
+			return STORE_ERR;
+		made = 1;
+		rc = store_send(b->tx,
+				"INSERT INTO guests (id, portfolio_id, name, created_at, updated_at)"
+				" VALUES ($1, $2, $3, $4, $4)",
+				(struct store_val[]){sv_text(id), sv_text(b->pf), sv_text(m->name),
+						     sv_int(b->now)},
+				4);
+	}
+	named = made ? m->name && *m->name : guest_named(b, id);
+	if (rc >= 0 && m->phone && !has_p)
+		rc = add_identity(b, "phone", m->phone, id, named);
+	if (rc >= 0 && m->email && !has_e)
+		rc = add_identity(b, "email", m->email, id, named);
+	if (rc >= 0 && !named && m->name && *m->name) {
+		rc = store_send(b->tx, "UPDATE guests SET name = $2, updated_at = $3 WHERE id = $1",
+				(struct store_val[]){sv_text(id), sv_text(m->name), sv_int(b->now)},
+				3);
+		for (size_t i = 0; i < b->nids; i++)
+			if (!strcmp(b->ids[i].guest_id, id))
+				b->ids[i].named = 1;
+	}
+	return rc < 0 ? rc : made;
+}
+
+/* ---- threads */
+
+/* The thread of guest (read, or made when there is none; a new guest
+ * has none) into *t. */
+static int batch_thread(struct batch *b, const char *guest, int new_guest, struct tstate **t)
+{
+	struct tstate *s;
+	int rc;
+
+	if ((*t = ts_find(b, guest)) != NULL)
+		return 0;
+	if (!new_guest && (rc = read_thread(b, guest)) < 0)
+		return rc;
+	if ((*t = ts_find(b, guest)) != NULL)
+		return 0;
+	if (room(&b->ts, b->nts, &b->capts, sizeof *b->ts) < 0)
+		return STORE_ERR;
+	s = &b->ts[b->nts];
+	memset(s, 0, sizeof *s);
+	s->is_open = 1;
+	snprintf(s->guest_id, sizeof s->guest_id, "%s", guest);
+	if (id_new("gt_", s->id, sizeof s->id) < 0)
+		return STORE_ERR;
+	rc = store_send(b->tx,
+			"INSERT INTO guest_threads (id, portfolio_id, guest_id, status, created_at,"
+			" updated_at) VALUES ($1, $2, $3, 'open', $4, $4)",
+			(struct store_val[]){sv_text(s->id), sv_text(b->pf), sv_text(guest),
+					     sv_int(b->now)},
+			4);
+	*t = &b->ts[b->nts++];
+	return rc < 0 ? rc : 0;
+}
+
+/* Lists property among thread t's (once a batch). */
+static int batch_tprop(struct batch *b, const struct tstate *t, const char *property)
+{
+	struct tprop *p;
+
+	for (size_t i = 0; i < b->ntp; i++)
+		if (!strcmp(b->tp[i].thread_id, t->id) && !strcmp(b->tp[i].property_id, property))
+			return 0;
+	if (room(&b->tp, b->ntp, &b->captp, sizeof *b->tp) < 0)
+		return STORE_ERR;
+	p = &b->tp[b->ntp++];
+	snprintf(p->thread_id, sizeof p->thread_id, "%s", t->id);
+	snprintf(p->property_id, sizeof p->property_id, "%s", property);
+	return store_send_row(b->tx, "INSERT INTO guest_thread_properties (thread_id, property_id)",
+			      " ON CONFLICT (thread_id, property_id) DO NOTHING", 2,
+			      (struct store_val[]){sv_text(t->id), sv_text(property)});
+}
+
+/* An inbound message m of t: starts a wait when none is open (its timer
+ * due at the tier's guest_reply_minutes after m's time), then escalates
+ * at once when its text holds a keyword of the portfolio. */
+static int batch_inbound(struct batch *b, struct tstate *t, const struct guest_msg *m, int *escalated)
+{
+	char keyword[KEYWORD_MAX];
+	int rc;
+
+	if (!t->waiting) {
+		t->waiting = t->dirty = 1;
+		t->waiting_since = m->at;
+		t->episode++;
+		rc = timer_set(b->tx, THREAD_TIMER, t->id, t->episode, 1, b->pf,
+			       m->at + clock_business_ms(b->rules->sla.guest_reply_minutes * 60000));
+		if (rc < 0)
+			return rc;
+	}
+	if (t->escalated_episode >= t->episode)
+		return 0;
+	if ((rc = keywords_find(b->rules->keywords, m->text, keyword)) <= 0)
+		return rc < 0 ? STORE_ERR : 0;
 	*escalated = 1;
-	return escalate(tx, pf, thread, &w, "keyword", keyword, now);
+	return escalate(b->tx, b->pf, t, "keyword", keyword, b->now);
 }
 
 /* An answer: the wait ends, its timer with it. */
-static int answered(struct store_tx *tx, const char *thread, int64_t now)
+static int batch_answered(struct batch *b, struct tstate *t)
 {
-	int rc = store_exec(tx,
-			    "UPDATE guest_threads SET waiting_since = NULL, status = 'open', updated_at"
-			    " = $2 WHERE id = $1 AND waiting_since IS NOT NULL",
-			    (struct store_val[]){sv_text(thread), sv_int(now)}, 2);
-
-	if (rc > 0)
-		rc = timer_cancel(tx, THREAD_TIMER, thread);
-	return rc < 0 ? rc : 0;
-}
-
-/* The thread of guest (made when new), into id. */
-static int thread_for(struct store_tx *tx, const char *pf, const char *guest, int64_t now, char *id)
-{
-	int rc = thread_of(tx, pf, guest, id);
-
-	if (rc != 0)
-		return rc < 0 ? rc : 0;
-	if (id_new("gt_", id, ID_MAX) < 0)
-		return STORE_ERR;
-	rc = store_send(tx,
-			"INSERT INTO guest_threads (id, portfolio_id, guest_id, status, created_at,"
-			" updated_at) VALUES ($1, $2, $3, 'open', $4, $4)",
-			(struct store_val[]){sv_text(id), sv_text(pf), sv_text(guest), sv_int(now)},
-			4);
-	return rc < 0 ? rc : 0;
-}
-
-/* Inserts m into thread unless known; out->duplicate and the known ids
- * when it is. */
-static int insert_message(struct store_tx *tx, const char *pf, const char *thread,
-			  const struct guest_msg *m, int64_t now, struct guest_msg_outcome *out)
-{
-	struct store_rows *r;
 	int rc;
 
-	if (id_new("msg_", out->message_id, sizeof out->message_id) < 0)
-		return STORE_ERR;
-	rc = store_query(
-		tx,
+	if (!t->waiting)
+		return 0;
+	t->waiting = 0;
+	t->is_open = t->dirty = 1;
+	rc = timer_cancel(b->tx, THREAD_TIMER, t->id);
+	return rc < 0 ? rc : 0;
+}
+
+/* ---- messages */
+
+static int insert_message(struct batch *b, const struct tstate *t, const struct guest_msg *m,
+			  const char *id)
+{
+	return store_send_row(
+		b->tx,
 		"INSERT INTO guest_messages (id, portfolio_id, thread_id, property_id, channel,"
 		" direction, external_id, recipient, text, template, status, next_attempt_at, at,"
-		" created_by, created_at, updated_at) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9,"
-		" $10, $11, $12, $13, $14, $15, $15) ON CONFLICT (portfolio_id, channel,"
-		" external_id) DO NOTHING RETURNING id",
-		(struct store_val[]){sv_text(out->message_id), sv_text(pf), sv_text(thread),
+		" created_by, created_at, updated_at)",
+		"", 16,
+		(struct store_val[]){sv_text(id), sv_text(b->pf), sv_text(t->id),
 				     sv_text(m->property_id), sv_text(m->channel),
 				     sv_text(m->inbound ? "inbound" : "outbound"),
 				     sv_text(m->external_id), sv_text(m->recipient),
 				     sv_text(m->text), sv_text(m->template_json), sv_text(m->status),
-				     strcmp(m->status, "queued") ? sv_null() : sv_int(now),
-				     sv_int(m->at), sv_text(m->created_by), sv_int(now)},
-		15, &r);
-
-	if (rc != STORE_OK)
-		return rc;
-	rc = store_next(r);
-	store_rows_close(r);
-	if (rc != 0)
-		return rc < 0 ? rc : 0;
-	out->duplicate = 1;
-	rc = store_query(tx,
-			 "SELECT id, thread_id FROM guest_messages WHERE portfolio_id = $1 AND channel"
-			 " = $2 AND external_id = $3",
-			 (struct store_val[]){sv_text(pf), sv_text(m->channel),
-					      sv_text(m->external_id)},
-			 3, &r);
-	if (rc != STORE_OK)
-		return rc;
-	if ((rc = store_next(r)) == 1) {
-		snprintf(out->message_id, sizeof out->message_id, "%s", store_text(r, 0));
-		snprintf(out->thread_id, sizeof out->thread_id, "%s", store_text(r, 1));
-	}
-	store_rows_close(r);
-	return rc == 1 ? 0 : (rc < 0 ? rc : STORE_ERR);
+				     strcmp(m->status, "queued") ? sv_null() : sv_int(b->now),
+				     sv_int(m->at), sv_text(m->created_by), sv_int(b->now),
+				     sv_int(b->now)});
 }
 
-/* out->duplicate with the known ids when (pf, m's channel, external id)
- * is recorded. Returns 1 (known), 0 or < 0. */
-static int known_message(struct store_tx *tx, const char *pf, const struct guest_msg *m,
-			 struct guest_msg_outcome *out)
+/* Records m as guest_messages_record says, into *out. */
+static int record_one(struct batch *b, const struct guest_msg *m, struct guest_msg_outcome *out)
 {
-	struct store_rows *r;
-	int rc = store_query(tx,
-			     "SELECT m.id, m.thread_id, t.guest_id FROM guest_messages m JOIN"
-			     " guest_threads t ON t.id = m.thread_id WHERE m.portfolio_id = $1 AND"
-			     " m.channel = $2 AND m.external_id = $3",
-			     (struct store_val[]){sv_text(pf), sv_text(m->channel),
-						  sv_text(m->external_id)},
-			     3, &r);
+	const struct known *k = m->external_id ? known_find(b, m->channel, m->external_id) : NULL;
+	struct tstate *t;
+	int rc;
 
-	if (rc != STORE_OK)
-		return rc;
-	if ((rc = store_next(r)) == 1) {
+	memset(out, 0, sizeof *out);
+	if (k) {
+		/* a message seen before changes nothing, not even its guest's
+		 * addresses */
+		*out = k->out;
 		out->duplicate = 1;
-		snprintf(out->message_id, sizeof out->message_id, "%s", store_text(r, 0));
-		snprintf(out->thread_id, sizeof out->thread_id, "%s", store_text(r, 1));
-		snprintf(out->guest_id, sizeof out->guest_id, "%s", store_text(r, 2));
+		out->escalated = 0;
+		return 0;
 	}
-	store_rows_close(r);
-	return rc;
+	if ((rc = batch_guest(b, m, out->guest_id)) < 0 ||
+	    (rc = batch_thread(b, out->guest_id, rc == 1, &t)) < 0)
+		return rc;
+	snprintf(out->thread_id, sizeof out->thread_id, "%s", t->id);
+	if (id_new("msg_", out->message_id, sizeof out->message_id) < 0)
+		return STORE_ERR;
+	if ((rc = insert_message(b, t, m, out->message_id)) < 0 ||
+	    (rc = batch_tprop(b, t, m->property_id)) < 0 ||
+	    (m->external_id && (rc = known_add(b, m->channel, m->external_id, out)) < 0))
+		return rc;
+	if (!t->last_at || t->last_at <= m->at) {
+		snprintf(t->last_id, sizeof t->last_id, "%s", out->message_id);
+		t->last_at = m->at;
+	}
+	t->dirty = 1;
+	return m->inbound ? batch_inbound(b, t, m, &out->escalated) : batch_answered(b, t);
+}
+
+int guest_rules_load(struct store_tx *tx, const char *pf, const char *tier, struct guest_rules *out)
+{
+	int rc = sla_get(tx, pf, tier, &out->sla);
+
+	out->keywords = NULL;
+	return rc < 0 ? rc : keywords_load(tx, pf, &out->keywords);
+}
+
+void guest_rules_free(struct guest_rules *r)
+{
+	json_decref(r->keywords);
+	r->keywords = NULL;
+}
+
+int guest_messages_record(struct store_tx *tx, const char *pf, const struct guest_rules *rules,
+			  const struct guest_msg *m, size_t n, int64_t now,
+			  struct guest_msg_outcome *out, guest_recorded_fn fn, void *arg)
+{
+	struct batch b = {.tx = tx, .pf = pf, .now = now, .rules = rules};
+	int rc = 0;
+
+	for (size_t i = 0; rc >= 0 && i < n; i += READ_KEYS)
+		rc = read_chunk(&b, m + i, n - i < READ_KEYS ? n - i : READ_KEYS);
+	for (size_t i = 0; rc >= 0 && i < n; i++)
+		if ((rc = record_one(&b, &m[i], &out[i])) >= 0 && fn)
+			rc = fn(tx, i, &out[i], arg);
+	for (size_t i = 0; rc >= 0 && i < b.nts; i++)
+		rc = thread_write(tx, &b.ts[i], now);
+	batch_free(&b);
+	return rc < 0 ? rc : 0;
 }
 
 int guest_message_record(struct store_tx *tx, const char *pf, const char *pf_tier,
 			 const struct guest_msg *m, int64_t now, struct guest_msg_outcome *out)
 {
-	int rc;
+	struct guest_rules rules;
+	int rc = guest_rules_load(tx, pf, pf_tier, &rules);
 
-	memset(out, 0, sizeof *out);
-	/* a message seen before changes nothing, not even its guest's
-	 * addresses (the insert below settles two racing) */
-	if (m->external_id && (rc = known_message(tx, pf, m, out)) != 0)
-		return rc < 0 ? rc : 0;
-	if ((rc = find_guest(tx, pf, m, now, out->guest_id)) < 0 ||
-	    (rc = thread_for(tx, pf, out->guest_id, now, out->thread_id)) < 0 ||
-	    (rc = insert_message(tx, pf, out->thread_id, m, now, out)) < 0 || out->duplicate)
-		return rc < 0 ? rc : 0;
-	rc = store_send(tx,
-			"INSERT INTO guest_thread_properties (thread_id, property_id) VALUES ($1, $2)"
-			" ON CONFLICT (thread_id, property_id) DO NOTHING",
-			(struct store_val[]){sv_text(out->thread_id), sv_text(m->property_id)}, 2);
 	if (rc >= 0)
-		rc = store_exec(tx,
-				"UPDATE guest_threads SET last_message_id = $2, last_message_at = $3,"
-				" updated_at = $4 WHERE id = $1 AND (last_message_at IS NULL OR"
-				" last_message_at <= $3)",
-				(struct store_val[]){sv_text(out->thread_id), sv_text(out->message_id),
-						     sv_int(m->at), sv_int(now)},
-				4);
-	if (rc >= 0)
-		rc = m->inbound ? inbound(tx, pf, pf_tier, out->thread_id, m->text, m->at, now,
-					  &out->escalated)
-				: answered(tx, out->thread_id, now);
-	return rc < 0 ? rc : 0;
+		rc = guest_messages_record(tx, pf, &rules, m, 1, now, out, NULL, NULL);
+	guest_rules_free(&rules);
+	return rc;
 }
 
 int thread_escalate_fire(struct store_tx *tx, const struct timer *t, int64_t now, void *arg)
 {
-	struct wait w;
-	int rc = wait_of(tx, t->subject_id, &w);
+	struct tstate s;
+	int rc = thread_read(tx, t->subject_id, &s);
 
 	(void)arg;
 	if (rc != 1)
 		return rc < 0 ? rc : 0; /* merged into another: its own timer runs */
-	if (!w.waiting || w.episode != t->episode || w.escalated_episode >= w.episode)
+	if (!s.waiting || s.episode != t->episode || s.escalated_episode >= s.episode)
 		return 0; /* answered, or escalated already (a keyword) */
-	return escalate(tx, t->portfolio_id, t->subject_id, &w, "unanswered", NULL, now);
+	if ((rc = escalate(tx, t->portfolio_id, &s, "unanswered", NULL, now)) < 0)
+		return rc;
+	return thread_write(tx, &s, now);
 }
 
 /* ------------------------------------------------------------- messages */

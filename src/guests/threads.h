@@ -18,9 +18,11 @@
 #ifndef REVOPS_THREADS_H
 #define REVOPS_THREADS_H
 #include <jansson.h>
+#include <stddef.h>
 #include <stdint.h>
 #include "core/common.h"
 #include "core/id.h"
+#include "operations/sla.h"
 
 struct store_tx;
 struct store_rows;
@@ -59,12 +61,40 @@ struct guest_msg {
 
 struct guest_msg_outcome {
 	char message_id[ID_MAX], thread_id[ID_MAX], guest_id[ID_MAX];
-	int duplicate; /* (portfolio, channel, external id) known: nothing changed */
+	/* (portfolio, channel, external id) known: nothing changed, and only
+	 * message_id and thread_id are set */
+	int duplicate;
 	int escalated; /* this message escalated the thread (a keyword) */
 };
 
-/* Records m of portfolio pf (whose tier is pf_tier) inside tx as above.
- * Returns 0 with *out, or a negative store status. */
+/* Called after message i of a batch was recorded (out: its outcome), in
+ * the batch's transaction: the caller's events follow their message. */
+typedef int (*guest_recorded_fn)(struct store_tx *tx, size_t i, const struct guest_msg_outcome *out,
+				 void *arg);
+/* What a portfolio's messages are recorded with: its escalation keywords
+ * (guests/keywords.h) and its tier's SLA minutes. */
+struct guest_rules {
+	json_t *keywords;
+	struct sla_settings sla;
+};
+/* Reads pf's rules for its tier into *out (guest_rules_free it, also
+ * after a failure). Reads only: a writer may call it before its turn.
+ * Returns 0 or < 0. */
+int guest_rules_load(struct store_tx *tx, const char *pf, const char *tier,
+		     struct guest_rules *out) WUR;
+void guest_rules_free(struct guest_rules *r);
+/* Records the n messages m of portfolio pf (under its rules) inside tx
+ * as above, in order, each as if alone (a later one sees what an earlier
+ * one did), into out[0..n); fn (or NULL) after each. What a batch needs
+ * is read in one statement per 16 messages, and the threads it changed
+ * are written once at its end. The caller holds the writers' turn
+ * (STORE_WRITE, or store_turn): a message id already known gives
+ * duplicate. Returns 0 or a negative store status. */
+int guest_messages_record(struct store_tx *tx, const char *pf, const struct guest_rules *rules,
+			  const struct guest_msg *m, size_t n, int64_t now,
+			  struct guest_msg_outcome *out, guest_recorded_fn fn, void *arg) WUR;
+/* One message: guest_messages_record of m alone, under pf's rules for
+ * pf_tier. */
 int guest_message_record(struct store_tx *tx, const char *pf, const char *pf_tier,
 			 const struct guest_msg *m, int64_t now, struct guest_msg_outcome *out) WUR;
 

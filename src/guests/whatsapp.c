@@ -14,29 +14,40 @@
 #include "guests/threads.h"
 #include "net/httpc.h"
 #include "portfolio/portfolio.h"
+#include "store/group.h"
 #include "store/store.h"
 
 /* Waits after failed send 1, 2, ...: then the message is failed. */
 static const int64_t retry_ms[] = {30000, 120000, 600000, 1800000, 3600000, 10800000};
 
+/* Webhook calls a transaction records at most (group commit). */
+#define WHATSAPP_GROUP_MAX 32
+
 struct whatsapp {
 	char base[512]; /* "" for sim: */
+	struct store *st;
+	struct store_group *inbound; /* the webhook calls' writes */
 };
 
-int whatsapp_open(const char *url, struct whatsapp **out)
+static int record_calls(struct store_tx *tx, void *const *jobs, size_t n, void *arg);
+
+int whatsapp_open(const char *url, struct store *st, struct whatsapp **out)
 {
 	struct whatsapp *wa = calloc(1, sizeof *wa);
 	size_t n;
 
 	*out = NULL;
-	if (!wa)
+	if (!wa || store_group_new(st, WHATSAPP_GROUP_MAX, record_calls, NULL, &wa->inbound) < 0) {
+		free(wa);
 		return -1;
+	}
+	wa->st = st;
 	if (strcmp(url, "sim:")) {
 		if ((strncmp(url, "http://", 7) && strncmp(url, "https://", 8)) ||
 		    strlen(url) >= sizeof wa->base) {
 			log_msg(LOG_ERROR, "whatsapp",
 				"--whatsapp-api-url must be sim: or an http(s) URL");
-			free(wa);
+			whatsapp_close(wa);
 			return -1;
 		}
 		snprintf(wa->base, sizeof wa->base, "%s", url);
@@ -50,6 +61,8 @@ int whatsapp_open(const char *url, struct whatsapp **out)
 
 void whatsapp_close(struct whatsapp *wa)
 {
+	if (wa)
+		store_group_free(wa->inbound);
 	free(wa);
 }
 
@@ -115,7 +128,8 @@ int whatsapp_verify_token(struct store_tx *tx, const char *token)
 			       (struct store_val[]){sv_text(hash)}, 1, &one);
 }
 
-/* A channel with its secrets opened. */
+/* A channel with its app secret opened (its access token too when asked:
+ * only a send needs it). */
 struct channel {
 	char property_id[ID_MAX], portfolio_id[ID_MAX], phone_number_id[64];
 	char *token, *secret;
@@ -128,10 +142,11 @@ static void channel_free(struct channel *c)
 	c->token = c->secret = NULL;
 }
 
-/* The channel of column = value (phone_number_id or property_id). Returns
+/* The channel of column = value (phone_number_id or property_id), with
+ * its app secret and, when want_token, its access token opened. Returns
  * 1, 0 or < 0 (also when a secret does not open: the key changed). */
 static int channel_by(struct store_tx *tx, const unsigned char key[32], const char *sql,
-		      const char *value, struct channel *c)
+		      const char *value, int want_token, struct channel *c)
 {
 	struct store_rows *r;
 	char a1[128], a2[128];
@@ -146,9 +161,9 @@ static int channel_by(struct store_tx *tx, const unsigned char key[32], const ch
 		snprintf(c->phone_number_id, sizeof c->phone_number_id, "%s", store_text(r, 2));
 		aad(a1, sizeof a1, "token", c->property_id);
 		aad(a2, sizeof a2, "secret", c->property_id);
-		c->token = crypto_open(key, store_text(r, 3), a1);
+		c->token = want_token ? crypto_open(key, store_text(r, 3), a1) : NULL;
 		c->secret = crypto_open(key, store_text(r, 4), a2);
-		if (!c->token || !c->secret) {
+		if ((want_token && !c->token) || !c->secret) {
 			log_msg(LOG_ERROR, "whatsapp",
 				"the secrets of property %s's WhatsApp channel do not open with this "
 				"server's key",
@@ -237,57 +252,95 @@ static const char *contact_name(const json_t *value, const char *wa_id)
 	return NULL;
 }
 
-/* Records one inbound message m of channel ch; whatsapp.received when new. */
-static int record_message(struct store_tx *tx, const struct channel *ch, const json_t *value,
-			  const json_t *m, int64_t now)
+/* An inbound message of a batch, as the threads record it. */
+struct inbound {
+	struct guest_msg g;
+	const struct channel *ch;
+	char phone[GUEST_PHONE_MAX], text[64];
+};
+
+/* m of value (channel ch) as an inbound message into *in. Returns 1, or 0
+ * when m is not a message we can thread (Meta's other kinds). */
+static int inbound_of(const struct channel *ch, const json_t *value, const json_t *m, int64_t now,
+		      struct inbound *in)
 {
 	const char *from = json_string_value(json_object_get(m, "from"));
 	const char *wamid = json_string_value(json_object_get(m, "id"));
 	const char *type = json_string_value(json_object_get(m, "type"));
 	const char *body = json_string_value(json_object_get(json_object_get(m, "text"), "body"));
-	const char *secs = json_string_value(json_object_get(m, "timestamp")), *tier;
-	char phone[GUEST_PHONE_MAX], text[64];
-	struct guest_msg_outcome out;
-	struct guest_msg g;
+	const char *secs = json_string_value(json_object_get(m, "timestamp"));
+
+	if (!from || !wamid || guest_phone_e164(from, in->phone) < 0 || strlen(wamid) > 256)
+		return 0;
+	if (!body) {
+		snprintf(in->text, sizeof in->text, "[%s]", type ? type : "message");
+		body = in->text;
+	}
+	in->ch = ch;
+	in->g = (struct guest_msg){ch->property_id,
+				   "whatsapp",
+				   wamid,
+				   body,
+				   1,
+				   in->phone,
+				   NULL,
+				   contact_name(value, from),
+				   "received",
+				   NULL,
+				   NULL,
+				   in->phone,
+				   secs ? strtoll(secs, NULL, 10) * 1000 : now};
+	if (in->g.at <= 0 || in->g.at > now + 300000)
+		in->g.at = now;
+	return 1;
+}
+
+/* guest_recorded_fn of a portfolio's inbound messages (arg: the struct
+ * inbound pointers, in the order given): whatsapp.received when new. */
+static int received(struct store_tx *tx, size_t i, const struct guest_msg_outcome *out, void *arg)
+{
+	const struct inbound *in = ((const struct inbound *const *)arg)[i];
 	json_t *data, *props;
 	int rc;
 
-	if (!from || !wamid || guest_phone_e164(from, phone) < 0 || strlen(wamid) > 256)
-		return 0; /* not a message we can thread: Meta's other kinds */
-	if (!body) {
-		snprintf(text, sizeof text, "[%s]", type ? type : "message");
-		body = text;
-	}
-	if ((rc = portfolio_sla_tier(tx, ch->portfolio_id, &tier)) < 0)
-		return rc;
-	g = (struct guest_msg){ch->property_id,
-			       "whatsapp",
-			       wamid,
-			       body,
-			       1,
-			       phone,
-			       NULL,
-			       contact_name(value, from),
-			       "received",
-			       NULL,
-			       NULL,
-			       phone,
-			       secs ? strtoll(secs, NULL, 10) * 1000 : now};
-	if (g.at <= 0 || g.at > now + 300000)
-		g.at = now;
-	if ((rc = guest_message_record(tx, ch->portfolio_id, tier, &g, now, &out)) < 0 ||
-	    out.duplicate)
-		return rc;
-	data = json_pack("{s:s, s:s, s:s, s:s, s:o, s:s, s:s, s:o}", "message_id", out.message_id,
-			 "thread_id", out.thread_id, "guest_id", out.guest_id, "from", phone,
-			 "name", g.name ? json_string(g.name) : json_null(), "text", body, "wamid",
-			 wamid, "received_at", jsonw_time(g.at));
-	props = json_pack("[s]", ch->property_id);
-	rc = data && props ? outbox_append(tx, "v1", "whatsapp.received", ch->portfolio_id, props,
-					   data, NULL, 0)
+	if (out->duplicate)
+		return 0;
+	data = json_pack("{s:s, s:s, s:s, s:s, s:o, s:s, s:s, s:o}", "message_id", out->message_id,
+			 "thread_id", out->thread_id, "guest_id", out->guest_id, "from", in->phone,
+			 "name", in->g.name ? json_string(in->g.name) : json_null(), "text",
+			 in->g.text, "wamid", in->g.external_id, "received_at", jsonw_time(in->g.at));
+	props = json_pack("[s]", in->ch->property_id);
+	rc = data && props ? outbox_append(tx, "v1", "whatsapp.received", in->ch->portfolio_id,
+					   props, data, NULL, 0)
 			   : STORE_ERR;
 	json_decref(data);
 	json_decref(props);
+	return rc < 0 ? rc : 0;
+}
+
+/* One portfolio's share of a batch: its inbound messages, in order, and
+ * its rules, read before the writers' turn. */
+struct share {
+	const char *pf;
+	struct inbound **in;
+	size_t n;
+	struct guest_rules rules;
+};
+
+/* Records the messages of share sh. */
+static int record_share(struct store_tx *tx, const struct share *sh, int64_t now)
+{
+	struct guest_msg *g = calloc(sh->n, sizeof *g);
+	struct guest_msg_outcome *out = calloc(sh->n, sizeof *out);
+	int rc = g && out ? 0 : STORE_ERR;
+
+	for (size_t i = 0; rc >= 0 && i < sh->n; i++)
+		g[i] = sh->in[i]->g;
+	if (rc >= 0)
+		rc = guest_messages_record(tx, sh->pf, &sh->rules, g, sh->n, now, out, received,
+					   (void *)sh->in);
+	free(g);
+	free(out);
 	return rc < 0 ? rc : 0;
 }
 
@@ -328,65 +381,168 @@ static int record_status(struct store_tx *tx, const struct channel *ch, const js
 	return rc < 0 ? rc : 0;
 }
 
-/* Records value's messages and statuses for channel ch. */
-static int record_value(struct store_tx *tx, const struct channel *ch, const json_t *value,
-			int64_t now)
-{
-	const json_t *m;
-	size_t i;
-	int rc = 0;
+/* A webhook call checked, waiting for its transaction. */
+struct call {
+	json_t *values;      /* the body's change values */
+	struct channel *chs; /* one per value; secret NULL: no channel of ours */
+	size_t n;
+};
 
-	json_array_foreach(json_object_get(value, "messages"), i, m)
-		if (rc >= 0)
-			rc = record_message(tx, ch, value, m, now);
-	json_array_foreach(json_object_get(value, "statuses"), i, m)
-		if (rc >= 0)
-			rc = record_status(tx, ch, m, now);
-	return rc;
+static void call_free(struct call *c)
+{
+	for (size_t i = 0; c->chs && i < c->n; i++)
+		channel_free(&c->chs[i]);
+	free(c->chs);
+	json_decref(c->values);
 }
 
-int whatsapp_webhook(struct store_tx *tx, const unsigned char key[32], const json_t *doc,
-		     const char *raw, size_t len, const char *signature, int64_t now,
-		     enum whatsapp_result *result, char *why, size_t cap)
+/* The inbound messages of calls[0..n), in order, into *out (owned). */
+static int inbound_all(struct call *const *calls, size_t n, int64_t now, struct inbound **out,
+		       size_t *count)
 {
-	json_t *values = values_of(doc, why, cap), *v;
-	struct channel *chs = NULL;
-	size_t i, n, known = 0;
+	const json_t *v, *m;
+	size_t i, j, k, cap = 0;
+	struct inbound *in = NULL;
+
+	*count = 0;
+	for (i = 0; i < n; i++)
+		json_array_foreach(calls[i]->values, j, v)
+			cap += json_array_size(json_object_get(v, "messages"));
+	if (cap && !(in = calloc(cap, sizeof *in)))
+		return STORE_ERR;
+	for (i = 0; i < n; i++)
+		json_array_foreach(calls[i]->values, j, v) {
+			if (!calls[i]->chs[j].secret)
+				continue;
+			json_array_foreach(json_object_get(v, "messages"), k, m)
+				*count += inbound_of(&calls[i]->chs[j], v, m, now, &in[*count]);
+		}
+	*out = in;
+	return 0;
+}
+
+/* Splits in[0..count) by portfolio, in the order of their first
+ * message, into sh (room for count; *nsh set), in (room for count: the
+ * shares' message pointers), each with its rules read in tx. */
+static int share_out(struct store_tx *tx, struct inbound *in, size_t count, struct inbound **ptrs,
+		     struct share *sh, size_t *nsh)
+{
+	const char *tier;
+	size_t i, j, used = 0;
 	int rc = 0;
 
-	*result = WHATSAPP_BAD_BODY;
-	if (!values)
-		return 0;
-	n = json_array_size(values);
-	chs = calloc(n ? n : 1, sizeof *chs);
-	if (!chs) {
-		rc = STORE_ERR;
-		goto out;
+	*nsh = 0;
+	for (i = 0; rc >= 0 && i < count; i++) {
+		const char *pf = in[i].ch->portfolio_id;
+
+		for (j = 0; j < *nsh && strcmp(sh[j].pf, pf); j++)
+			;
+		if (j < *nsh)
+			continue;
+		sh[j] = (struct share){pf, ptrs + used, 0, {NULL, {0, 0, 0}}};
+		(*nsh)++;
+		for (size_t k = i; k < count; k++)
+			if (!strcmp(in[k].ch->portfolio_id, pf))
+				sh[j].in[sh[j].n++] = &in[k];
+		used += sh[j].n;
+		if ((rc = portfolio_sla_tier(tx, pf, &tier)) >= 0)
+			rc = guest_rules_load(tx, pf, tier, &sh[j].rules);
 	}
+	return rc < 0 ? rc : 0;
+}
+
+/* store_group_fn: records the messages of the webhook calls jobs[0..n)
+ * (a guest_messages_record batch per portfolio, the portfolios' rules
+ * read before the writers' turn) and then their statuses. */
+static int record_calls(struct store_tx *tx, void *const *jobs, size_t n, void *arg)
+{
+	struct call *const *calls = (struct call *const *)jobs;
+	int64_t now = clock_now_ms();
+	struct inbound *in = NULL, **ptrs = NULL;
+	struct share *sh = NULL;
+	const json_t *v, *s;
+	size_t count, nsh = 0, i, j, k;
+	int rc = inbound_all(calls, n, now, &in, &count);
+
+	(void)arg;
+	if (rc >= 0 && count &&
+	    (!(ptrs = calloc(count, sizeof *ptrs)) || !(sh = calloc(count, sizeof *sh))))
+		rc = STORE_ERR;
+	if (rc >= 0 && count)
+		rc = share_out(tx, in, count, ptrs, sh, &nsh);
+	if (rc >= 0)
+		rc = store_turn(tx);
+	for (i = 0; rc >= 0 && i < nsh; i++)
+		rc = record_share(tx, &sh[i], now);
+	for (i = 0; rc >= 0 && i < n; i++)
+		json_array_foreach(calls[i]->values, j, v) {
+			if (!calls[i]->chs[j].secret)
+				continue;
+			json_array_foreach(json_object_get(v, "statuses"), k, s)
+				if (rc >= 0)
+					rc = record_status(tx, &calls[i]->chs[j], s, now);
+		}
+	for (i = 0; i < nsh; i++)
+		guest_rules_free(&sh[i].rules);
+	free(sh);
+	free(ptrs);
+	free(in);
+	return rc < 0 ? rc : 0;
+}
+
+/* Reads the channels of c's values and checks signature against each one
+ * known. Returns 0 with *result (and why), or < 0. */
+static int check_call(struct store *st, const unsigned char key[32], struct call *c,
+		      const char *raw, size_t len, const char *signature,
+		      enum whatsapp_result *result, char *why, size_t cap)
+{
+	struct store_tx *tx;
+	const json_t *v;
+	size_t i, known = 0;
+	/* one value (Meta's usual call): one statement, no transaction */
+	int rc = store_begin(st, c->n == 1 ? STORE_READ_ONE : STORE_READ, &tx);
+
 	*result = WHATSAPP_UNSIGNED;
 	snprintf(why, cap, "the signature does not verify");
-	json_array_foreach(values, i, v) {
-		if ((rc = channel_by(tx, key, CHANNEL_COLS "phone_number_id = $1", pnid_of(v),
-				     &chs[i])) < 0)
+	if (rc != STORE_OK)
+		return rc;
+	json_array_foreach(c->values, i, v) {
+		if ((rc = channel_by(tx, key, CHANNEL_COLS "phone_number_id = $1", pnid_of(v), 0,
+				     &c->chs[i])) < 0)
 			goto out;
-		if (rc == 1 && !signed_by(chs[i].secret, raw, len, signature))
+		if (rc == 1 && !signed_by(c->chs[i].secret, raw, len, signature))
 			goto out;
 		known += rc == 1;
 	}
-	rc = 0;
-	if (!known) {
+	if (!known)
 		snprintf(why, cap, "no channel of this server has the phone number id of the call");
+	else
+		*result = WHATSAPP_OK;
+out:
+	store_rollback(tx);
+	return rc < 0 ? rc : 0;
+}
+
+int whatsapp_webhook(struct whatsapp *wa, const unsigned char key[32], const json_t *doc,
+		     const char *raw, size_t len, const char *signature,
+		     enum whatsapp_result *result, char *why, size_t cap)
+{
+	struct call c = {values_of(doc, why, cap), NULL, 0};
+	int rc = 0;
+
+	*result = WHATSAPP_BAD_BODY;
+	if (!c.values)
+		return 0;
+	c.n = json_array_size(c.values);
+	if (!(c.chs = calloc(c.n ? c.n : 1, sizeof *c.chs))) {
+		rc = STORE_ERR;
 		goto out;
 	}
-	*result = WHATSAPP_OK;
-	json_array_foreach(values, i, v)
-		if (rc >= 0 && chs[i].token)
-			rc = record_value(tx, &chs[i], v, now);
+	rc = check_call(wa->st, key, &c, raw, len, signature, result, why, cap);
+	if (rc == 0 && *result == WHATSAPP_OK)
+		rc = store_group_run(wa->inbound, &c);
 out:
-	for (i = 0; chs && i < n; i++)
-		channel_free(&chs[i]);
-	free(chs);
-	json_decref(values);
+	call_free(&c);
 	return rc < 0 ? rc : 0;
 }
 
@@ -513,7 +669,7 @@ static void send_claimed(struct store *st, const unsigned char key[32], struct w
 	for (int i = 0; i < n && clock_mono_ms() - start < WHATSAPP_SEND_BUDGET_MS; i++) {
 		if ((rc = store_begin(st, STORE_READ, &tx)) != STORE_OK)
 			return;
-		rc = channel_by(tx, key, CHANNEL_COLS "property_id = $1", o[i].property_id, &ch);
+		rc = channel_by(tx, key, CHANNEL_COLS "property_id = $1", o[i].property_id, 1, &ch);
 		store_rollback(tx);
 		if (rc < 0)
 			continue;

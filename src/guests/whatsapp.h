@@ -33,7 +33,7 @@ struct store_tx;
  * with a made-up message id) or an http(s) base URL
  * ("https://graph.facebook.com"). */
 struct whatsapp;
-int whatsapp_open(const char *url, struct whatsapp **out) WUR;
+int whatsapp_open(const char *url, struct store *st, struct whatsapp **out) WUR;
 void whatsapp_close(struct whatsapp *wa);
 
 /* Sets (or replaces) property_id's channel in portfolio pf, sealing the
@@ -58,11 +58,14 @@ enum whatsapp_result {
 };
 
 /* POST /channels/whatsapp/webhook: checks raw (len bytes, parsed as doc)
- * signed by signature ("sha256=<hex>", may be NULL), then records it
- * inside tx (a write transaction). Returns 0 with *result (and why), or a
- * negative store status. Nothing is written unless *result is OK. */
-int whatsapp_webhook(struct store_tx *tx, const unsigned char key[32], const json_t *doc,
-		     const char *raw, size_t len, const char *signature, int64_t now,
+ * signed by signature ("sha256=<hex>", may be NULL) against the app
+ * secret of each channel it names (a read), then records it in a write
+ * transaction shared with the calls that arrive meanwhile (store/group.h:
+ * the messages of all of them read and written together). Returns 0 with
+ * *result (and why) once committed, or a negative store status. Nothing
+ * is written unless *result is OK. */
+int whatsapp_webhook(struct whatsapp *wa, const unsigned char key[32], const json_t *doc,
+		     const char *raw, size_t len, const char *signature,
 		     enum whatsapp_result *result, char *why, size_t cap) WUR;
 
 /* The worker: sends the queued messages due now (at most 16, none started

@@ -69,7 +69,6 @@ static void h_notify(struct ctx *c)
 	const char *sig = http_header(c->req, "X-Hub-Signature-256");
 	const struct buf *b = &c->req->body;
 	enum whatsapp_result res;
-	struct store_tx *tx;
 	char why[200] = "";
 	json_t *doc = json_loadb(b->data ? b->data : "", b->len, JSON_REJECT_DUPLICATES, NULL);
 	int rc;
@@ -79,14 +78,8 @@ static void h_notify(struct ctx *c)
 		respond_error(c, ERR_REQUEST_MALFORMED, NULL, "the body is not a JSON object");
 		return;
 	}
-	if ((rc = store_begin(c->svc->store, STORE_WRITE, &tx)) == STORE_OK) {
-		rc = whatsapp_webhook(tx, c->svc->seal_key, doc, b->data ? b->data : "", b->len,
-				      sig, clock_now_ms(), &res, why, sizeof why);
-		if (rc == 0 && res == WHATSAPP_OK)
-			rc = store_commit(tx);
-		else
-			store_rollback(tx); /* a refusal writes nothing */
-	}
+	rc = whatsapp_webhook(c->svc->whatsapp, c->svc->seal_key, doc, b->data ? b->data : "",
+			      b->len, sig, &res, why, sizeof why);
 	json_decref(doc);
 	if (rc != STORE_OK) {
 		respond_store_error(c, rc);

@@ -2,17 +2,24 @@
 webhook's verify handshake; signed inbound messages accepted and unsigned
 or badly signed ones refused with nothing stored; Meta's retry of one
 message stored once; a guest writing to two hotels' numbers forming one
-thread; a template reply sent through the Cloud API's messages call, its
+thread; one call carrying several messages (two of one new guest, one
+repeated) and many calls of one new guest at once (recorded together,
+store/group.h) each as if alone; a template reply sent through the Cloud API's messages call, its
 delivered status producing v1 whatsapp.sent once; a transient send failure
 retried, a permanent one reported on the message. v1 whatsapp.received and
 whatsapp.sent reach a real HTTPS receiver. Black-box: HTTP, revopsctl,
 wa-sim and the receiver.
 """
 
+import concurrent.futures
+import hashlib
+import hmac
+import json
 import os
 import shutil
 import sys
 import tempfile
+import time
 import unittest
 import urllib.parse
 
@@ -161,6 +168,79 @@ class InboundTest(Base):
         [t] = self.threads("+48600555666")
         self.assertEqual(sorted(t["properties"]), sorted(E.props))
         self.assertEqual(len(self.thread(t["id"])["messages"]), 2)
+
+
+def meta_body(pnid, messages):
+    """A webhook body as Meta sends it: messages [(from, wamid, text)] to
+    phone number id pnid, in one change."""
+    return json.dumps({"object": "whatsapp_business_account", "entry": [{
+        "id": "102290129340398", "changes": [{"field": "messages", "value": {
+            "messaging_product": "whatsapp",
+            "metadata": {"display_phone_number": "48221234567", "phone_number_id": pnid},
+            "contacts": [{"profile": {"name": "Guest %s" % f[-3:]}, "wa_id": f}
+                         for f, _, _ in messages],
+            "messages": [{"from": f, "id": w, "timestamp": str(int(time.time())),
+                          "type": "text", "text": {"body": t}} for f, w, t in messages]}}]}]})
+
+
+def post_signed(raw):
+    sig = hmac.new(SECRET.encode(), raw.encode(), hashlib.sha256).hexdigest()
+    return E.srv.request("POST", "/channels/whatsapp/webhook", body=raw,
+                         headers={"Content-Type": "application/json",
+                                  "X-Hub-Signature-256": "sha256=" + sig})
+
+
+class BatchTest(Base):
+    def received(self, phone):
+        return self.events("whatsapp.received", lambda d: d["from"] == phone)
+
+    def test_one_call_many_messages(self):
+        # a new guest's two messages, the first repeated in the same call,
+        # and another new guest's: each as if it came alone
+        a, b = "48601000001", "48601000002"
+        msgs = [(a, "wamid.batch-a1", "First"), (a, "wamid.batch-a2", "Second"),
+                (a, "wamid.batch-a1", "First"), (b, "wamid.batch-b1", "Other guest")]
+        r = post_signed(meta_body(PNIDS[0], msgs))
+        self.assertEqual(r.status, 200, r)
+        [ta] = self.threads("+" + a)
+        [tb] = self.threads("+" + b)
+        self.assertNotEqual(ta["guest"]["id"], tb["guest"]["id"])
+        full = self.thread(ta["id"])
+        self.assertEqual([m["external_id"] for m in full["messages"]],
+                         ["wamid.batch-a1", "wamid.batch-a2"])
+        self.assertEqual(full["last_message"]["external_id"], "wamid.batch-a2")
+        self.assertIsNotNone(full["waiting_since"])
+        self.assertEqual(len(self.thread(tb["id"])["messages"]), 1)
+        wait_until(lambda: len(self.received("+" + a)) == 2 and self.received("+" + b), 10.0,
+                   what="whatsapp.received")
+        self.assertEqual(sorted(e["data"]["wamid"] for e in self.received("+" + a)),
+                         ["wamid.batch-a1", "wamid.batch-a2"])
+        # the whole call again (Meta's retry): nothing new
+        r = post_signed(meta_body(PNIDS[0], msgs))
+        self.assertEqual(r.status, 200, r)
+        self.assertEqual(len(self.thread(ta["id"])["messages"]), 2)
+
+    def test_many_calls_of_one_new_guest_at_once(self):
+        # calls arriving together share transactions: still one guest, one
+        # thread, every message once, one event each
+        phone, n = "48601000003", 24
+        bodies = [meta_body(PNIDS[i % 2], [(phone, "wamid.burst-%d" % i, "msg %d" % i)])
+                  for i in range(n)]
+        with concurrent.futures.ThreadPoolExecutor(n) as pool:
+            statuses = list(pool.map(lambda raw: post_signed(raw).status, bodies))
+        self.assertEqual(statuses, [200] * n)
+        [t] = self.threads("+" + phone)
+        self.assertEqual(sorted(t["properties"]), sorted(E.props))
+        r = E.srv.request("GET", "/v2/guest-threads/%s/messages?limit=100" % t["id"],
+                          token=E.read_tok, portfolio=E.a.id)
+        data, _ = assert_success(self, r)
+        self.assertEqual(sorted(m["external_id"] for m in data),
+                         sorted("wamid.burst-%d" % i for i in range(n)))
+        wait_until(lambda: len(self.received("+" + phone)) >= n, 10.0, what="whatsapp.received")
+        evs = self.received("+" + phone)
+        self.assertEqual(len(evs), n)
+        self.assertEqual({e["data"]["thread_id"] for e in evs}, {t["id"]})
+        self.assertEqual(len({e["data"]["message_id"] for e in evs}), n)
 
 
 class OutboundTest(Base):
