@@ -57,7 +57,7 @@ SPREAD = int(os.environ.get("SPREAD", "60"))
 RESULTS = os.environ.get("RESULTS", "bench-guests.json")
 SECRET = "bench-app-secret"
 PNIDS = ["900000000000001", "900000000000002"]
-CONNECTIONS = 16
+CONNECTIONS = int(os.environ.get("CONNECTIONS", "16"))
 
 
 class Node:

@@ -2,7 +2,9 @@
 -- inbound message as Meta sends it (bench/guests.py). The bodies and their
 -- X-Hub-Signature-256 are made beforehand (wrk's Lua has no HMAC), one per
 -- line of BENCH_BODIES ("<hex signature>\t<body>"), every message new;
--- thread tid of T takes lines tid, tid + T, ... A thread that runs out of
+-- thread tid of T takes lines tid, tid + T, ..., each made into its whole
+-- request at init (so the client spends its time sending, as the read
+-- benchmark's static request does, not formatting). A thread that runs out of
 -- lines asks for /bench-ran-out-of-messages instead (a 404), so a reused
 -- message never passes for a new one. Every answer must be 200: done()
 -- prints "bench-bad-status: N" (bench/guests.py fails on any).
@@ -12,7 +14,7 @@ local common = require "common" -- bench/common.lua
 
 local file = common.env("wa_inbound.lua", "BENCH_BODIES")
 local nthreads = tonumber(common.env("wa_inbound.lua", "BENCH_THREADS"))
-local lines, next_line = {}, 1
+local reqs, next_req = {}, 1
 
 wrk.method = "POST"
 wrk.path = "/channels/whatsapp/webhook"
@@ -23,17 +25,20 @@ common.expect_status(200, {
     local i = 0
     for line in io.lines(file) do
       i = i + 1
-      if i % nthreads == tid - 1 then lines[#lines + 1] = line end
+      if i % nthreads == tid - 1 then
+        local tab = line:find("\t", 1, true)
+        reqs[#reqs + 1] = wrk.format(nil, nil,
+          {["X-Hub-Signature-256"] = "sha256=" .. line:sub(1, tab - 1),
+           ["Content-Type"] = "application/json"}, line:sub(tab + 1))
+      end
     end
   end,
 })
 
 function request()
   n = n + 1
-  local line = lines[next_line]
-  if not line then return wrk.format("GET", "/bench-ran-out-of-messages") end
-  next_line = next_line + 1
-  local tab = line:find("\t", 1, true)
-  return wrk.format(nil, nil, {["X-Hub-Signature-256"] = "sha256=" .. line:sub(1, tab - 1),
-                               ["Content-Type"] = "application/json"}, line:sub(tab + 1))
+  local req = reqs[next_req]
+  if not req then return wrk.format("GET", "/bench-ran-out-of-messages") end
+  next_req = next_req + 1
+  return req
 end
