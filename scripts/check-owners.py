@@ -28,6 +28,8 @@ OWNERS = {
     "idempotency_keys": "api/idempotency.c",
     "deprecations": "api/deprecation.c",
     "server_keys": "api/pipeline.c",
+    "key_checks": "cluster/sealkey.c",
+    "store_probe": "store/store.c",
     "rate_decisions": "rates/decision.c",
     "audit_entries": "rates/audit_trail.c",
     "suggestion_audit_entries": "rates/audit_trail.c",

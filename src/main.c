@@ -91,6 +91,9 @@ static void chores(void *arg)
 
 	if (deprecation_reload(a->deprecations, a->store) < 0)
 		log_msg(LOG_WARN, "deprecations", "reload failed; keeping the previous registry");
+	/* a full disk: each second, whether there is room again */
+	if (store_full_since() && store_probe_write(a->store) == STORE_OK)
+		log_msg(LOG_DEBUG, "store_full", "the probe wrote: writes are taken again");
 	if (cluster_role(a->cluster) == CLUSTER_API)
 		return; /* the schedulers run on worker nodes */
 	/* Nodes share the database: decisions another node was publishing

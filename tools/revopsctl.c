@@ -8,7 +8,7 @@
 
 #include "core/config.h"
 #include "core/crypto.h"
-#include "core/keyfile.h"
+#include "cluster/sealkey.h"
 #include "core/log.h"
 #include "operations/oncall.h"
 #include "ops/operator.h"
@@ -364,8 +364,9 @@ static int cmd_whatsapp_set(struct store *st, const struct args *a, json_t **out
 	unsigned char key[32];
 	int rc;
 
-	if (keyfile_load(data_dir, key) < 0)
-		return usage_error(err, "cannot read the sealing key <data-dir>/revops.key");
+	if (sealkey_load(st, data_dir, key) < 0)
+		return usage_error(err, "the sealing key <data-dir>/revops.key is missing or not "
+					"this database's (see the log above)");
 	rc = operator_whatsapp_set(st, key, arg(a, "portfolio"), arg(a, "property"),
 				   arg(a, "phone-number-id"), arg(a, "access-token"),
 				   arg(a, "app-secret"), arg(a, "verify-token"), out, err);

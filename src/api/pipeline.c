@@ -19,9 +19,9 @@
 #include "api/ratelimit_shared.h"
 #include "api/respond.h"
 #include "cluster/cluster.h"
+#include "cluster/sealkey.h"
 #include "core/clock.h"
 #include "core/crypto.h"
-#include "core/keyfile.h"
 #include "core/log.h"
 #include "core/trace.h"
 #include "core/validate.h"
@@ -43,6 +43,9 @@ static void h_readyz(struct ctx *c)
 		respond_error(c, ERR_UNAVAILABLE, NULL, "starting");
 	else if (store_ping(c->svc->store) < 0)
 		respond_error(c, ERR_UNAVAILABLE, NULL, "database unavailable");
+	else if (store_full_since())
+		respond_error(c, ERR_UNAVAILABLE, NULL,
+			      "the database's disk is full: writes are refused until there is room");
 	else
 		respond_raw_json(c, 200, json_pack("{s:s}", "status", "ready"));
 }
@@ -140,7 +143,7 @@ int pipeline_init(struct service *a, const struct config *cfg, struct store *st,
 	if (!a->rl_portfolio || (store_shared(st) && !a->rl_shared) || !a->rl_anon || !a->metrics ||
 	    !a->deprecations || load_cursor_key(a) < 0 ||
 	    deprecation_reload(a->deprecations, st) < 0 ||
-	    keyfile_load(cfg->data_dir, a->seal_key) < 0) {
+	    sealkey_load(st, cfg->data_dir, a->seal_key) < 0) {
 		pipeline_free(a);
 		return -1;
 	}

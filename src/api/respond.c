@@ -3,6 +3,7 @@
 #include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
+#include <strings.h>
 
 #include "api/ctx.h"
 #include "api/pagination.h"
@@ -166,6 +167,19 @@ void respond_list_text(struct ctx *c, const struct buf *items, const char *next_
 	add_link_next(c, next_cursor);
 }
 
+/* Retry-After of a 503: a moment for what passes (a busy database, a
+ * shutdown), longer for a full disk (someone must make room). */
+#define RETRY_S "1"
+#define RETRY_FULL_S "30"
+
+static int has_header(const struct response *res, const char *name)
+{
+	for (int i = 0; i < res->nheaders; i++)
+		if (!strcasecmp(res->hname[i], name))
+			return 1;
+	return 0;
+}
+
 void respond_error(struct ctx *c, enum err e, json_t *details, const char *fmt, ...)
 {
 	char msg[512];
@@ -188,6 +202,8 @@ void respond_error(struct ctx *c, enum err e, json_t *details, const char *fmt, 
 		json_object_set(err, "details", details);
 	json_decref(details);
 	c->error_code = err_code(e);
+	if (err_status(e) == 503 && !has_header(c->res, "Retry-After"))
+		(void)response_header(c->res, "Retry-After", RETRY_S);
 	put_json(c, err_status(e), json_pack("{s:o}", "error", err));
 }
 
@@ -198,7 +214,12 @@ void respond_raw_json(struct ctx *c, int status, json_t *body)
 
 void respond_store_error(struct ctx *c, int rc)
 {
-	if (rc == STORE_BUSY)
+	if (rc == STORE_FULL) {
+		(void)response_header(c->res, "Retry-After", RETRY_FULL_S);
+		respond_error(c, ERR_UNAVAILABLE, NULL,
+			      "the database has no room to write (its disk is full); nothing was"
+			      " written: retry later");
+	} else if (rc == STORE_BUSY)
 		respond_error(c, ERR_UNAVAILABLE, NULL, "the database is busy; retry");
 	else
 		respond_error(c, ERR_INTERNAL, NULL, "internal error");

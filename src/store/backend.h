@@ -30,6 +30,11 @@ struct store_hub {
 	int listening; /* the backend's listen was called */
 };
 
+/* The backends' side of store_full_since: begin on a write that found no
+ * room, end on a write that committed. */
+void store_full_begin(void);
+void store_full_end(void);
+
 struct store {
 	const struct store_backend *be;
 	struct store_hub hub;

@@ -3,6 +3,7 @@
  * written once over the store.h interface (a backend must not copy it). */
 #include "store/store.h"
 
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -710,6 +711,48 @@ int store_ping(struct store *st)
 	rc = store_query_int(tx, "SELECT 1", NULL, 0, &one);
 	store_rollback(tx);
 	return rc == 1 && one == 1 ? 0 : -1;
+}
+
+/* ------------------------------------------------------------ disk full */
+
+static _Atomic int64_t full_since; /* 0: no episode */
+
+void store_full_begin(void)
+{
+	int64_t none = 0;
+
+	if (atomic_compare_exchange_strong(&full_since, &none, clock_now_ms()))
+		log_msg(LOG_ERROR, "store_full",
+			"the database's disk is full: writes are refused with 503 (Retry-After)"
+			" and /readyz reports it until there is room again; reads go on");
+}
+
+void store_full_end(void)
+{
+	int64_t was = atomic_exchange(&full_since, 0);
+
+	if (was)
+		log_msg(LOG_INFO, "store_full", "the database's disk has room again after %lld s",
+			(long long)((clock_now_ms() - was) / 1000));
+}
+
+int64_t store_full_since(void)
+{
+	return atomic_load(&full_since);
+}
+
+int store_probe_write(struct store *st)
+{
+	struct store_tx *tx;
+	int rc = store_begin(st, STORE_WRITE, &tx);
+
+	if (rc != STORE_OK)
+		return rc;
+	rc = store_exec(tx,
+			"INSERT INTO store_probe (id, at) VALUES (1, $1) ON CONFLICT (id) DO UPDATE"
+			" SET at = excluded.at",
+			(struct store_val[]){sv_int(clock_now_ms())}, 1);
+	return store_finish(tx, rc);
 }
 
 int store_schema_version(struct store *st)

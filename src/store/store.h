@@ -25,6 +25,7 @@ enum store_status {
 	STORE_ERR = -1,        /* anything unexpected; already logged */
 	STORE_CONSTRAINT = -2, /* a UNIQUE / CHECK / FOREIGN KEY / trigger refusal */
 	STORE_BUSY = -3,       /* lock not obtained within the busy timeout */
+	STORE_FULL = -4,       /* no room to write: the database's disk is full */
 };
 
 enum store_kind { STORE_NULL, STORE_INT, STORE_TEXT, STORE_BLOB };
@@ -73,6 +74,16 @@ void store_background_checkpoints(struct store *st);
  * next writer start the WAL from its beginning (bounded by a short wait
  * for old readers). Returns 0 or -1. */
 int store_checkpoint(struct store *st);
+/* The disk-full episode of this process's database: when a write first
+ * found no room (ms since the epoch), 0 when there is room. A backend
+ * starts it (STORE_FULL, logged once per episode, not per statement);
+ * the next write that commits ends it (logged too). */
+int64_t store_full_since(void);
+/* A one-row write (the store_probe table) that ends a disk-full episode
+ * once it commits: for the periodic check while one lasts, since a node
+ * that /readyz reports unready may get no other writes. Returns a store
+ * status. */
+int store_probe_write(struct store *st) WUR;
 /* The schema version after migrations. */
 int store_schema_version(struct store *st);
 

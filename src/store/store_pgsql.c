@@ -44,6 +44,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "core/clock.h"
 #include "core/log.h"
 
 #define STMT_CACHE 256
@@ -114,6 +115,8 @@ struct pg_tx {
 	int failed;        /* a statement failed: only ROLLBACK is left */
 	int alone;         /* STORE_READ_ONE: its statement runs without BEGIN */
 	int own;           /* STORE_WRITE_OWN: a writer that does not take the lock */
+	int bounded;       /* bound_waits lowered its lock_timeout */
+	int64_t begun_ms;  /* when BEGIN was sent (clock_mono_ms) */
 	int queued;        /* commands in the open segment (sent, no sync yet) */
 	unsigned notified; /* channels this transaction notifies (1 << channel) */
 	struct pg_sent sent[QUEUE_MAX];
@@ -153,6 +156,10 @@ static int map_error(struct pg_conn *c, const PGresult *res, const char *sql)
 	}
 	if (state && !strncmp(state, "23", 2))
 		return STORE_CONSTRAINT;
+	if (state && !strcmp(state, "53100")) { /* disk_full */
+		store_full_begin();             /* logged once per episode */
+		return STORE_FULL;
+	}
 	if (state && (!strcmp(state, "40001") || !strcmp(state, "40P01") ||
 		      !strcmp(state, "55P03") || !strcmp(state, "57014"))) {
 		log_pg(LOG_WARN, "store_busy", msg, sql);
@@ -378,6 +385,28 @@ static int send_plain(struct pg_tx *tx, const char *sql)
 	return STORE_OK;
 }
 
+/* A writer that waited (for the writers' turn, say) more than this before
+ * its next statements gets only what is left of WRITE_WAIT_MS for their
+ * lock waits (bound_waits). */
+#define WAITED_MS 1000
+#define WRITE_WAIT_MS 10000
+
+/* Lowers the lock_timeout of tx's later statements to what is left of
+ * WRITE_WAIT_MS since it began: a writer that waited its turn behind one
+ * that waits for another process's lock must not then wait the whole
+ * timeout again (every write waits at most the documented 10 s in all;
+ * the statements sent with the turn's lock, in its first round trip,
+ * keep the session's 10 s). Returns STORE_OK or STORE_ERR. */
+static int bound_waits(struct pg_tx *tx)
+{
+	int64_t left = WRITE_WAIT_MS - (clock_mono_ms() - tx->begun_ms);
+	char sql[64];
+
+	tx->bounded = 1;
+	snprintf(sql, sizeof sql, "SET LOCAL lock_timeout = %lld", (long long)(left > 1 ? left : 1));
+	return send_plain(tx, sql);
+}
+
 /* Opens tx's pipeline segment if none is open, with the transaction's
  * BEGIN (and a writer's lock) when nothing was sent yet. Returns STORE_OK
  * or STORE_ERR. */
@@ -389,11 +418,14 @@ static int open_segment(struct pg_tx *tx)
 		return lost(tx, "pipeline");
 	if (!tx->begun) {
 		tx->begun = 1;
+		tx->begun_ms = clock_mono_ms();
 		if (tx->alone)
 			return STORE_OK; /* an implicit transaction, ended by the sync */
 		rc = send_plain(tx, tx->write ? "BEGIN" : begin_read);
 		if (rc == STORE_OK && tx->write && !tx->own)
 			rc = send_plain(tx, write_lock);
+	} else if (tx->write && !tx->bounded && clock_mono_ms() - tx->begun_ms > WAITED_MS) {
+		rc = bound_waits(tx);
 	}
 	return rc;
 }
@@ -802,8 +834,8 @@ static int end_tx(struct pg_tx *tx, int commit)
 		goto out; /* its statement's sync ended it */
 	if (!tx->write && !tx->failed && !tx->queued && end_read(tx->c) == 0)
 		goto out; /* sent; its answer is read by the connection's next user */
-	if (commit && !tx->failed)
-		rc = send_commit(tx);
+	if (commit && !tx->failed && (rc = send_commit(tx)) == STORE_OK && tx->write)
+		store_full_end();
 	else if (tx->queued)
 		(void)sync_read(tx, NULL, &fail_at);
 	if (!tx->c->broken && PQtransactionStatus(tx->c->pg) != PQTRANS_IDLE)

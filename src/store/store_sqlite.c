@@ -11,6 +11,7 @@
 #include <stdio.h>
 #include <sqlite3.h>
 #include <stdlib.h>
+#include <time.h>
 #include <string.h>
 #include <sys/stat.h>
 
@@ -124,6 +125,10 @@ static int map_rc(sqlite3 *db, int rc, const char *sql)
 	ext = sqlite3_extended_errcode(db);
 	if ((rc & 0xff) == SQLITE_CONSTRAINT)
 		return STORE_CONSTRAINT;
+	if ((rc & 0xff) == SQLITE_FULL) {
+		store_full_begin(); /* logged once per episode */
+		return STORE_FULL;
+	}
 	if ((rc & 0xff) == SQLITE_BUSY || (rc & 0xff) == SQLITE_LOCKED) {
 		log_msg(LOG_WARN, "store_busy", "%s", sqlite3_errmsg(db));
 		return STORE_BUSY;
@@ -465,6 +470,33 @@ static void tx_release(struct sq_tx *tx)
 		pool_put(tx->st, tx->c);
 }
 
+/* Takes this process's writer within BUSY_TIMEOUT_MS in all: the wait
+ * for write_lock (behind this process's other writers) counts against
+ * the busy timeout that BEGIN IMMEDIATE then waits for other processes,
+ * so no writer waits longer than the documented bound because others
+ * queued before it (each waiting its own bound, one after another).
+ * Returns STORE_OK (write_lock held) or STORE_BUSY. */
+static int writer_take(struct sq_store *st)
+{
+	struct timespec deadline, now;
+	int64_t left;
+
+	clock_gettime(CLOCK_REALTIME, &deadline);
+	deadline.tv_sec += BUSY_TIMEOUT_MS / 1000;
+	if (pthread_mutex_timedlock(&st->write_lock, &deadline) != 0) {
+		log_msg(LOG_WARN, "store_busy",
+			"no turn to write within %d s: this process's writers queue behind one"
+			" that waits for another process's lock",
+			BUSY_TIMEOUT_MS / 1000);
+		return STORE_BUSY;
+	}
+	clock_gettime(CLOCK_REALTIME, &now);
+	left = (int64_t)(deadline.tv_sec - now.tv_sec) * 1000 +
+	       (deadline.tv_nsec - now.tv_nsec) / 1000000;
+	sqlite3_busy_timeout(st->writer.db, (int)(left < 1 ? 1 : left));
+	return STORE_OK;
+}
+
 static int sq_begin(struct store *gst, int mode, struct store_tx **out)
 {
 	struct sq_store *st = (struct sq_store *)gst;
@@ -480,12 +512,17 @@ static int sq_begin(struct store *gst, int mode, struct store_tx **out)
 	tx->st = st;
 	tx->write = write;
 	if (write) {
-		pthread_mutex_lock(&st->write_lock);
+		if ((rc = writer_take(st)) != STORE_OK) {
+			free(tx);
+			return rc;
+		}
 		tx->c = &st->writer;
 	} else {
 		tx->c = pool_get(st);
 	}
 	rc = tx_step(tx->c, which);
+	if (write) /* writer_take shortened it by the wait for write_lock */
+		sqlite3_busy_timeout(tx->c->db, BUSY_TIMEOUT_MS);
 	if (rc != SQLITE_OK) {
 		rc = map_rc(tx->c->db, rc, tx_sql[which]);
 		tx_release(tx);
@@ -509,6 +546,8 @@ static int sq_commit(struct store_tx *gtx)
 		tx_step(tx->c, TX_ROLLBACK);
 	}
 	tx_release(tx);
+	if (rc == SQLITE_OK && tx->write)
+		store_full_end();
 	if (rc == SQLITE_OK && tx->notify)
 		store_hub_raise(&tx->st->base.hub, tx->notify);
 	free(tx);

@@ -194,7 +194,7 @@ static void issue(struct ctx *c, struct store_tx *tx, const struct grant *cl, co
 	char token[AUTH_TOKEN_MAX] = "";
 	json_t *want_codes = json_array(), *ids = json_array(), *codes = json_array();
 	unsigned want = 0;
-	int rc, narrowed;
+	int rc = STORE_ERR, narrowed;
 	int64_t now = clock_now_ms();
 
 	if (!want_codes || !ids || !codes)
@@ -202,12 +202,14 @@ static void issue(struct ctx *c, struct store_tx *tx, const struct grant *cl, co
 	rc = oauth_scope_parse(scope, cl->scopes, cl->codes, &want, want_codes);
 	if (rc == -1)
 		goto bad_scope;
-	if (rc < 0)
+	if (rc < 0) {
+		rc = STORE_ERR;
 		goto fail;
+	}
 	if (!want)
 		want = cl->scopes;
 	narrowed = json_array_size(want_codes) > 0 || cl->codes;
-	if (grant_properties(tx, cl, want_codes, ids, codes) < 0)
+	if ((rc = grant_properties(tx, cl, want_codes, ids, codes)) < 0)
 		goto fail;
 	if (json_array_size(codes) < json_array_size(want_codes) ||
 	    (narrowed && json_array_size(ids) > AUTH_MAX_PROPS))
@@ -237,7 +239,7 @@ bad_scope:
 	goto out;
 fail:
 	store_rollback(tx);
-	respond_error(c, ERR_INTERNAL, NULL, "internal error");
+	respond_store_error(c, rc); /* a full disk or a busy database: 503 */
 out:
 	crypto_wipe(token, sizeof token);
 	json_decref(want_codes);
@@ -510,7 +512,7 @@ static int authenticate_client(struct ctx *c, struct store_tx *tx, const char *i
 	if (rc <= 0) {
 		store_rollback(tx);
 		if (rc < 0)
-			respond_error(c, ERR_INTERNAL, NULL, "internal error");
+			respond_store_error(c, rc);
 		else
 			oauth_error(c, "invalid_client", "client authentication failed");
 		return -1;
@@ -539,6 +541,7 @@ void oauth_h_token(struct ctx *c)
 	struct form f = {0};
 	struct grant cl = {0};
 	struct store_tx *tx = NULL;
+	int rc;
 	int saml = 0;
 
 	if (!ct || strncasecmp(ct, "application/x-www-form-urlencoded", 33) != 0 ||
@@ -553,8 +556,11 @@ void oauth_h_token(struct ctx *c)
 	}
 	if (check_grant_type(c, &f, &saml) < 0 || read_client_creds(c, &f, saml, &cc) < 0)
 		goto out;
-	if (store_begin(c->svc->store, 1, &tx) != STORE_OK) {
-		respond_error(c, ERR_UNAVAILABLE, NULL, "database unavailable");
+	if ((rc = store_begin(c->svc->store, 1, &tx)) != STORE_OK) {
+		if (rc == STORE_BUSY || rc == STORE_FULL)
+			respond_store_error(c, rc);
+		else
+			respond_error(c, ERR_UNAVAILABLE, NULL, "database unavailable");
 		goto out;
 	}
 	if (cc.id && authenticate_client(c, tx, cc.id, cc.secret, &cl) < 0)

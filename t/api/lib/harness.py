@@ -401,10 +401,12 @@ class Server:
 
     _seq = 0
 
-    def __init__(self, extra_args=(), start=True, data_dir=None, db=None):
+    def __init__(self, extra_args=(), start=True, data_dir=None, db=None, log_dir=None):
         """db: another Server's database, to run a second node on (the
-        caller keeps the first Server until this one is done)."""
+        caller keeps the first Server until this one is done). log_dir:
+        where its logs go (the data directory by default)."""
         self.extra_args = list(extra_args)
+        self.log_dir = log_dir
         self.own_dir = data_dir is None
         self.data_dir = data_dir or tempfile.mkdtemp(prefix="revops-api-")
         self.own_db = db is None
@@ -435,7 +437,7 @@ class Server:
         self.starts += 1
         # A server sharing another's directory (a second PostgreSQL node)
         # logs to files of its own.
-        self.log_path = os.path.join(self.data_dir, "revopsd-%s%d.log" % (
+        self.log_path = os.path.join(self.log_dir or self.data_dir, "revopsd-%s%d.log" % (
             "" if self.own_dir else "%x-" % id(self), self.starts))
         self.log_file = open(self.log_path, "wb")
         argv = [REVOPSD, "--listen", "127.0.0.1:0", "--data-dir", self.data_dir,
