@@ -491,8 +491,9 @@ static int check_request(struct ctx *c, int m, const struct buf *allow, int look
 
 	if (req->framing_status) {
 		respond_error(c,
-			      req->framing_status == 413 ? ERR_PAYLOAD_TOO_LARGE
-							 : ERR_REQUEST_MALFORMED,
+			      req->framing_status == 413   ? ERR_PAYLOAD_TOO_LARGE
+			      : req->framing_status == 503 ? ERR_UNAVAILABLE /* shutting down */
+							   : ERR_REQUEST_MALFORMED,
 			      NULL, "%s", req->framing_msg);
 		c->res->close = 1;
 	} else if (http_query_malformed(req)) {

@@ -32,6 +32,7 @@
 #include <strings.h>
 #include <sys/epoll.h>
 #include <sys/eventfd.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
 #include <time.h>
 #include <unistd.h>
@@ -113,6 +114,7 @@ struct loop {
 	time_t date_at;
 	char date[40];
 	int64_t swept_ms;
+	int64_t accept_resume_ms; /* out of descriptors: accepting again at (0: accepting) */
 };
 
 struct http_server {
@@ -124,6 +126,10 @@ struct http_server {
 	int max_conns;
 	atomic_int nconns;
 	atomic_int in_flight;
+	/* Shutting down (http_server_quiesce): a request that starts now is
+	 * refused with 503, an answer closes its connection, an idle
+	 * connection is closed. */
+	atomic_int draining;
 	struct loop *loops;
 	int nloops;
 	pthread_t *workers;
@@ -399,7 +405,8 @@ static int serialize(struct conn *c)
 	int head_only = c->req.method && !strcmp(c->req.method, "HEAD");
 	int i, r;
 
-	if (res->close || !c->head.method || connection_has(conn_hdr, "close"))
+	if (res->close || !c->head.method || connection_has(conn_hdr, "close") ||
+	    atomic_load(&c->lp->s->draining))
 		c->keep_alive = 0;
 	else
 		c->keep_alive = c->head.minor >= 1 || connection_has(conn_hdr, "keep-alive");
@@ -619,6 +626,9 @@ static void start_request(struct conn *c, size_t end)
 	}
 	if (!st && c->head.minor >= 1 && !http_header(&c->req, "Host"))
 		st = 400, msg = "a Host header is required in HTTP/1.1";
+	if (!st && atomic_load(&s->draining))
+		st = 503,
+		msg = "the server is shutting down: retry (on another node, or here shortly)";
 	if (!st)
 		st = http_check_fields(c->head.fields, c->head.nfields, HTTP_BODY_MAX, &msg);
 	if (st) {
@@ -770,6 +780,41 @@ static void conn_read(struct conn *c)
 	conn_pump(c);
 }
 
+/* Out of descriptors (EMFILE, ENFILE): the listening socket stays
+ * readable, so a loop that kept watching it would spin a core accepting
+ * nothing. It stops watching for ACCEPT_PAUSE_MS (logged once an episode,
+ * the episode ending at the next connection accepted). */
+#define ACCEPT_PAUSE_MS 100
+#define FD_RESERVE 128
+static atomic_int fd_episode;
+
+static void accept_pause(struct loop *lp, int fd)
+{
+	int was = 0;
+
+	(void)epoll_ctl(lp->ep, EPOLL_CTL_DEL, fd, NULL);
+	lp->accept_resume_ms = clock_mono_ms() + ACCEPT_PAUSE_MS;
+	if (atomic_compare_exchange_strong(&fd_episode, &was, 1))
+		log_msg(LOG_ERROR, "accept",
+			"out of file descriptors (%s) with %d connections open: new connections"
+			" wait; raise the limit (ulimit -n, LimitNOFILE=) or lower"
+			" --max-connections",
+			strerror(errno), atomic_load(&lp->s->nconns));
+}
+
+/* Watches the listening socket again once a pause is over. */
+static void accept_resume(struct loop *lp)
+{
+	struct epoll_event e = {.events = EPOLLIN | EPOLLEXCLUSIVE, .data.ptr = NULL};
+	int fd = atomic_load(&lp->s->lfd);
+
+	if (!lp->accept_resume_ms || clock_mono_ms() < lp->accept_resume_ms)
+		return;
+	lp->accept_resume_ms = 0;
+	if (fd >= 0)
+		(void)epoll_ctl(lp->ep, EPOLL_CTL_ADD, fd, &e);
+}
+
 static void accept_some(struct loop *lp)
 {
 	struct http_server *s = lp->s;
@@ -783,8 +828,12 @@ static void accept_some(struct loop *lp)
 		sl = sizeof ss;
 		fd = accept4(atomic_load(&s->lfd), (struct sockaddr *)&ss, &sl,
 			     SOCK_NONBLOCK | SOCK_CLOEXEC);
+		if (fd < 0 && (errno == EMFILE || errno == ENFILE))
+			accept_pause(lp, atomic_load(&s->lfd));
 		if (fd < 0)
 			return;
+		if (atomic_exchange(&fd_episode, 0))
+			log_msg(LOG_INFO, "accept", "file descriptors free again: accepting");
 		if (atomic_fetch_add(&s->nconns, 1) >= s->max_conns || !(c = calloc(1, sizeof *c))) {
 			atomic_fetch_sub(&s->nconns, 1);
 			close(fd);
@@ -847,6 +896,12 @@ static void sweep(struct loop *lp)
 	int64_t now = clock_mono_ms();
 	struct conn *c, *next;
 
+	if (atomic_load(&lp->s->draining))
+		for (c = lp->conns; c; c = next) {
+			next = c->next;
+			if (c->state == S_HEAD && c->in_len == 0)
+				conn_close(c); /* idle between requests: no answer owed */
+		}
 	if (now - lp->swept_ms < 1000)
 		return;
 	lp->swept_ms = now;
@@ -883,7 +938,8 @@ static void *loop_main(void *arg)
 	int woken;
 
 	while (!atomic_load(&lp->stop)) {
-		n = epoll_wait(lp->ep, ev, MAX_EVENTS, 1000);
+		n = epoll_wait(lp->ep, ev, MAX_EVENTS, lp->accept_resume_ms ? ACCEPT_PAUSE_MS : 1000);
+		accept_resume(lp);
 		woken = 0;
 		for (i = 0; i < n; i++) {
 			c = ev[i].data.ptr;
@@ -1038,6 +1094,27 @@ int http_server_start(const struct http_server_opts *o, http_handler_fn fn, void
 	return fd < 0 ? -1 : http_server_start_fd(fd, o, fn, arg, out);
 }
 
+/* Makes room for max connections, each a descriptor beside the process's
+ * others (the database, logs, outbound calls): raises the soft open-files
+ * limit as far as the hard one allows, and warns when that is not enough. */
+static void check_fd_limit(int max_conns)
+{
+	rlim_t want = (rlim_t)max_conns + FD_RESERVE;
+	struct rlimit rl;
+
+	if (getrlimit(RLIMIT_NOFILE, &rl) != 0 || rl.rlim_cur == RLIM_INFINITY || rl.rlim_cur >= want)
+		return;
+	rl.rlim_cur = rl.rlim_max == RLIM_INFINITY || rl.rlim_max > want ? want : rl.rlim_max;
+	(void)setrlimit(RLIMIT_NOFILE, &rl);
+	if (getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur < want)
+		log_msg(LOG_WARN, "max_connections",
+			"--max-connections %d is above what the open-files limit allows (RLIMIT_NOFILE"
+			" %llu, hard limit included, less ~%d for the database, logs and outbound"
+			" calls): connections past it wait; raise the limit (ulimit -n,"
+			" LimitNOFILE=) or lower --max-connections",
+			max_conns, (unsigned long long)rl.rlim_cur, FD_RESERVE);
+}
+
 int http_server_start_fd(int fd, const struct http_server_opts *o, http_handler_fn fn, void *arg,
 			 struct http_server **out)
 {
@@ -1053,6 +1130,7 @@ int http_server_start_fd(int fd, const struct http_server_opts *o, http_handler_
 	s->arg = arg;
 	s->idle_ms = (o->idle_timeout_s > 0 ? o->idle_timeout_s : 30) * 1000;
 	s->max_conns = o->max_connections > 0 ? o->max_connections : 4096;
+	check_fd_limit(s->max_conns);
 	pthread_mutex_init(&s->qlock, NULL);
 	pthread_cond_init(&s->qcond, NULL);
 	atomic_store(&s->lfd, fd);
@@ -1087,7 +1165,12 @@ int http_server_port(struct http_server *s)
 void http_server_quiesce(struct http_server *s)
 {
 	int fd = atomic_exchange(&s->lfd, -1), i;
+	uint64_t one = 1;
 
+	atomic_store(&s->draining, 1);
+	for (i = 0; s->loops && i < s->nloops; i++) /* to close their idle connections */
+		if (s->loops[i].wake >= 0)
+			(void)!write(s->loops[i].wake, &one, sizeof one);
 	if (fd < 0)
 		return;
 	for (i = 0; s->loops && i < s->nloops; i++)

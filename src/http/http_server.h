@@ -38,7 +38,11 @@ int http_server_start_fd(int fd, const struct http_server_opts *o, http_handler_
 			 struct http_server **out) WUR;
 /* The port actually bound. */
 int http_server_port(struct http_server *s);
-/* Stops accepting new connections; requests in flight go on. */
+/* Stops accepting new connections and starts draining: requests in
+ * flight go on (their answers close their connections), a request that
+ * starts on an open connection from now on is refused with 503 (the
+ * handler sees framing_status 503: the application writes the envelope),
+ * idle connections are closed. */
 void http_server_quiesce(struct http_server *s);
 /* Requests received and not yet completed. */
 int http_server_in_flight(struct http_server *s);

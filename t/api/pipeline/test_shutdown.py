@@ -1,17 +1,97 @@
-"""Graceful shutdown on SIGTERM and restart on the same data directory."""
+"""Graceful shutdown on SIGTERM and restart on the same data directory;
+SIGTERM under keep-alive write load (issue 19, defect 1): what was in
+flight finishes, what starts after the signal is refused with 503
+SVC-UNAVAILABLE, Connection: close and Retry-After, and the server exits 0
+well within the drain's 10 s."""
 
 import json
 import os
 import signal
 import sys
+import threading
 import time
 import unittest
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "lib"))
 import harness  # noqa: E402
-from harness import assert_success  # noqa: E402
+import pmssim  # noqa: E402
+from harness import assert_success, ctl_user, rate_decision_body  # noqa: E402
 
 HEALTHZ = b"GET /healthz HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n"
+
+
+class ShutdownUnderLoadTest(unittest.TestCase):
+    CLIENTS = 12
+
+    def test_sigterm_under_keepalive_write_load(self):
+        with pmssim.server_with_pms(["--latency-ms", "1000"]) as (sim, srv):
+            pf = srv.seed_portfolio("enterprise", 1)
+            ctl_user(srv, pf.id, "approver@example.com", ["revenue-approver"])
+            _, tok = srv.client_token(pf.id, "rates:read rates:write", name="writer")
+            body = rate_decision_body([pf.properties[0]["id"]], pf.ceiling["id"],
+                                      "approver@example.com")
+            answers = []  # (sent at, status, headers, body)
+            lock = threading.Lock()
+            stop = threading.Event()
+
+            def client():
+                with srv.client(timeout=30.0) as c:
+                    while not stop.is_set():
+                        t = time.monotonic()
+                        try:
+                            r = c.request("POST", "/v2/rate-decisions", body=body, token=tok,
+                                          portfolio=pf.id)
+                        except (OSError, harness.http.client.HTTPException):
+                            return  # the server closed the connection
+                        with lock:
+                            answers.append((t, r.status, r.headers, r.body))
+                        if r.status != 201:
+                            return
+
+            threads = [threading.Thread(target=client) for _ in range(self.CLIENTS)]
+            for t in threads:
+                t.start()
+            time.sleep(2.5)
+            # a request whose head is still arriving when the signal comes
+            raw = srv.raw(15.0)
+            payload = json.dumps(body).encode()
+            self.assertTrue(raw.send(("POST /v2/rate-decisions HTTP/1.1\r\nHost: x\r\n"
+                                      "Authorization: Bearer %s\r\nX-Service-Portfolio: %s\r\n"
+                                      "Content-Type: application/json\r\nContent-Length: %d\r\n"
+                                      % (tok, pf.id, len(payload))).encode()))
+            t_sig = time.monotonic()
+            srv.signal(signal.SIGTERM)
+            time.sleep(0.3)
+            self.assertTrue(raw.send(b"\r\n" + payload))
+            status, hdrs, rbody = raw.read_response()
+            raw.close()
+            answers.append((t_sig + 0.3, status, hdrs, json.loads(rbody)))
+            rc = srv.wait_exit(15.0)
+            took = time.monotonic() - t_sig
+            stop.set()
+            for t in threads:
+                t.join(30)
+            self.assertIsNotNone(rc, "revopsd still running 15 s after SIGTERM under load")
+            self.assertEqual(rc, 0, srv.log_text())
+            self.assertLess(took, 12.0)
+            accepted = [a for a in answers if a[1] == 201]
+            self.assertTrue(accepted, "no decision went through before the signal")
+            # nothing sent after the signal was taken (0.2 s for it to land)
+            late = [a for a in answers if a[1] == 201 and a[0] > t_sig + 0.2]
+            self.assertEqual(late, [])
+            refused = [a for a in answers if a[1] != 201]
+            self.assertTrue(refused, "no request met the drain")
+            for _, status, headers, b in refused:
+                self.assertEqual(status, 503, b)
+                self.assertEqual(b["error"]["code"], "SVC-UNAVAILABLE")
+                self.assertEqual(headers.get("Connection", "").lower(), "close")
+                self.assertTrue(headers.get("Retry-After"))
+            # every decision answered 201 is published, none left pending
+            srv.start()
+            for _, _, _, b in accepted:
+                r = srv.request("GET", "/v2/rate-decisions/" + b["data"]["id"], token=tok,
+                                portfolio=pf.id)
+                self.assertEqual(r.body["data"]["status"], "published", r)
 
 
 class ShutdownTest(unittest.TestCase):

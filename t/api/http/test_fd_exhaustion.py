@@ -1,0 +1,85 @@
+"""Out of file descriptors (issue 19): with its open-files limit lowered
+under it (prlimit) and more clients than fit, revopsd does not spin a core
+on the listening socket it cannot accept from, says so once, answers the
+connections it holds, and accepts again once descriptors are free.
+Black-box: the process's /proc entries, prlimit, sockets and the log.
+"""
+
+import os
+import shutil
+import socket
+import subprocess
+import sys
+import time
+import unittest
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "lib"))
+import harness  # noqa: E402
+
+HEALTHZ = b"GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n"
+
+
+def cpu_seconds(pid):
+    with open("/proc/%d/stat" % pid) as f:
+        fields = f.read().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def open_fds(pid):
+    return len(os.listdir("/proc/%d/fd" % pid))
+
+
+class FdExhaustionTest(unittest.TestCase):
+    def setUp(self):
+        if not shutil.which("prlimit"):
+            self.fail("prlimit (util-linux) is required")
+        self.srv = harness.Server()
+        self.socks = []
+
+    def tearDown(self):
+        for s in self.socks:
+            s.close()
+        self.srv.cleanup()
+
+    def connect(self):
+        s = socket.create_connection(("127.0.0.1", self.srv.port), timeout=5)
+        self.socks.append(s)
+        return s
+
+    def healthz(self, s):
+        s.sendall(HEALTHZ)
+        data = s.recv(4096)
+        return data.split(b" ", 2)[1] if data else b""
+
+    def test_no_spin_when_descriptors_run_out(self):
+        pid = self.srv.proc.pid
+        held = self.connect()
+        self.assertEqual(self.healthz(held), b"200")
+        limit = open_fds(pid) + 4
+        subprocess.run(["prlimit", "--pid", str(pid), "--nofile=%d:" % limit],
+                       check=True)
+        for _ in range(20):  # more than fit: the rest wait in the backlog
+            self.connect()
+        time.sleep(0.5)
+        t0, c0 = time.monotonic(), cpu_seconds(pid)
+        time.sleep(2.0)
+        busy = (cpu_seconds(pid) - c0) / (time.monotonic() - t0)
+        self.assertLess(busy, 0.25, "revopsd used %.0f %% of a core accepting nothing"
+                        % (busy * 100))
+        # the connection it holds is still served
+        self.assertEqual(self.healthz(held), b"200")
+        errors = [e for e in self.srv.log_events()
+                  if e.get("event") == "accept" and e.get("level") == "error"]
+        self.assertEqual(len(errors), 1, errors)
+        self.assertIn("file descriptors", errors[0]["msg"])
+        # room again: the waiting ones are accepted and answered
+        subprocess.run(["prlimit", "--pid", str(pid), "--nofile=4096:"], check=True)
+        late = self.connect()
+        self.assertEqual(self.healthz(late), b"200")
+        harness.wait_until(lambda: any(e.get("event") == "accept" and e.get("level") == "info"
+                                       for e in self.srv.log_events()), 5.0,
+                           what="the accepting-again log line")
+
+
+if __name__ == "__main__":
+    unittest.main()
