@@ -274,7 +274,7 @@ static int record_batch_failure(struct store *st, const char *pf, const char *id
 		json_decref(failure);
 		return rc;
 	}
-	out->result = DECISION_PMS_FAILED;
+	out->result = b->unsent ? DECISION_UNSENT : DECISION_PMS_FAILED;
 	out->body = failure;
 	return 0;
 }
@@ -549,8 +549,6 @@ static int publish_writes(struct store *st, struct pms *pms, struct publish *pub
 			       p->minor_units, out->id, "publish");
 	rc = rate_batch_run(pms, b);
 	pub->now = clock_now_ms();
-	if (rc < 0)
-		return STORE_ERR;
 	if (rc == 1)
 		return record_batch_failure(st, pub->who->portfolio_id, out->id, b, "publish", out);
 	return record_published(st, pub, out->id, out);
@@ -776,8 +774,7 @@ int decision_revert(struct store *st, struct pms *pms, const struct decision_who
 	if (rc != 0)
 		goto out;
 	revert_batch(&r);
-	rc = rate_batch_run(pms, r.batch);
-	rc = rc < 0 ? STORE_ERR : revert_record(st, &r, rc, out);
+	rc = revert_record(st, &r, rate_batch_run(pms, r.batch), out);
 out:
 	json_decref(r.decision);
 	json_decref(r.receipts);

@@ -53,20 +53,38 @@ static size_t plan_compensation(struct rate_batch *b)
 	return k;
 }
 
+#define UNSENT                                                                              \
+	"not sent: this server could not open a connection to the PMS (a local fault, such" \
+	" as too many open files)"
+
+/* Fails writes w[0..n) as not sent. */
+static void fail_unsent(struct pms_write *w, size_t n)
+{
+	for (size_t i = 0; i < n; i++) {
+		w[i].ok = 0;
+		w[i].http_status = 0;
+		snprintf(w[i].error, sizeof w[i].error, "%s", UNSENT);
+	}
+}
+
 int rate_batch_run(struct pms *pms, struct rate_batch *b)
 {
 	size_t i, k;
 	int failed = 0;
 
-	if (pms_write_all(pms, b->w, b->n) < 0)
-		return -1;
+	b->unsent = 0;
+	if (pms_write_all(pms, b->w, b->n) < 0) {
+		fail_unsent(b->w, b->n);
+		b->unsent = 1;
+		return 1; /* nothing was written: nothing to compensate */
+	}
 	for (i = 0; i < b->n; i++)
 		failed |= !b->w[i].ok;
 	if (!failed)
 		return 0;
 	k = plan_compensation(b);
 	if (k && pms_write_all(pms, b->cw, k) < 0)
-		return -1;
+		fail_unsent(b->cw, k); /* the rates stay: recorded as failed restores */
 	for (i = 0, k = 0; i < b->n; i++) {
 		if (!b->w[i].ok || b->comp[i] == 2)
 			continue;

@@ -25,6 +25,7 @@ struct rate_batch {
 	struct pms_write w[RATE_WRITES_MAX];
 	struct pms_write cw[RATE_WRITES_MAX];
 	int comp[RATE_WRITES_MAX];
+	int unsent; /* no write could be sent: a local fault, nothing written */
 };
 
 /* Adds a write of currency/minor to property t over room/from/to, with the
@@ -36,7 +37,10 @@ void rate_batch_add(struct rate_batch *b, const struct portfolio_property *t, co
 
 /* Runs the writes; when any fails, writes already made are compensated
  * with their previous rates. Returns 0 when all succeeded, 1 when any
- * failed (compensation attempted), -1 on a local error. */
+ * failed (compensation attempted). A batch this server could not send at
+ * all (a local fault, such as no descriptor for a connection) fails every
+ * write with that reason and sets unsent; compensating writes that could
+ * not be sent are failed restores, so the record says what the PMS holds. */
 int rate_batch_run(struct pms *pms, struct rate_batch *b) WUR;
 
 /* The audit details of write i: property, code, purpose, pms_ref, at,

@@ -141,6 +141,12 @@ static void respond_outcome(struct ctx *c, struct decision_outcome *o, const cha
 		respond_decision_error(c, ERR_PMS_WRITE_FAILED, failure_details(o->body), o->id,
 				       pms_msg);
 		break;
+	case DECISION_UNSENT:
+		respond_decision_error(c, ERR_UNAVAILABLE, failure_details(o->body), o->id,
+				       "this server could not reach the PMS (a local fault, such as too"
+				       " many open files): nothing was written, and the decision's record"
+				       " says so; retry");
+		break;
 	case DECISION_NOT_FOUND:
 		respond_error(c, ERR_NOT_FOUND, NULL, "no rate decision %s", ctx_param(c, 0));
 		break;
