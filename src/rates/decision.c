@@ -3,9 +3,11 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "core/clock.h"
 #include "core/jsonw.h"
+#include "core/log.h"
 #include "events/outbox.h"
 #include "identity/directory.h"
 #include "portfolio/portfolio.h"
@@ -435,15 +437,21 @@ static int prepare_proposal(struct publish *pub, const char *id)
 	return rc;
 }
 
-/* Inserts pub's prepared entries of decision id inside tx and frees them. */
+/* Inserts pub's prepared entries of decision id inside tx; they are kept
+ * (a transaction that fails is tried again with them) until entries_done. */
 static int insert_entries(struct store_tx *tx, struct publish *pub, const char *id)
 {
-	int i, rc = audit_insert(tx, id, pub->ent, (size_t)pub->nent);
+	int rc = audit_insert(tx, id, pub->ent, (size_t)pub->nent);
 
-	for (i = 0; i < pub->nent; i++)
+	return rc < 0 ? rc : 0;
+}
+
+/* pub's entries are committed: frees them. */
+static void entries_done(struct publish *pub)
+{
+	for (int i = 0; i < pub->nent; i++)
 		audit_entry_free(&pub->ent[i]);
 	pub->nent = 0;
-	return rc < 0 ? rc : 0;
 }
 
 /* Records the decision and the governance outcome before any PMS call.
@@ -464,7 +472,9 @@ static int record_proposal(struct store *st, struct publish *pub, const char *id
 		rc = insert_entries(tx, pub, id);
 	if (rc == 0 && pub->final)
 		rc = set_status(tx, id, "rejected", NULL, pub->final);
-	return store_finish(tx, rc);
+	if ((rc = store_finish(tx, rc)) == STORE_OK)
+		entries_done(pub);
+	return rc;
 }
 
 /* The receipts the row keeps: {property, pms_property_code, pms_ref, at,
@@ -488,16 +498,76 @@ static json_t *batch_receipts(const struct rate_batch *b)
 	return receipts;
 }
 
+/* The record of a publication whose writes all succeeded (entries
+ * prepared): its trail, status, receipts, floors and event, in one
+ * transaction that takes the writers' turn only for the event. */
+static int write_published(struct store *st, struct publish *pub, const char *id, json_t *receipts,
+			   const json_t *data)
+{
+	const struct decision_proposal *p = pub->p;
+	struct store_tx *tx;
+	int rc = store_begin(st, STORE_WRITE_OWN, &tx);
+
+	if (rc != STORE_OK)
+		return rc;
+	if ((rc = insert_entries(tx, pub, id)) == 0 &&
+	    (rc = set_status(tx, id, "published", receipts, NULL)) == 0 &&
+	    (rc = floors_set(tx, p->properties,
+			     &(struct floor_rate){id, p->room_type_code, p->from, p->to,
+						  p->currency, p->minor_units, pub->now})) == 0)
+		rc = outbox_append(tx, "v2", "rate.decision.published", pub->who->portfolio_id,
+				   p->properties, data, NULL, 0);
+	return store_finish(tx, rc);
+}
+
+/* How long the record of PMS writes already made is tried again when the
+ * database refuses it (busy, full, gone), before they are undone: the
+ * rates must never stay live behind a decision that says pending. */
+#define RECORD_RETRY_MS 20000
+#define RECORD_RETRY_GAP_MS 500
+
+/* Runs fn(st, arg) until it commits, a constraint refuses it, or
+ * RECORD_RETRY_MS passed. Returns its last status. */
+static int with_retries(struct store *st, int (*fn)(struct store *, void *), void *arg, const char *id)
+{
+	int64_t until = clock_mono_ms() + RECORD_RETRY_MS;
+	int rc = fn(st, arg), tries = 1;
+
+	while (rc < 0 && rc != STORE_CONSTRAINT && clock_mono_ms() < until) {
+		nanosleep(&(struct timespec){0, RECORD_RETRY_GAP_MS * 1000000L}, NULL);
+		rc = fn(st, arg);
+		tries++;
+	}
+	if (tries > 1)
+		log_msg(rc < 0 ? LOG_ERROR : LOG_WARN, "rate_decisions",
+			"decision %s: recording its PMS writes took %d tries (%s)", id, tries,
+			rc < 0 ? "gave up" : "recorded");
+	return rc;
+}
+
+struct published_try {
+	struct publish *pub;
+	const char *id;
+	json_t *receipts, *data;
+};
+
+static int try_published(struct store *st, void *arg)
+{
+	struct published_try *t = arg;
+
+	return write_published(st, t->pub, t->id, t->receipts, t->data);
+}
+
 /* Success: the chain's tip is still the one computed before (no one else
  * appends to a pending decision), so these entries too are prepared before
- * the write lock. Sets out to the spec's answer: id, status,
+ * the write lock. Its record is tried again while the database refuses it
+ * (with_retries). Sets out to the spec's answer: id, status,
  * properties_written, audit_trail_url, pms_write_receipts. */
 static int record_published(struct store *st, struct publish *pub, const char *id,
 			    struct decision_outcome *out)
 {
 	const struct decision_proposal *p = pub->p;
 	json_t *receipts = batch_receipts(pub->batch), *data;
-	struct store_tx *tx = NULL;
 	size_t i;
 	int rc = 0;
 
@@ -510,21 +580,12 @@ static int record_published(struct store *st, struct publish *pub, const char *i
 	data = json_pack("{s:s, s:s, s:{s:s, s:s}, s:s, s:s}", "decision_id", id, "room_type_code",
 			 p->room_type_code, "date_range", "from", p->from, "to", p->to,
 			 "approver_saml_subject", p->approver, "brand_ceiling_id", p->ceiling_id);
-	/* Its own rows, then the event: it takes the writers' turn only there. */
-	rc = rc < 0 ? STORE_ERR : store_begin(st, STORE_WRITE_OWN, &tx);
-	if (rc != STORE_OK)
-		tx = NULL;
-	if (rc == STORE_OK && (rc = insert_entries(tx, pub, id)) == 0 &&
-	    (rc = set_status(tx, id, "published", receipts, NULL)) == 0 &&
-	    (rc = floors_set(tx, p->properties,
-			     &(struct floor_rate){id, p->room_type_code, p->from, p->to,
-						  p->currency, p->minor_units, pub->now})) == 0)
-		rc = outbox_append(tx, "v2", "rate.decision.published", pub->who->portfolio_id,
-				   p->properties, data, NULL, 0);
-	if (tx)
-		rc = store_finish(tx, rc);
+	rc = rc < 0 || !data ? STORE_ERR
+			     : with_retries(st, try_published,
+					    &(struct published_try){pub, id, receipts, data}, id);
 	json_decref(data);
 	if (rc == STORE_OK) {
+		entries_done(pub);
 		out->result = DECISION_DONE;
 		out->body = json_pack("{s:s, s:s, s:O, s:o, s:o}", "id", id, "status", "published",
 				      "properties_written", p->properties, "audit_trail_url",
@@ -532,6 +593,44 @@ static int record_published(struct store *st, struct publish *pub, const char *i
 	}
 	json_decref(receipts);
 	return rc;
+}
+
+struct failure_try {
+	const char *pf, *id;
+	const struct rate_batch *b;
+	struct decision_outcome *out;
+};
+
+static int try_failure(struct store *st, void *arg)
+{
+	struct failure_try *t = arg;
+
+	return record_batch_failure(st, t->pf, t->id, t->b, "publish", t->out);
+}
+
+/* The writes were made but their record would not commit: they are undone
+ * (the previous rates written back), then the failure is recorded, tried
+ * again as the record was. Sets out (503 to the client either way). */
+static int undo_unrecorded(struct store *st, struct pms *pms, struct publish *pub,
+			   struct decision_outcome *out)
+{
+	int rc;
+
+	log_msg(LOG_ERROR, "rate_decisions",
+		"decision %s: its PMS writes could not be recorded; undoing them", out->id);
+	pub->batch->why = "the decision's record could not be written (the database refused it:"
+			  " busy, full or unreachable), so its PMS writes were undone";
+	rate_batch_undo(pms, pub->batch);
+	rc = with_retries(st, try_failure,
+			  &(struct failure_try){pub->who->portfolio_id, out->id, pub->batch, out},
+			  out->id);
+	if (rc < 0)
+		log_msg(LOG_ERROR, "rate_decisions",
+			"decision %s stays pending: its writes were undone, but not recorded; the"
+			" next start marks it failed",
+			out->id);
+	out->result = DECISION_UNRECORDED;
+	return 0;
 }
 
 /* The PMS writes, outside any transaction, then their record. */
@@ -551,7 +650,8 @@ static int publish_writes(struct store *st, struct pms *pms, struct publish *pub
 	pub->now = clock_now_ms();
 	if (rc == 1)
 		return record_batch_failure(st, pub->who->portfolio_id, out->id, b, "publish", out);
-	return record_published(st, pub, out->id, out);
+	rc = record_published(st, pub, out->id, out);
+	return rc < 0 && rc != STORE_CONSTRAINT ? undo_unrecorded(st, pms, pub, out) : rc;
 }
 
 static void publish_free(struct publish *pub)

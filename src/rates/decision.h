@@ -44,6 +44,7 @@ enum decision_result {
 	DECISION_GOVERNANCE_REJECTED, /* why; publish: recorded as rejected */
 	DECISION_PMS_FAILED,          /* body: the failure {stage, failed_writes} */
 	DECISION_UNSENT,             /* as PMS_FAILED, but no write could be sent (a local fault) */
+	DECISION_UNRECORDED,         /* the writes were made, not recorded, and undone */
 	DECISION_NOT_FOUND,          /* revert: no such decision */
 	DECISION_OTHER_PORTFOLIO,    /* revert: it belongs to another portfolio */
 	DECISION_OUT_OF_REACH,       /* revert: a property outside the credentials */

@@ -69,7 +69,7 @@ static void fail_unsent(struct pms_write *w, size_t n)
 
 int rate_batch_run(struct pms *pms, struct rate_batch *b)
 {
-	size_t i, k;
+	size_t i;
 	int failed = 0;
 
 	b->unsent = 0;
@@ -82,7 +82,14 @@ int rate_batch_run(struct pms *pms, struct rate_batch *b)
 		failed |= !b->w[i].ok;
 	if (!failed)
 		return 0;
-	k = plan_compensation(b);
+	rate_batch_undo(pms, b);
+	return 1;
+}
+
+void rate_batch_undo(struct pms *pms, struct rate_batch *b)
+{
+	size_t i, k = plan_compensation(b);
+
 	if (k && pms_write_all(pms, b->cw, k) < 0)
 		fail_unsent(b->cw, k); /* the rates stay: recorded as failed restores */
 	for (i = 0, k = 0; i < b->n; i++) {
@@ -91,7 +98,6 @@ int rate_batch_run(struct pms *pms, struct rate_batch *b)
 		b->comp[i] = b->cw[k].ok ? 1 : 3;
 		k++;
 	}
-	return 1;
 }
 
 json_t *rate_batch_entry(const struct rate_batch *b, size_t i, const char *purpose)
@@ -193,7 +199,8 @@ json_t *rate_batch_record_failure(struct store_tx *tx, struct audit_chain *ch,
 		json_decref(failed);
 		return NULL;
 	}
-	failure = json_pack("{s:s, s:o}", "stage", purpose, "failed_writes", failed);
+	failure = json_pack("{s:s, s:o, s:s?}", "stage", purpose, "failed_writes", failed, "reason",
+			    b->why);
 	*rc = audit_append(tx, ch, "failed", "revops", failure, now);
 	if (*rc < 0) {
 		json_decref(failure);

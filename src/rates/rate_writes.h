@@ -25,7 +25,8 @@ struct rate_batch {
 	struct pms_write w[RATE_WRITES_MAX];
 	struct pms_write cw[RATE_WRITES_MAX];
 	int comp[RATE_WRITES_MAX];
-	int unsent; /* no write could be sent: a local fault, nothing written */
+	int unsent;      /* no write could be sent: a local fault, nothing written */
+	const char *why; /* the failure's reason beyond its writes, or NULL (static) */
 };
 
 /* Adds a write of currency/minor to property t over room/from/to, with the
@@ -42,6 +43,10 @@ void rate_batch_add(struct rate_batch *b, const struct portfolio_property *t, co
  * write with that reason and sets unsent; compensating writes that could
  * not be sent are failed restores, so the record says what the PMS holds. */
 int rate_batch_run(struct pms *pms, struct rate_batch *b) WUR;
+
+/* Undoes the writes of b that succeeded (their previous rates written
+ * back, as a failed batch's are), setting comp[]. */
+void rate_batch_undo(struct pms *pms, struct rate_batch *b);
 
 /* The audit details of write i: property, code, purpose, pms_ref, at,
  * rate, previous_rate, idempotency_key. */

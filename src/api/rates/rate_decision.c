@@ -141,6 +141,12 @@ static void respond_outcome(struct ctx *c, struct decision_outcome *o, const cha
 		respond_decision_error(c, ERR_PMS_WRITE_FAILED, failure_details(o->body), o->id,
 				       pms_msg);
 		break;
+	case DECISION_UNRECORDED:
+		respond_decision_error(c, ERR_UNAVAILABLE, NULL, o->id,
+				       "the database refused the decision's record (busy, full or"
+				       " unreachable), so its PMS writes were undone (the previous"
+				       " rates written back); retry");
+		break;
 	case DECISION_UNSENT:
 		respond_decision_error(c, ERR_UNAVAILABLE, failure_details(o->body), o->id,
 				       "this server could not reach the PMS (a local fault, such as too"

@@ -1,21 +1,28 @@
-"""Rate decisions under a local fault (issue 19, defect 3): when the server
-cannot open a connection to the PMS (its open-files limit lowered under
-it with prlimit), a decision answers 503 SVC-UNAVAILABLE with Retry-After
-and its id (never 500), is recorded failed with the reason, and nothing
-stays pending; with descriptors free again decisions publish. Black-box:
-HTTP, pms-sim, prlimit and /proc.
+"""Rate decisions under faults (issue 19). Defect 3: when the server cannot
+open a connection to the PMS (its open-files limit lowered under it with
+prlimit), a decision answers 503 SVC-UNAVAILABLE with Retry-After and its
+id (never 500), is recorded failed with the reason, and nothing stays
+pending; with descriptors free again decisions publish. Defect 2: when
+another process holds the database while a decision's PMS writes are on
+their way (a slow PMS), its record is tried again until the lock is free:
+the decision is published once, with its trail, and never left pending
+behind live rates. Black-box: HTTP, pms-sim, prlimit, /proc and the
+database's own shell.
 """
 
 import os
 import shutil
 import subprocess
 import sys
+import threading
+import time
 import unittest
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "lib"))
+import backend  # noqa: E402
 import harness  # noqa: E402
 import pmssim  # noqa: E402
-from harness import ctl_user, rate_decision_body  # noqa: E402
+from harness import assert_audit_chain, ctl_user, rate_decision_body  # noqa: E402
 
 APPROVER = "approver@example.com"
 
@@ -59,6 +66,59 @@ class LocalFaultTest(unittest.TestCase):
                 r = c.request("GET", "/v2/rate-decisions?status=pending", token=tok,
                               portfolio=pf.id)
                 self.assertEqual(r.body["data"], [], r)
+
+
+class HeldDatabaseTest(unittest.TestCase):
+    def hold(self, srv, seconds):
+        """Holds the lock the decision's record needs for seconds, from
+        the database's own shell (in a thread)."""
+        if backend.POSTGRES:
+            argv = [backend._pg_bin("psql"), "-X", "-q", "-At", "-d", srv.db.url]
+            sql = ("BEGIN; LOCK TABLE rate_decisions IN EXCLUSIVE MODE; SELECT pg_sleep(%d);"
+                   " ROLLBACK;\n" % seconds)
+        else:
+            argv = ["sqlite3", srv.db.url[len("sqlite:"):]]
+            sql = ".timeout 5000\nBEGIN IMMEDIATE;\nSELECT 1;\n.shell sleep %d\nROLLBACK;\n" % seconds
+        return subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=subprocess.DEVNULL,
+                                stderr=subprocess.DEVNULL, text=True), sql
+
+    def test_record_retried_until_the_database_is_free(self):
+        with pmssim.server_with_pms(["--latency-ms", "2000"]) as (sim, srv):
+            pf = srv.seed_portfolio("enterprise", 3)
+            ctl_user(srv, pf.id, APPROVER, ["revenue-approver"])
+            _, tok = srv.client_token(pf.id, "rates:read rates:write", name="writer")
+            body = rate_decision_body([p["id"] for p in pf.properties], pf.ceiling["id"],
+                                      APPROVER)
+            answer = {}
+
+            def decide():
+                answer["r"] = srv.request("POST", "/v2/rate-decisions", body=body, token=tok,
+                                          portfolio=pf.id, timeout=90.0)
+            t = threading.Thread(target=decide)
+            t.start()
+            time.sleep(0.5)
+            holder, sql = self.hold(srv, 15)
+            holder.stdin.write(sql)
+            holder.stdin.close()
+            t.join(90)
+            holder.wait(30)
+            r = answer["r"]
+            self.assertEqual(r.status, 201, r)
+            did = r.body["data"]["id"]
+            d = srv.request("GET", "/v2/rate-decisions/" + did, token=tok,
+                            portfolio=pf.id).body["data"]
+            self.assertEqual(d["status"], "published")
+            trail = srv.request("GET", "/v2/rate-decisions/%s/audit-trail" % did, token=tok,
+                                portfolio=pf.id).body["data"]
+            kinds = [e["kind"] for e in assert_audit_chain(self, trail)]
+            self.assertEqual(kinds.count("pms_write"), 3, kinds)
+            self.assertIn("published", kinds)
+            r = srv.request("GET", "/v2/rate-decisions?status=pending", token=tok,
+                            portfolio=pf.id)
+            self.assertEqual(r.body["data"], [], r)
+            # the PMS holds the rate once per property, as written
+            r = srv.request("GET", "/v2/rate-decisions", token=tok, portfolio=pf.id)
+            self.assertEqual(len(r.body["data"]), 1, r)
 
 
 if __name__ == "__main__":
