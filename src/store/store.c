@@ -715,32 +715,6 @@ int store_ping(struct store *st)
 
 /* ------------------------------------------------------------ disk full */
 
-static _Atomic int64_t full_since; /* 0: no episode */
-
-void store_full_begin(void)
-{
-	int64_t none = 0;
-
-	if (atomic_compare_exchange_strong(&full_since, &none, clock_now_ms()))
-		log_msg(LOG_ERROR, "store_full",
-			"the database's disk is full: writes are refused with 503 (Retry-After)"
-			" and /readyz reports it until there is room again; reads go on");
-}
-
-void store_full_end(void)
-{
-	int64_t was = atomic_exchange(&full_since, 0);
-
-	if (was)
-		log_msg(LOG_INFO, "store_full", "the database's disk has room again after %lld s",
-			(long long)((clock_now_ms() - was) / 1000));
-}
-
-int64_t store_full_since(void)
-{
-	return atomic_load(&full_since);
-}
-
 int store_probe_write(struct store *st)
 {
 	struct store_tx *tx;
