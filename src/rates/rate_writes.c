@@ -199,7 +199,7 @@ json_t *rate_batch_record_failure(struct store_tx *tx, struct audit_chain *ch,
 		json_decref(failed);
 		return NULL;
 	}
-	failure = json_pack("{s:s, s:o, s:s?}", "stage", purpose, "failed_writes", failed, "reason",
+	failure = json_pack("{s:s, s:o, s:s*}", "stage", purpose, "failed_writes", failed, "reason",
 			    b->why);
 	*rc = audit_append(tx, ch, "failed", "revops", failure, now);
 	if (*rc < 0) {
