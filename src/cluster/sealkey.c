@@ -88,13 +88,13 @@ int sealkey_load(struct store *st, const char *data_dir, unsigned char key[32])
 	if (stored == 0 && (record_check(st, have) != STORE_OK || stored_check(st, want) != 1))
 		goto fail;
 	if (!crypto_equal(want, have, KEYFILE_CHECK_LEN)) {
-		refuse(path, want, have);
-		if (made) /* another node's key was recorded first */
-			keyfile_unmake(data_dir);
+		refuse(path, want, have); /* made: another node's key was recorded first */
 		goto fail;
 	}
 	return 0;
 fail:
+	if (made) /* nothing changed: not even a key of our own */
+		keyfile_unmake(data_dir);
 	crypto_wipe(key, 32);
 	return -1;
 }

@@ -790,7 +790,7 @@ static atomic_int fd_episode;
 
 static void accept_pause(struct loop *lp, int fd)
 {
-	int was = 0;
+	int was = 0, err = errno;
 
 	(void)epoll_ctl(lp->ep, EPOLL_CTL_DEL, fd, NULL);
 	lp->accept_resume_ms = clock_mono_ms() + ACCEPT_PAUSE_MS;
@@ -799,7 +799,7 @@ static void accept_pause(struct loop *lp, int fd)
 			"out of file descriptors (%s) with %d connections open: new connections"
 			" wait; raise the limit (ulimit -n, LimitNOFILE=) or lower"
 			" --max-connections",
-			strerror(errno), atomic_load(&lp->s->nconns));
+			strerror(err), atomic_load(&lp->s->nconns));
 }
 
 /* Watches the listening socket again once a pause is over. */
