@@ -1,6 +1,7 @@
 #include "pms/pms.h"
 
 #include <jansson.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -14,6 +15,8 @@ struct pms {
 	const char *name;    /* "the PMS", "the booking engine": for messages */
 	char base[512];      /* http(s) base URL without a trailing slash */
 	struct pms_sim *sim; /* "sim:" */
+	int cap;             /* capped calls at once (0: no cap) */
+	atomic_int running;  /* capped calls running */
 };
 
 int pms_open(const char *url, struct pms **out)
@@ -203,9 +206,24 @@ out:
 	return rc;
 }
 
-int pms_write_all(struct pms *p, struct pms_write *w, size_t n)
+void pms_set_cap(struct pms *p, int cap)
 {
+	p->cap = cap > 0 ? cap : 0;
+}
+
+int pms_write_all(struct pms *p, struct pms_write *w, size_t n, int capped)
+{
+	int rc;
+
 	if (!n)
 		return 0;
-	return p->sim ? write_sim(p, w, n) : write_http(p, w, n);
+	capped = capped && p->cap;
+	if (capped && atomic_fetch_add(&p->running, 1) >= p->cap) {
+		atomic_fetch_sub(&p->running, 1);
+		return PMS_BUSY;
+	}
+	rc = p->sim ? write_sim(p, w, n) : write_http(p, w, n);
+	if (capped)
+		atomic_fetch_sub(&p->running, 1);
+	return rc;
 }
