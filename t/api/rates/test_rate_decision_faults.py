@@ -6,9 +6,10 @@ pending; with descriptors free again decisions publish. Defect 2: when
 another process holds the database while a decision's PMS writes are on
 their way (a slow PMS), its record is tried again until the lock is free:
 the decision is published once, with its trail, and never left pending
-behind live rates. Defect 8: a PMS that hangs (SIGSTOP) holds at most half
-the write workers; decisions past that answer 503 at once (recorded failed,
-nothing sent), and every other write (token issuance) stays fast. Black-box:
+behind live rates. Defect 8: a PMS that hangs (SIGSTOP) holds at most three
+quarters of the write workers; decisions past that answer 503 within a
+quarter of a second (recorded failed, nothing sent), and every other write
+(token issuance) stays fast. Black-box:
 HTTP, pms-sim, prlimit, /proc, signals and the database's own shell.
 """
 
@@ -126,8 +127,8 @@ class HeldDatabaseTest(unittest.TestCase):
 
 
 class HungPmsTest(unittest.TestCase):
-    def test_a_hung_pms_holds_half_the_workers(self):
-        # 8 write workers (the default): at most 4 wait on the PMS
+    def test_a_hung_pms_holds_three_quarters_of_the_workers(self):
+        # 8 write workers (the default): at most 6 wait on the PMS
         with pmssim.server_with_pms((), ["--workers", "8"]) as (sim, srv):
             pf = srv.seed_portfolio("enterprise", 1)
             ctl_user(srv, pf.id, APPROVER, ["revenue-approver"])
@@ -157,8 +158,10 @@ class HungPmsTest(unittest.TestCase):
             finally:
                 sim.proc.send_signal(signal.SIGCONT)
             refused = [(r, t) for r, t in answers if r.status == 503]
-            self.assertEqual(len(refused), 4, [r.status for r, _ in answers])
-            self.assertEqual(len(quick), 4, "the refusals came at once")
+            self.assertEqual(len(refused), 2, [r.status for r, _ in answers])
+            self.assertEqual(len(quick), 2, "the refusals came at once")
+            for r, took in refused:
+                self.assertLess(took, 1.0)
             for r, took in refused:
                 self.assertEqual(r.body["error"]["code"], "SVC-UNAVAILABLE")
                 self.assertTrue(r.headers.get("Retry-After"))
@@ -168,7 +171,7 @@ class HungPmsTest(unittest.TestCase):
                 self.assertIn("still running", str(d))
             # the ones that waited went through once the PMS answered
             self.assertEqual(sorted(r.status for r, _ in answers if r.status != 503),
-                             [201] * 4)
+                             [201] * 6)
             r = srv.request("GET", "/v2/rate-decisions?status=pending", token=tok,
                             portfolio=pf.id)
             self.assertEqual(r.body["data"], [], r)
