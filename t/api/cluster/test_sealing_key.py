@@ -46,6 +46,9 @@ def signed_call(srv):
 class SealingKeyTest(unittest.TestCase):
     def setUp(self):
         self.srv = harness.Server()
+        self.addCleanup(self.srv.cleanup)  # also when setUp fails below
+        self.tmp = tempfile.mkdtemp(prefix="revops-key-")
+        self.addCleanup(shutil.rmtree, self.tmp, True)
         self.key_path = os.path.join(self.srv.data_dir, "revops.key")
         with open(self.key_path, "rb") as f:
             self.key = f.read()
@@ -56,11 +59,6 @@ class SealingKeyTest(unittest.TestCase):
                      "--verify-token", "verify-token-1")
         self.assertEqual(signed_call(self.srv), 200)
         self.srv.stop()
-        self.tmp = tempfile.mkdtemp(prefix="revops-key-")
-
-    def tearDown(self):
-        self.srv.cleanup()
-        shutil.rmtree(self.tmp, ignore_errors=True)
 
     def refused(self, srv_or_args, *want_in_log):
         with self.assertRaises(RuntimeError) as cm:

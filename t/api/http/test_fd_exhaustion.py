@@ -34,12 +34,9 @@ class FdExhaustionTest(unittest.TestCase):
         if not shutil.which("prlimit"):
             self.fail("prlimit (util-linux) is required")
         self.srv = harness.Server()
+        self.addCleanup(self.srv.cleanup)
         self.socks = []
-
-    def tearDown(self):
-        for s in self.socks:
-            s.close()
-        self.srv.cleanup()
+        self.addCleanup(lambda: [s.close() for s in self.socks])
 
     def connect(self):
         s = socket.create_connection(("127.0.0.1", self.srv.port), timeout=5)

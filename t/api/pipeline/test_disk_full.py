@@ -50,8 +50,10 @@ class DiskFullTest(unittest.TestCase):
         self.tmp = tempfile.mkdtemp(prefix="revops-full-")
         self.disk = os.path.join(self.tmp, "disk")
         os.mkdir(self.disk)
+        self.addCleanup(shutil.rmtree, self.tmp, True)
         subprocess.run(["mount", "-t", "tmpfs", "-o", "size=" + SIZE, "tmpfs", self.disk],
                        check=True)
+        self.addCleanup(subprocess.run, ["umount", self.disk])
         self.fill = os.path.join(self.disk, "fill")
         if backend.POSTGRES:
             # revopsd's own directory on the small disk
@@ -64,12 +66,8 @@ class DiskFullTest(unittest.TestCase):
             db.url = "sqlite:" + os.path.join(self.disk, "revops.db")
             db.args = lambda: ["--database", db.url]
         self.srv = harness.Server(data_dir=data_dir, db=db, log_dir=self.tmp)
+        self.addCleanup(self.srv.cleanup)  # also when setUp fails below
         self.seed = self.srv.seed_portfolio("enterprise", 1)
-
-    def tearDown(self):
-        self.srv.cleanup()
-        subprocess.run(["umount", self.disk])
-        shutil.rmtree(self.tmp, ignore_errors=True)
 
     def token(self):
         return self.srv.token(self.seed.client_id, self.seed.client_secret)

@@ -27,12 +27,10 @@ SLACK_S = 2.5  # scheduling on a busy machine, under sanitizers
 class LockWaitTest(unittest.TestCase):
     def setUp(self):
         self.srv = harness.Server()
-        self.seed = self.srv.seed_portfolio("enterprise", 1)
+        self.addCleanup(self.srv.cleanup)  # also when setUp fails below
         self.holder = None
-
-    def tearDown(self):
-        self.release()
-        self.srv.cleanup()
+        self.addCleanup(self.release)
+        self.seed = self.srv.seed_portfolio("enterprise", 1)
 
     def hold(self):
         if backend.POSTGRES:
