@@ -168,10 +168,6 @@ static int start_serving(struct config *cfg, struct store *st, struct service *s
 	    review_platform_open(cfg->reviews_url, &svc->reviews) < 0 ||
 	    whatsapp_open(cfg->whatsapp_api_url, st, &svc->whatsapp) < 0)
 		return -1;
-	/* requests bound for a PMS that hangs hold at most three quarters of
-	 * the write workers: the others stay free for every other write */
-	pms_set_cap(svc->pms, cfg->workers - cfg->workers / 4);
-	pms_set_cap(svc->booking, cfg->workers - cfg->workers / 4);
 	if (cluster_role(svc->cluster) != CLUSTER_API &&
 	    (recover_decisions(st) < 0 ||
 	     engine_start(st,

@@ -1,13 +1,10 @@
 #include "pms/pms.h"
 
 #include <jansson.h>
-#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
-#include "core/clock.h"
 #include "core/log.h"
 #include "core/trace.h"
 #include "net/httpc.h"
@@ -17,8 +14,6 @@ struct pms {
 	const char *name;    /* "the PMS", "the booking engine": for messages */
 	char base[512];      /* http(s) base URL without a trailing slash */
 	struct pms_sim *sim; /* "sim:" */
-	int cap;             /* capped calls at once (0: no cap) */
-	atomic_int running;  /* capped calls running */
 };
 
 int pms_open(const char *url, struct pms **out)
@@ -208,39 +203,9 @@ out:
 	return rc;
 }
 
-void pms_set_cap(struct pms *p, int cap)
+int pms_write_all(struct pms *p, struct pms_write *w, size_t n)
 {
-	p->cap = cap > 0 ? cap : 0;
-}
-
-/* Takes one of the cap's places, waiting up to PMS_CAP_WAIT_MS for one to
- * free (a PMS that answers frees them in milliseconds; one that hangs does
- * not, and then a request waits no longer than this). Returns 0 or -1. */
-static int take_place(struct pms *p)
-{
-	int64_t until = clock_mono_ms() + PMS_CAP_WAIT_MS;
-
-	for (;;) {
-		if (atomic_fetch_add(&p->running, 1) < p->cap)
-			return 0;
-		atomic_fetch_sub(&p->running, 1);
-		if (clock_mono_ms() >= until)
-			return -1;
-		nanosleep(&(struct timespec){0, 5 * 1000 * 1000}, NULL);
-	}
-}
-
-int pms_write_all(struct pms *p, struct pms_write *w, size_t n, int capped)
-{
-	int rc;
-
 	if (!n)
 		return 0;
-	capped = capped && p->cap;
-	if (capped && take_place(p) < 0)
-		return PMS_BUSY;
-	rc = p->sim ? write_sim(p, w, n) : write_http(p, w, n);
-	if (capped)
-		atomic_fetch_sub(&p->running, 1);
-	return rc;
+	return p->sim ? write_sim(p, w, n) : write_http(p, w, n);
 }

@@ -42,22 +42,10 @@ enum pms_role { PMS_ROLE_PMS, PMS_ROLE_BOOKING_ENGINE };
 /* pms_open for a connector of role (pms_open is PMS_ROLE_PMS). */
 int pms_open_as(const char *url, enum pms_role role, struct pms **out) WUR;
 void pms_close(struct pms *p);
-/* Caps the requests writing through p at once (0: no cap; pms_write_all's
- * capped calls): a PMS that hangs then holds at most that many of the
- * server's write workers, and every other write stays fast. A capped call
- * waits up to PMS_CAP_WAIT_MS for a place. */
-void pms_set_cap(struct pms *p, int cap);
-#define PMS_CAP_WAIT_MS 250
-/* pms_write_all's answer when the cap is reached: nothing was sent. */
-#define PMS_BUSY (-2)
 /* Performs the n writes (in parallel over HTTP) and fills their results.
- * A capped call (a new batch; not the compensation of one, which must go)
- * takes one of the cap's places for its run, or returns PMS_BUSY when none
- * freed within PMS_CAP_WAIT_MS.
- * Returns 0 when every write was attempted, -1 on a local failure (no
- * connection could be made, out of memory) or PMS_BUSY, in which case
- * nothing was sent and no result is meaningful. */
-int pms_write_all(struct pms *p, struct pms_write *w, size_t n, int capped) WUR;
+ * Returns 0 when every write was attempted, -1 on a local failure (out of
+ * memory), in which case no result is meaningful. */
+int pms_write_all(struct pms *p, struct pms_write *w, size_t n) WUR;
 /* The simulator behind "sim:" (NULL for HTTP); for the demo and tests. */
 struct pms_sim *pms_simulator(struct pms *p);
 

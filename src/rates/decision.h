@@ -43,13 +43,13 @@ enum decision_result {
 	DECISION_CEILING_EXCEEDED,    /* recorded as rejected; body: details, one per property */
 	DECISION_GOVERNANCE_REJECTED, /* why; publish: recorded as rejected */
 	DECISION_PMS_FAILED,          /* body: the failure {stage, failed_writes} */
-	DECISION_UNSENT,              /* as PMS_FAILED, but nothing sent (cap, local fault) */
-	DECISION_UNRECORDED,          /* the writes were made, not recorded, and undone */
-	DECISION_NOT_FOUND,           /* revert: no such decision */
-	DECISION_OTHER_PORTFOLIO,     /* revert: it belongs to another portfolio */
-	DECISION_OUT_OF_REACH,        /* revert: a property outside the credentials */
-	DECISION_NOT_PUBLISHED,       /* revert: status says what it is */
-	DECISION_REVERTED_MEANWHILE,  /* revert: another revert won */
+	DECISION_UNSENT,             /* as PMS_FAILED, but no write could be sent (a local fault) */
+	DECISION_UNRECORDED,         /* the writes were made, not recorded, and undone */
+	DECISION_NOT_FOUND,          /* revert: no such decision */
+	DECISION_OTHER_PORTFOLIO,    /* revert: it belongs to another portfolio */
+	DECISION_OUT_OF_REACH,       /* revert: a property outside the credentials */
+	DECISION_NOT_PUBLISHED,      /* revert: status says what it is */
+	DECISION_REVERTED_MEANWHILE, /* revert: another revert won */
 };
 
 struct decision_outcome {

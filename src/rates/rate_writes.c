@@ -53,30 +53,28 @@ static size_t plan_compensation(struct rate_batch *b)
 	return k;
 }
 
-/* Fails writes w[0..n) as not sent, for pms_write_all's answer rc. */
-static void fail_unsent(struct pms_write *w, size_t n, int rc)
-{
-	const char *why = rc == PMS_BUSY
-				  ? "not sent: as many writes as this server sends the PMS at once"
-				    " were still running (it is slow or hanging)"
-				  : "not sent: this server could not open a connection to the PMS"
-				    " (a local fault, such as too many open files)";
+#define UNSENT                                                                              \
+	"not sent: this server could not open a connection to the PMS (a local fault, such" \
+	" as too many open files)"
 
+/* Fails writes w[0..n) as not sent. */
+static void fail_unsent(struct pms_write *w, size_t n)
+{
 	for (size_t i = 0; i < n; i++) {
 		w[i].ok = 0;
 		w[i].http_status = 0;
-		snprintf(w[i].error, sizeof w[i].error, "%s", why);
+		snprintf(w[i].error, sizeof w[i].error, "%s", UNSENT);
 	}
 }
 
 int rate_batch_run(struct pms *pms, struct rate_batch *b)
 {
 	size_t i;
-	int failed = 0, rc;
+	int failed = 0;
 
 	b->unsent = 0;
-	if ((rc = pms_write_all(pms, b->w, b->n, 1)) < 0) {
-		fail_unsent(b->w, b->n, rc);
+	if (pms_write_all(pms, b->w, b->n) < 0) {
+		fail_unsent(b->w, b->n);
 		b->unsent = 1;
 		return 1; /* nothing was written: nothing to compensate */
 	}
@@ -91,11 +89,9 @@ int rate_batch_run(struct pms *pms, struct rate_batch *b)
 void rate_batch_undo(struct pms *pms, struct rate_batch *b)
 {
 	size_t i, k = plan_compensation(b);
-	int rc;
 
-	/* uncapped: a compensation goes however many are running */
-	if (k && (rc = pms_write_all(pms, b->cw, k, 0)) < 0)
-		fail_unsent(b->cw, k, rc); /* the rates stay: recorded as failed restores */
+	if (k && pms_write_all(pms, b->cw, k) < 0)
+		fail_unsent(b->cw, k); /* the rates stay: recorded as failed restores */
 	for (i = 0, k = 0; i < b->n; i++) {
 		if (!b->w[i].ok || b->comp[i] == 2)
 			continue;

@@ -25,7 +25,7 @@ struct rate_batch {
 	struct pms_write w[RATE_WRITES_MAX];
 	struct pms_write cw[RATE_WRITES_MAX];
 	int comp[RATE_WRITES_MAX];
-	int unsent;      /* no write was sent (pms_write_all's cap, a local fault) */
+	int unsent;      /* no write could be sent: a local fault, nothing written */
 	const char *why; /* the failure's reason beyond its writes, or NULL (static) */
 };
 
@@ -38,10 +38,9 @@ void rate_batch_add(struct rate_batch *b, const struct portfolio_property *t, co
 
 /* Runs the writes; when any fails, writes already made are compensated
  * with their previous rates. Returns 0 when all succeeded, 1 when any
- * failed (compensation attempted). A batch this server did not send at
- * all (the connector's cap of calls at once was reached, or a local fault
- * such as no descriptor for a connection) fails every write with that
- * reason and sets unsent; compensating writes that could
+ * failed (compensation attempted). A batch this server could not send at
+ * all (a local fault, such as no descriptor for a connection) fails every
+ * write with that reason and sets unsent; compensating writes that could
  * not be sent are failed restores, so the record says what the PMS holds. */
 int rate_batch_run(struct pms *pms, struct rate_batch *b) WUR;
 

@@ -503,12 +503,9 @@ static int push_and_record(struct store *st, struct pms *booking, struct decide 
 	d->w.from = d->w.to = d->s.date;
 	d->w.currency = d->s.currency;
 	d->w.minor_units = d->s.proposed;
-	if ((rc = pms_write_all(booking, &d->w, 1, 1)) < 0) {
+	if (pms_write_all(booking, &d->w, 1) < 0) {
 		d->w.ok = 0;
-		snprintf(d->w.error, sizeof d->w.error, "%s",
-			 rc == PMS_BUSY ? "not sent: as many pushes as this server sends the booking"
-					  " engine at once were still running (it is slow or hanging)"
-					: "could not send the push");
+		snprintf(d->w.error, sizeof d->w.error, "could not send the push");
 	}
 	d->now = clock_now_ms();
 	if ((rc = store_begin(st, STORE_WRITE, &tx)) != STORE_OK)

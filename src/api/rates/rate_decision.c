@@ -149,10 +149,9 @@ static void respond_outcome(struct ctx *c, struct decision_outcome *o, const cha
 		break;
 	case DECISION_UNSENT:
 		respond_decision_error(c, ERR_UNAVAILABLE, failure_details(o->body), o->id,
-				       "this server could not send the decision's writes to the PMS (as"
-				       " many as it sends at once were still running, or a local fault"
-				       " such as too many open files): nothing was written, and the"
-				       " decision's record says why; retry");
+				       "this server could not reach the PMS (a local fault, such as too"
+				       " many open files): nothing was written, and the decision's record"
+				       " says so; retry");
 		break;
 	case DECISION_NOT_FOUND:
 		respond_error(c, ERR_NOT_FOUND, NULL, "no rate decision %s", ctx_param(c, 0));
