@@ -32,16 +32,12 @@ static int stored_check(struct store *st, char out[KEYFILE_CHECK_LEN + 1])
  * meanwhile: the caller reads it again). */
 static int record_check(struct store *st, const char *check)
 {
-	struct store_tx *tx;
-	int rc = store_begin(st, STORE_WRITE, &tx);
+	int rc = store_exec_alone(st, STORE_WRITE,
+				  "INSERT INTO key_checks (name, check_value, created_at) VALUES"
+				  " ('seal', $1, $2) ON CONFLICT (name) DO NOTHING",
+				  (struct store_val[]){sv_text(check), sv_int(clock_now_ms())}, 2);
 
-	if (rc != STORE_OK)
-		return rc;
-	rc = store_exec(tx,
-			"INSERT INTO key_checks (name, check_value, created_at) VALUES ('seal', $1, $2)"
-			" ON CONFLICT (name) DO NOTHING",
-			(struct store_val[]){sv_text(check), sv_int(clock_now_ms())}, 2);
-	return store_finish(tx, rc);
+	return rc < 0 ? rc : STORE_OK;
 }
 
 /* Logs why the key at path will not do: the database expects the key

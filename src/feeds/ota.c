@@ -148,17 +148,8 @@ static char *read_sql(size_t n)
 		" k.column4 AND a.ota = k.column5 AND a.status = 'open'), (SELECT source_id || ' '"
 		" || currency || ' ' || minor_units FROM (" FLOORS_IN_FORCE(
 			"k.column2", "k.column3", "k.column4") ") f) FROM (VALUES ";
-	size_t cap = sizeof head + n * 48 + 8, len;
-	char *sql = malloc(cap);
 
-	if (!sql)
-		return NULL;
-	len = (size_t)snprintf(sql, cap, "%s", head);
-	for (size_t i = 0; i < n; i++)
-		len += (size_t)snprintf(sql + len, cap - len, "%s(%zu, $%zu, $%zu, $%zu, $%zu)",
-					i ? ", " : "", i, 4 * i + 1, 4 * i + 2, 4 * i + 3, 4 * i + 4);
-	snprintf(sql + len, cap - len, ") k");
-	return sql;
+	return store_sql_values(head, n, 4, 1, ") k");
 }
 
 /* Fills k from its row of the read. */

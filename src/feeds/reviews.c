@@ -488,18 +488,12 @@ struct sending {
  * took it) or < 0. */
 static int claim(struct store *st, struct sending *s, int64_t now)
 {
-	struct store_tx *tx;
-	int rc = store_begin(st, STORE_WRITE_OWN, &tx);
-
-	if (rc != STORE_OK)
-		return rc;
-	rc = store_exec(tx,
-			"UPDATE reviews SET next_attempt_at = $3 WHERE id = $1 AND reply_status ="
-			" 'publishing' AND next_attempt_at = $2",
-			(struct store_val[]){sv_text(s->id), sv_int(s->due),
-					     sv_int(now + REVIEW_SEND_LEASE_MS)},
-			3);
-	return store_finish(tx, rc) != STORE_OK ? STORE_ERR : rc;
+	return store_exec_alone(st, STORE_WRITE_OWN,
+				"UPDATE reviews SET next_attempt_at = $3 WHERE id = $1 AND reply_status ="
+				" 'publishing' AND next_attempt_at = $2",
+				(struct store_val[]){sv_text(s->id), sv_int(s->due),
+						     sv_int(now + REVIEW_SEND_LEASE_MS)},
+				3);
 }
 
 /* review.published, and the reply published, inside tx. */

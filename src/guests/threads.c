@@ -446,17 +446,8 @@ static char *read_sql(size_t n)
 								  "k.column5") " AS ge FROM (VALUES ";
 	static const char tail[] = ") k) SELECT i, known, gp, " NAMED("gp") ", " THREAD_TEXT(
 		"gp") ", ge, " NAMED("ge") ", " THREAD_TEXT("ge") " FROM g";
-	size_t cap = sizeof head + n * 40 + sizeof tail, len;
-	char *sql = malloc(cap);
 
-	if (!sql)
-		return NULL;
-	len = (size_t)snprintf(sql, cap, "%s", head);
-	for (size_t i = 0; i < n; i++)
-		len += (size_t)snprintf(sql + len, cap - len, "%s(%zu, $%zu, $%zu, $%zu, $%zu)",
-					i ? ", " : "", i, 4 * i + 2, 4 * i + 3, 4 * i + 4, 4 * i + 5);
-	snprintf(sql + len, cap - len, "%s", tail);
-	return sql;
+	return store_sql_values(head, n, 4, 2, tail);
 }
 
 /* Takes in the address kind/value's columns from c on (guest, named,

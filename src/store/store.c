@@ -506,6 +506,25 @@ void store_sql_in(struct store_sql *q, const char *col, const char *const *vals,
 	store_sql_add(q, ")", sv_null());
 }
 
+char *store_sql_values(const char *head, size_t n, int ncols, int first, const char *tail)
+{
+	size_t cap = strlen(head) + n * (size_t)(12 + 6 * ncols) + strlen(tail) + 1, len;
+	char *sql = malloc(cap);
+	int p = first;
+
+	if (!sql)
+		return NULL;
+	len = (size_t)snprintf(sql, cap, "%s", head);
+	for (size_t i = 0; i < n; i++) {
+		len += (size_t)snprintf(sql + len, cap - len, "%s(%zu", i ? ", " : "", i);
+		for (int c = 0; c < ncols; c++)
+			len += (size_t)snprintf(sql + len, cap - len, ", $%d", p++);
+		len += (size_t)snprintf(sql + len, cap - len, ")");
+	}
+	snprintf(sql + len, cap - len, "%s", tail);
+	return sql;
+}
+
 void store_sql_eq(struct store_sql *q, const char *col, const char *value)
 {
 	if (!value || !*value)
@@ -715,18 +734,27 @@ int store_ping(struct store *st)
 
 /* ------------------------------------------------------------ disk full */
 
-int store_probe_write(struct store *st)
+int store_exec_alone(struct store *st, int mode, const char *sql, const struct store_val *params,
+		     int nparams)
 {
 	struct store_tx *tx;
-	int rc = store_begin(st, STORE_WRITE, &tx);
+	int rc = store_begin(st, mode, &tx), done;
 
 	if (rc != STORE_OK)
 		return rc;
-	rc = store_exec(tx,
-			"INSERT INTO store_probe (id, at) VALUES (1, $1) ON CONFLICT (id) DO UPDATE"
-			" SET at = excluded.at",
-			(struct store_val[]){sv_int(clock_now_ms())}, 1);
-	return store_finish(tx, rc);
+	rc = store_exec(tx, sql, params, nparams);
+	done = store_finish(tx, rc);
+	return done != STORE_OK ? done : rc;
+}
+
+int store_probe_write(struct store *st)
+{
+	int rc = store_exec_alone(st, STORE_WRITE,
+				  "INSERT INTO store_probe (id, at) VALUES (1, $1) ON CONFLICT (id) DO"
+				  " UPDATE SET at = excluded.at",
+				  (struct store_val[]){sv_int(clock_now_ms())}, 1);
+
+	return rc < 0 ? rc : STORE_OK;
 }
 
 int store_schema_version(struct store *st)

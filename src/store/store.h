@@ -209,6 +209,17 @@ struct store_sql {
 /* Appends text to q (printf-style); "$#" in fmt is replaced by the next
  * placeholder number and binds val (one "$#" at most per call). */
 void store_sql_add(struct store_sql *q, const char *fmt, struct store_val val);
+/* head, then n rows "(i, $p, $p+1, ...)" of ncols placeholders each
+ * (numbered from first, row after row; i is the row's index, 0..n-1),
+ * then tail, as one malloc'd string (NULL: no memory): a read of many
+ * keys correlated on a VALUES list ("... FROM (VALUES " head, ") k"
+ * tail), the same SQL on every backend. */
+char *store_sql_values(const char *head, size_t n, int ncols, int first, const char *tail);
+/* Runs one statement in a transaction of its own (mode: STORE_WRITE or
+ * STORE_WRITE_OWN). Returns its row count (>= 0), or a negative status
+ * (the statement's, or the commit's). */
+int store_exec_alone(struct store *st, int mode, const char *sql, const struct store_val *params,
+		     int nparams) WUR;
 /* Appends " AND col IN ($i, ...)" binding vals[0..n); n 0 appends
  * " AND 1 = 0" (nothing matches an empty list). */
 void store_sql_in(struct store_sql *q, const char *col, const char *const *vals, int n);

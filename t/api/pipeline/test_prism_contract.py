@@ -426,6 +426,16 @@ class PrismContract(unittest.TestCase):
             self.heads.add(self.op_for("GET", path))
         return r
 
+    def feed_batch(self, feed, items, key):
+        """POSTs a feed batch of 3 new items, a repeat of the first and 3
+        refused ones (headers key: its Idempotency-Key); checks that tally
+        and returns the data."""
+        d = self.v2("POST", feed, 200, body={"items": items}, headers=key).body["data"]
+        self.assertEqual((d["created"], d["duplicate"], d["rejected"]), (3, 1, 3))
+        self.assertEqual([x["status"] for x in d["results"]],
+                         ["created"] * 3 + ["duplicate"] + ["rejected"] * 3)
+        return d
+
     def v2(self, method, path, status, pf=None, token=None, body=None, headers=None, bad=False):
         pf = pf or self.ent
         tok = token or (self.ent_token if pf is self.ent else self.grp_token)
@@ -975,11 +985,7 @@ class PrismContract(unittest.TestCase):
                  self.review_item(ent, "WAW01", 4, seconds_ago=-3600),
                  self.review_item(grp, "ZAK01", 4)]
         key = {"Idempotency-Key": "prism-reviews-%d" % time.time_ns()}
-        r = self.v2("POST", feed, 200, body={"items": items}, headers=key)
-        d = r.body["data"]
-        self.assertEqual((d["created"], d["duplicate"], d["rejected"]), (3, 1, 3))
-        self.assertEqual([x["status"] for x in d["results"]],
-                         ["created"] * 3 + ["duplicate"] + ["rejected"] * 3)
+        d = self.feed_batch(feed, items, key)
         self.assertEqual([x.get("reply_drafted") for x in d["results"][:4]],
                          [True, True, False, False])
         drafted, polish, plain = (x["id"] for x in d["results"][:3])
@@ -1728,11 +1734,7 @@ class PrismContract(unittest.TestCase):
                  self.guest_item(ent, "KRK01", phone="12"),
                  self.guest_item(grp, "ZAK01", **anna)]
         key = {"Idempotency-Key": "prism-guests-%d" % time.time_ns()}
-        r = self.v2("POST", feed, 200, body={"items": items}, headers=key)
-        d = r.body["data"]
-        self.assertEqual((d["created"], d["duplicate"], d["rejected"]), (3, 1, 3))
-        self.assertEqual([x["status"] for x in d["results"]],
-                         ["created"] * 3 + ["duplicate"] + ["rejected"] * 3)
+        d = self.feed_batch(feed, items, key)
         self.assertEqual([x.get("escalated") for x in d["results"][:4]],
                          [False, False, True, False])
         anna_tid, lawyer_tid = d["results"][0]["thread_id"], d["results"][2]["thread_id"]
