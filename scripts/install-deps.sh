@@ -4,13 +4,14 @@
 # postgresql-15 is the server the tests start throw-away clusters of
 # (scripts/pg-test-cluster.sh); libpq-dev the client every build links;
 # haproxy the load balancer of the multi-node tests (t/api/cluster/);
-# tzdata the zone files src/core/tz.c reads (/usr/share/zoneinfo).
+# tzdata the zone files src/core/tz.c reads (/usr/share/zoneinfo); gdb the
+# debugger the crash tests stop revopsd with at an exact point.
 set -euo pipefail
 pkgs=(build-essential cmake pkg-config python3
       libjansson-dev libsqlite3-dev libssl-dev libcmocka-dev
       libcurl4-openssl-dev libpq-dev postgresql-15 libxml2-dev libxmlsec1-dev zlib1g-dev
       xmlsec1 libxml2-utils openssl sqlite3 curl jq iproute2 nodejs npm
-      clang-format haproxy tzdata)
+      clang-format haproxy tzdata gdb)
 if [ "${1:-}" = "--bench" ]; then pkgs+=(wrk nginx-light); fi
 # make fuzz: clang and its libFuzzer + sanitizer runtimes.
 if [ "${1:-}" = "--fuzz" ]; then pkgs+=(clang libclang-rt-14-dev); fi

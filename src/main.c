@@ -177,7 +177,8 @@ static int start_serving(struct config *cfg, struct store *st, struct service *s
 	     sched_start(st, timer_kinds, ARRAY_LEN(timer_kinds), &svc->sched) < 0))
 		return -1;
 	o = (struct http_server_opts){cfg->listen_host,     cfg->listen_port,  cfg->threads,
-				      cfg->max_connections, cfg->idle_timeout, cfg->workers};
+				      cfg->max_connections, cfg->idle_timeout, cfg->workers,
+				      pipeline_lane,        cfg->pms_workers};
 	fd = *lfd;
 	*lfd = -1; /* the server's now, also if it fails */
 	if (http_server_start_fd(fd, &o, pipeline_handle, svc, srv) < 0)
@@ -309,7 +310,8 @@ int main(int argc, char **argv)
 		goto out;
 	/* + the chores, the heartbeat, fan-out, the lane watcher, the
 	 * scheduler and the webhook senders */
-	if (store_open(cfg.database, cfg.threads + cfg.workers + 6 + cfg.webhook_senders, &st) < 0)
+	if (store_open(cfg.database,
+		       cfg.threads + cfg.workers + cfg.pms_workers + 6 + cfg.webhook_senders, &st) < 0)
 		goto out;
 	store_background_checkpoints(st);
 	routes = api_routes_build(!strcmp(cfg.role, "worker"), &nroutes);

@@ -50,6 +50,13 @@ struct service {
 	 * refusals with error_shape (SCIM's error body); main.c sets both. */
 	const char *error_shape_prefix;
 	void (*error_shape)(struct ctx *c, enum err e, const char *msg);
+	/* A write under an Idempotency-Key (key NULL: none): the principal it
+	 * is kept for; own: the handler stores its answer itself
+	 * (respond_key_own); stored: respond_key_store stored one. */
+	struct {
+		const char *key, *principal;
+		int own, stored;
+	} idem;
 };
 
 struct ctx {
@@ -72,7 +79,18 @@ struct ctx {
 	 * envelope (SCIM's, RFC 7644 §3.12): respond_error hands the error to
 	 * it. NULL: the envelope. */
 	void (*error_shape)(struct ctx *c, enum err e, const char *msg);
+	/* A write under an Idempotency-Key (key NULL: none): the principal it
+	 * is kept for; own: the handler stores its answer itself
+	 * (respond_key_own); stored: respond_key_store stored one. */
+	struct {
+		const char *key, *principal;
+		int own, stored;
+	} idem;
 };
+
+/* The lanes of workers of the writes that call another service before
+ * they answer (route.lane; at most HTTP_OUTBOUND_LANES). */
+enum route_lane { LANE_LOCAL, LANE_PMS, LANE_BOOKING };
 
 /* One area's routes, in match order (the first match wins, so literal
  * segments come before a {param} at the same place). Each area declares
@@ -87,15 +105,20 @@ struct route_table {
 /* Entries: public; bearer with X-Service-Portfolio (v2); the same taking a
  * JSON body checked against spec; SCIM (its own token, case-insensitive
  * static segments). */
-#define ROUTE_PUB(m, p, f) {m, p, f, ROUTE_PUBLIC, 0, 0, BODY_NONE, NULL, 0, 0}
-#define ROUTE_V2(m, p, f, s) {m, p, f, ROUTE_BEARER, s, 1, BODY_NONE, NULL, 0, 0}
-#define ROUTE_V2_JSON(m, p, f, s, spec) {m, p, f, ROUTE_BEARER, s, 1, BODY_JSON, spec, 0, 0}
+#define ROUTE_PUB(m, p, f) {m, p, f, ROUTE_PUBLIC, 0, 0, BODY_NONE, NULL, 0, 0, 0}
+#define ROUTE_V2(m, p, f, s) {m, p, f, ROUTE_BEARER, s, 1, BODY_NONE, NULL, 0, 0, 0}
+#define ROUTE_V2_JSON(m, p, f, s, spec) {m, p, f, ROUTE_BEARER, s, 1, BODY_JSON, spec, 0, 0, 0}
 /* The same whose body may also be left out (c->body NULL then). */
-#define ROUTE_V2_JSON_OPT(m, p, f, s, spec) {m, p, f, ROUTE_BEARER, s, 1, BODY_JSON_OPTIONAL, spec, 0, 0}
-#define ROUTE_SCIM_ENTRY(m, p, f, b) {m, p, f, ROUTE_SCIM, 0, 0, b, NULL, 1, 0}
+#define ROUTE_V2_JSON_OPT(m, p, f, s, spec) {m, p, f, ROUTE_BEARER, s, 1, BODY_JSON_OPTIONAL, spec, 0, 0, 0}
+#define ROUTE_SCIM_ENTRY(m, p, f, b) {m, p, f, ROUTE_SCIM, 0, 0, b, NULL, 1, 0, 0}
 /* A v2 single-resource read: its 200 gets an ETag and honours
  * If-None-Match with 304 (api/negotiate.c). */
-#define ROUTE_V2_ETAG(m, p, f, s) {m, p, f, ROUTE_BEARER, s, 1, BODY_NONE, NULL, 0, 1}
+#define ROUTE_V2_ETAG(m, p, f, s) {m, p, f, ROUTE_BEARER, s, 1, BODY_NONE, NULL, 0, 1, 0}
+/* A JSON write that calls another service before it answers: it runs on
+ * that service's lane of workers (enum route_lane), so a service that
+ * hangs holds only them. */
+#define ROUTE_V2_JSON_OUT(m, p, f, s, spec, lane) {m, p, f, ROUTE_BEARER, s, 1, BODY_JSON, spec, 0, 0, lane}
+#define ROUTE_V2_JSON_OPT_OUT(m, p, f, s, spec, lane) {m, p, f, ROUTE_BEARER, s, 1, BODY_JSON_OPTIONAL, spec, 0, 0, lane}
 /* clang-format on */
 
 /* The path parameter i of the matched route. */

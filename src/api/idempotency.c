@@ -85,7 +85,7 @@ static int load_row(struct store_tx *tx, const struct store_val *k, struct idem_
 			 " AND idem_key = $3",
 			 k, 3, &r);
 	if (rc != STORE_OK)
-		return -1;
+		return rc;
 	rc = store_next(r);
 	if (rc == 1) {
 		row->exists = 1;
@@ -120,7 +120,7 @@ static int load_row(struct store_tx *tx, const struct store_val *k, struct idem_
 		}
 	}
 	store_rows_close(r);
-	return rc < 0 ? -1 : 0;
+	return rc < 0 ? rc : 0;
 }
 
 enum idem_action idempotency_begin(struct store *st, const char *portfolio, const char *principal,
@@ -131,49 +131,51 @@ enum idem_action idempotency_begin(struct store *st, const char *portfolio, cons
 	struct store_tx *tx;
 	struct idem_row row;
 	enum idem_action act = IDEM_ERROR;
+	int rc;
 
 	memset(out, 0, sizeof *out);
-	if (store_begin(st, 1, &tx) != STORE_OK)
+	if ((out->error = store_begin(st, 1, &tx)) != STORE_OK)
 		return IDEM_ERROR;
-	if (load_row(tx, k, &row, out) < 0)
+	if ((rc = load_row(tx, k, &row, out)) < 0)
 		goto out;
 	act = idempotency_decide(&row, fingerprint, now_ms);
 	if (act == IDEM_PROCEED) {
-		if (store_exec(tx,
-			       "INSERT INTO idempotency_keys (portfolio_id, principal_id, idem_key,"
-			       " fingerprint, state, locked_at, expires_at)"
-			       " VALUES ($1, $2, $3, $4, 'in_flight', $5, $6)"
-			       " ON CONFLICT (portfolio_id, principal_id, idem_key) DO UPDATE SET"
-			       " fingerprint = $4, state = 'in_flight', status = NULL,"
-			       " headers = NULL, body = NULL, locked_at = $5, expires_at = $6",
-			       (struct store_val[]){k[0], k[1], k[2], sv_text(fingerprint),
-						    sv_int(now_ms), sv_int(now_ms + window_ms)},
-			       6) < 0) {
+		if ((rc = store_exec(tx,
+				     "INSERT INTO idempotency_keys (portfolio_id, principal_id, idem_key,"
+				     " fingerprint, state, locked_at, expires_at)"
+				     " VALUES ($1, $2, $3, $4, 'in_flight', $5, $6)"
+				     " ON CONFLICT (portfolio_id, principal_id, idem_key) DO UPDATE SET"
+				     " fingerprint = $4, state = 'in_flight', status = NULL,"
+				     " headers = NULL, body = NULL, locked_at = $5, expires_at = $6",
+				     (struct store_val[]){k[0], k[1], k[2], sv_text(fingerprint),
+							  sv_int(now_ms), sv_int(now_ms + window_ms)},
+				     6)) < 0) {
 			act = IDEM_ERROR;
 			goto out;
 		}
 	}
 	if (act != IDEM_REPLAY)
 		idempotency_stored_free(out);
-	if (store_commit(tx) != STORE_OK) {
+	if ((rc = store_commit(tx)) != STORE_OK) {
 		idempotency_stored_free(out);
+		out->error = rc;
 		return IDEM_ERROR;
 	}
 	return act;
 out:
 	idempotency_stored_free(out);
+	out->error = rc < 0 ? rc : STORE_ERR;
 	store_rollback(tx);
-	return act;
+	return IDEM_ERROR;
 }
 
-int idempotency_finish(struct store *st, const char *portfolio, const char *principal,
-		       const char *key, int status, const json_t *headers, const void *body,
-		       size_t len)
+int idempotency_store(struct store_tx *tx, const char *portfolio, const char *principal,
+		      const char *key, int status, const json_t *headers, const void *body,
+		      size_t len)
 {
-	struct store_tx *tx;
 	char *h = headers ? json_dumps(headers, JSON_COMPACT) : NULL, *sealed = NULL, *plain = NULL;
 	struct buf aad = {NULL, 0, 0, 0};
-	int rc = -1;
+	int rc = STORE_ERR;
 
 	if (have_seal_key && len) {
 		plain = strndup(body, len);
@@ -184,18 +186,13 @@ int idempotency_finish(struct store *st, const char *portfolio, const char *prin
 		body = sealed;
 		len = strlen(sealed);
 	}
-	if (store_begin(st, 1, &tx) != STORE_OK)
-		goto out;
-	if (store_exec(tx,
-		       "UPDATE idempotency_keys SET state = 'done', status = $4, headers = $5,"
-		       " body = $6 WHERE portfolio_id = $1 AND principal_id = $2 AND idem_key = $3",
-		       (struct store_val[]){sv_text(portfolio), sv_text(principal), sv_text(key),
-					    sv_int(status), sv_text(h), sv_blob(body, len)},
-		       6) < 0) {
-		store_rollback(tx);
-		goto out;
-	}
-	rc = store_commit(tx) == STORE_OK ? 0 : -1;
+	rc = store_exec(tx,
+			"UPDATE idempotency_keys SET state = 'done', status = $4, headers = $5,"
+			" body = $6 WHERE portfolio_id = $1 AND principal_id = $2 AND idem_key = $3",
+			(struct store_val[]){sv_text(portfolio), sv_text(principal), sv_text(key),
+					     sv_int(status), sv_text(h), sv_blob(body, len)},
+			6);
+	rc = rc < 0 ? rc : STORE_OK;
 out:
 	free(h);
 	free(sealed);

@@ -2,8 +2,10 @@
  *
  * Keyed by portfolio + principal + key. The first request inserts an
  * in_flight row in a short transaction of its own, runs, then stores its
- * status, headers and body (responses with status 500 or 503 are not stored:
- * the row is released so the key can be retried). The same key again: the
+ * status, headers and body inside the transaction of the write it answers
+ * (idempotency_store; the pipeline and respond.h arrange that), so a crash
+ * leaves both or neither. Responses with status 500 or 503 are not stored:
+ * the row is released so the key can be retried. The same key again: the
  * same method, path and body replay the stored response; anything else is
  * 422; a key whose request is still running is 409. An in_flight row older
  * than IDEMPOTENCY_LEASE_MS is treated as abandoned (its process died) and
@@ -16,6 +18,7 @@
 #include "core/common.h"
 
 struct store;
+struct store_tx;
 
 #define IDEMPOTENCY_KEY_MAX 255
 #define IDEMPOTENCY_LEASE_MS (60 * 1000)
@@ -31,6 +34,7 @@ struct idem_row {
 };
 
 struct idem_stored {
+	int error; /* IDEM_ERROR: the store status that caused it */
 	int status;
 	json_t *headers; /* object name -> value; owned */
 	struct buf body;
@@ -55,10 +59,13 @@ enum idem_action idempotency_decide(const struct idem_row *row, const char *fing
 enum idem_action idempotency_begin(struct store *st, const char *portfolio, const char *principal,
 				   const char *key, const char *fingerprint, int64_t now_ms,
 				   int64_t window_ms, struct idem_stored *out);
-/* Stores the response of a claimed key. headers may be NULL. Returns 0/-1. */
-int idempotency_finish(struct store *st, const char *portfolio, const char *principal,
-		       const char *key, int status, const json_t *headers, const void *body,
-		       size_t len) WUR;
+/* Stores the response of a claimed key inside tx, the transaction of the
+ * write it answers, so the two commit together (the key must be claimed,
+ * and tx must not see the claim's row locked by another transaction).
+ * headers may be NULL. Returns a store status. */
+int idempotency_store(struct store_tx *tx, const char *portfolio, const char *principal,
+		      const char *key, int status, const json_t *headers, const void *body,
+		      size_t len) WUR;
 /* Forgets a claimed key (the request failed without a lasting effect). */
 void idempotency_release(struct store *st, const char *portfolio, const char *principal,
 			 const char *key);

@@ -25,6 +25,7 @@
 #include "core/log.h"
 #include "core/trace.h"
 #include "core/validate.h"
+#include "http/http_server.h"
 #include "portfolio/snapshot.h"
 #include "sched/timers.h"
 #include "store/store.h"
@@ -305,16 +306,6 @@ static int check_scim_body(struct ctx *c)
 	return rc < 0 ? -1 : 0;
 }
 
-static json_t *handler_headers(const struct response *res)
-{
-	json_t *h = json_object();
-	int i;
-
-	for (i = 0; i < res->nheaders; i++)
-		json_object_set_new(h, res->hname[i], json_string(res->hvalue[i]));
-	return h;
-}
-
 /* Answers with the response stored for a repeated Idempotency-Key (body,
  * status, the handler's headers, Idempotent-Replayed) and frees stored;
  * a 500 when the body cannot be copied. */
@@ -356,7 +347,10 @@ static int answer_begin(struct ctx *c, enum idem_action act, struct idem_stored 
 			      "a request with this Idempotency-Key is still in progress");
 		return -1;
 	case IDEM_ERROR:
-		respond_error(c, ERR_UNAVAILABLE, NULL, "database unavailable");
+		if (stored->error == STORE_ERR)
+			respond_error(c, ERR_UNAVAILABLE, NULL, "database unavailable");
+		else
+			respond_store_error(c, stored->error); /* busy, full: its own words */
 		return -1;
 	case IDEM_PROCEED:
 		break;
@@ -364,23 +358,51 @@ static int answer_begin(struct ctx *c, enum idem_action act, struct idem_stored 
 	return 0;
 }
 
-/* After the handler ran under Idempotency-Key key: releases the key when it
- * answered 500 or 503 (a retry may run again), else stores the answer for
- * replays (a failure to store is logged). */
-static void record_outcome(struct ctx *c, const char *principal, const char *key)
+/* Drops the headers a handler added after the first n (its answer gave
+ * way to an error). */
+static void drop_headers(struct response *res, int n)
 {
-	json_t *h;
+	while (res->nheaders > n) {
+		res->nheaders--;
+		free(res->hname[res->nheaders]);
+		free(res->hvalue[res->nheaders]);
+	}
+}
 
-	if (c->res->status == 500 || c->res->status == 503) {
-		idempotency_release(c->svc->store, c->p.portfolio_id, principal, key);
+/* After the handler ran under an Idempotency-Key: stores its answer in
+ * held, its last write (store_scope_close), and commits the two together;
+ * when it committed no write (held NULL) and stored nothing itself
+ * (respond_key_own), in a transaction of its own. A 500 or 503 is not
+ * stored, and what held wrote is rolled back: the key is released so a
+ * retry runs again. When held does not commit, the handler's answer
+ * becomes the store error. nheaders: the response's headers before the
+ * handler ran. */
+static void finish_keyed(struct ctx *c, struct store_tx *held, int nheaders)
+{
+	struct response *res = c->res;
+	struct store_tx *tx;
+	int rc;
+
+	if (held && (res->status == 500 || res->status == 503)) {
+		store_rollback(held);
+	} else if (held && (rc = store_finish(held, respond_key_store(c, held))) != STORE_OK) {
+		log_msg(LOG_WARN, "idempotency", "a keyed write did not commit (request %s)",
+			c->request_id);
+		drop_headers(res, nheaders);
+		c->idem.stored = 0;
+		respond_store_error(c, rc);
+	}
+	if (res->status == 500 || res->status == 503) {
+		idempotency_release(c->svc->store, c->p.portfolio_id, c->idem.principal, c->idem.key);
 		return;
 	}
-	h = handler_headers(c->res);
-	if (idempotency_finish(c->svc->store, c->p.portfolio_id, principal, key, c->res->status, h,
-			       c->res->body.data, c->res->body.len) < 0)
+	if (c->idem.stored)
+		return;
+	if ((rc = store_begin(c->svc->store, STORE_WRITE_OWN, &tx)) == STORE_OK)
+		rc = store_finish(tx, respond_key_store(c, tx));
+	if (rc != STORE_OK)
 		log_msg(LOG_WARN, "idempotency", "could not store a response (request %s)",
 			c->request_id);
-	json_decref(h);
 }
 
 /* Runs the handler under the Idempotency-Key rules when the call is a
@@ -388,11 +410,11 @@ static void record_outcome(struct ctx *c, const char *principal, const char *key
 static void run_handler(struct ctx *c)
 {
 	const char *key = http_header(c->req, "Idempotency-Key");
-	const char *principal = c->p.user_id[0] ? c->p.user_id : c->p.client_id;
 	struct idem_stored stored;
 	enum idem_action act;
 	char fp[65];
 	int64_t window;
+	int nheaders;
 
 	if (!key || !c->authenticated || !is_write(c->req->method)) {
 		c->match.route->fn(c);
@@ -403,15 +425,19 @@ static void run_handler(struct ctx *c)
 			      "Idempotency-Key must be 1-255 printable ASCII characters");
 		return;
 	}
+	c->idem.principal = c->p.user_id[0] ? c->p.user_id : c->p.client_id;
 	idempotency_fingerprint(c->req->method, c->req->path, NULL, c->req->body.data,
 				c->req->body.len, fp);
 	window = clock_business_ms(auth_plan_idempotency_ms(c->p.plan));
-	act = idempotency_begin(c->svc->store, c->p.portfolio_id, principal, key, fp,
+	act = idempotency_begin(c->svc->store, c->p.portfolio_id, c->idem.principal, key, fp,
 				clock_now_ms(), window, &stored);
 	if (answer_begin(c, act, &stored) < 0)
 		return;
+	c->idem.key = key;
+	nheaders = c->res->nheaders;
+	store_scope_open(c->svc->store);
 	c->match.route->fn(c);
-	record_outcome(c, principal, key);
+	finish_keyed(c, c->idem.own ? NULL : store_scope_close(), nheaders);
 }
 
 static void add_deprecation(struct ctx *c)
@@ -625,6 +651,21 @@ static void start_ids(struct ctx *c)
 		c->traced = 1;
 		trace_set(&c->trace);
 	}
+}
+
+_Static_assert(LANE_BOOKING <= HTTP_OUTBOUND_LANES, "a lane the HTTP server does not have");
+
+int pipeline_lane(void *arg, const struct request *req)
+{
+	struct service *a = arg;
+	struct route_match m;
+	struct buf allow;
+	int rc;
+
+	buf_init(&allow, 0);
+	rc = router_match(a->routes, a->nroutes, req->method, req->path, &m, &allow);
+	buf_free(&allow);
+	return rc == 200 ? m.route->lane : 0;
 }
 
 void pipeline_handle(void *arg, struct request *req, struct response *res)

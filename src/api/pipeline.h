@@ -14,6 +14,9 @@ extern const struct route_table pipeline_platform_routes;
 int pipeline_init(struct service *a, const struct config *cfg, struct store *st,
 		  const struct route *routes, size_t nroutes) WUR;
 void pipeline_free(struct service *a);
+/* http_server_opts.lane_of: the lane of the route a request names (a
+ * write that calls a PMS runs on the PMS's workers). */
+int pipeline_lane(void *arg, const struct request *req);
 /* The http_server handler. */
 void pipeline_handle(void *arg, struct request *req, struct response *res);
 

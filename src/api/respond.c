@@ -6,6 +6,7 @@
 #include <strings.h>
 
 #include "api/ctx.h"
+#include "api/idempotency.h"
 #include "api/pagination.h"
 #include "core/jsonw.h"
 #include "core/log.h"
@@ -223,6 +224,36 @@ void respond_store_error(struct ctx *c, int rc)
 		respond_error(c, ERR_UNAVAILABLE, NULL, "the database is busy; retry");
 	else
 		respond_error(c, ERR_INTERNAL, NULL, "internal error");
+}
+
+void respond_key_own(struct ctx *c)
+{
+	struct store_tx *held;
+
+	if (!c->idem.key || c->idem.own)
+		return;
+	c->idem.own = 1;
+	held = store_scope_close(); /* none at a handler's start, bar a bug */
+	if (held && store_commit(held) != STORE_OK)
+		log_msg(LOG_ERROR, "idempotency", "a write before respond_key_own did not commit");
+}
+
+int respond_key_store(struct ctx *c, struct store_tx *tx)
+{
+	struct response *res = c->res;
+	json_t *h;
+	int i, rc;
+
+	if (!c->idem.key || res->status == 500 || res->status == 503)
+		return STORE_OK;
+	h = json_object();
+	for (i = 0; i < res->nheaders; i++)
+		json_object_set_new(h, res->hname[i], json_string(res->hvalue[i]));
+	rc = idempotency_store(tx, c->p.portfolio_id, c->idem.principal, c->idem.key, res->status,
+			       h, res->body.data, res->body.len);
+	json_decref(h);
+	c->idem.stored = rc == STORE_OK;
+	return rc;
 }
 
 void respond_page_items(struct ctx *c, const struct buf *items, const char *scope, const char *last)

@@ -8,6 +8,8 @@
 #include "core/common.h"
 
 struct ctx;
+struct store_tx;
+struct store_rows;
 
 /* 2xx with {"data": data, "meta": {...}}; steals data. meta carries
  * request_id, and on v2 routes portfolio_id. */
@@ -22,6 +24,18 @@ void respond_list_text(struct ctx *c, const struct buf *items, const char *next_
 void respond_error(struct ctx *c, enum err e, json_t *details, const char *fmt, ...) PRINTF(4, 5);
 /* Answers a failed store call: 503 when the database was busy, else 500. */
 void respond_store_error(struct ctx *c, int rc);
+
+/* The answer to a write under an Idempotency-Key commits with the write
+ * (api/idempotency.h): the pipeline holds the handler's last write
+ * transaction open (store_scope_open) and stores the answer in it. A
+ * handler that must commit before it talks to the outside (a PMS call)
+ * calls respond_key_own first, then respond_key_store inside the
+ * transaction that records its outcome, with that outcome's answer
+ * already in c. respond_key_store stores nothing for a request without a
+ * key, nor for a 500 or 503 (the key is released instead, for a retry).
+ * Returns a store status. */
+void respond_key_own(struct ctx *c);
+int respond_key_store(struct ctx *c, struct store_tx *tx) WUR;
 /* Reads ?limit (plan maximum) and ?cursor for the list named scope, the
  * last item's id going to after (cap bytes; "" for the first page).
  * Returns 0, or -1 after answering 400. */
@@ -29,8 +43,6 @@ int respond_page_args(struct ctx *c, const char *scope, int *limit, char *after,
 /* One list item from the current row of a page query: the item (NULL to
  * leave the row out, e.g. outside a narrowed token) and, in key, the value
  * the next page resumes after. */
-struct store_tx;
-struct store_rows;
 typedef json_t *(*respond_row_fn)(struct store_tx *tx, struct store_rows *r, void *arg, char *key,
 				  size_t keycap);
 /* Answers a keyset page from a query that returns rows in list order (ask

@@ -51,7 +51,9 @@ static const struct opt opts[] = {
 	O("token-ttl", OPT_INT, token_ttl, "access token lifetime in seconds (3600)"),
 	O("log-format", OPT_LOGFMT, log_json, "json|text (text on a TTY, else json)"),
 	O("threads", OPT_INT, threads, "HTTP threads that read requests and serve reads (cores)"),
-	O("workers", OPT_INT, workers, "threads that run writes, which may wait on the PMS (8)"),
+	O("workers", OPT_INT, workers, "threads that run writes (8)"),
+	O("pms-workers", OPT_INT, pms_workers,
+	  "threads that run the writes calling the PMS, and as many for the booking engine (8)"),
 	O("max-connections", OPT_INT, max_connections, "concurrent connections (4096)"),
 	O("idle-timeout", OPT_INT, idle_timeout,
 	  "seconds before an idle or stalled connection is closed (30)"),
@@ -159,6 +161,7 @@ static void set_defaults(struct config *cfg)
 	cfg->threads = THREADS_AUTO;
 	cfg->max_connections = 4096;
 	cfg->workers = 8;
+	cfg->pms_workers = 8;
 	cfg->webhook_senders = 2;
 	cfg->anon_per_minute = 600;
 	cfg->idle_timeout = 30;
@@ -257,6 +260,10 @@ static int finish(struct config *cfg)
 	}
 	if (cfg->idle_timeout < 1)
 		cfg->idle_timeout = 1;
+	if (cfg->pms_workers < 0 || cfg->pms_workers > 256) {
+		fprintf(stderr, "revopsd: --pms-workers must be 0-256 (0: with the other writes)\n");
+		return -1;
+	}
 	if (strcmp(cfg->role, "all") && strcmp(cfg->role, "api") && strcmp(cfg->role, "worker")) {
 		fprintf(stderr, "revopsd: --role must be all, api or worker\n");
 		return -1;

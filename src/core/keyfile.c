@@ -21,6 +21,7 @@ int keyfile_read(const char *data_dir, unsigned char key[32])
 {
 	char path[1100];
 	unsigned char extra;
+	struct stat st;
 	ssize_t n;
 	int fd, rc = -1;
 
@@ -31,11 +32,23 @@ int keyfile_read(const char *data_dir, unsigned char key[32])
 		log_msg(LOG_ERROR, "keyfile", "cannot open %s: %s", path, strerror(errno));
 		return -1;
 	}
+	if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
+		log_msg(LOG_ERROR, "keyfile", "%s is not a regular file", path);
+		goto out;
+	}
+	if (st.st_mode & 077) {
+		log_msg(LOG_ERROR, "keyfile",
+			"%s has mode %04o: others than its owner may read or change the key that"
+			" seals every secret; chmod 600 it (and check who read it)",
+			path, (unsigned)(st.st_mode & 07777));
+		goto out;
+	}
 	n = read(fd, key, 32);
 	if (n == 32 && read(fd, &extra, 1) == 0)
 		rc = 0;
 	else
 		log_msg(LOG_ERROR, "keyfile", "%s is not a 32-byte key", path);
+out:
 	close(fd);
 	return rc;
 }

@@ -13,7 +13,9 @@
 /* <data_dir>/revops.key into path (cap bytes). */
 void keyfile_path(const char *data_dir, char *path, size_t cap);
 /* Reads the key. Returns 0, 1 when there is no key file, or -1 (logged:
- * the path and the cause) when it cannot be read or is not 32 bytes. */
+ * the path and the cause) when it cannot be read, is not a regular file
+ * of 32 bytes, or others than its owner may read or write it (mode
+ * bits 077, as ssh refuses such a private key). */
 int keyfile_read(const char *data_dir, unsigned char key[32]) WUR;
 /* Makes a new key file (never over an existing one) and returns its key.
  * Returns 0, 1 when a key file appeared meanwhile (read it), or -1

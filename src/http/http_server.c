@@ -117,6 +117,22 @@ struct loop {
 	int64_t accept_resume_ms; /* out of descriptors: accepting again at (0: accepting) */
 };
 
+/* A pool of worker threads and the queue of writes they take, oldest
+ * first. */
+struct lane {
+	struct http_server *s;
+	pthread_t *threads;
+	int n;
+	pthread_mutex_t lock;
+	pthread_cond_t cond;
+	struct conn *head, *tail;
+	int stopping;
+};
+
+/* The lanes: 0 for the writes, then one per outside service the
+ * application names (http_server_opts.lane_of). */
+#define LANES (1 + HTTP_OUTBOUND_LANES)
+
 struct http_server {
 	http_handler_fn fn;
 	void *arg;
@@ -132,12 +148,8 @@ struct http_server {
 	atomic_int draining;
 	struct loop *loops;
 	int nloops;
-	pthread_t *workers;
-	int nworkers;
-	pthread_mutex_t qlock;
-	pthread_cond_t qcond;
-	struct conn *qhead, *qtail;
-	int stopping;
+	struct lane lanes[LANES];
+	int (*lane_of)(void *arg, const struct request *req);
 };
 
 static struct conn *conn_of(const struct request *req)
@@ -524,24 +536,33 @@ static int is_write(const char *method)
 	return strcmp(method, "GET") && strcmp(method, "HEAD") && strcmp(method, "OPTIONS");
 }
 
-/* Runs the handler: inline for reads and refusals, on a worker for writes. */
+/* Queues c, its connection parked, for a worker of lane l. */
+static void enqueue(struct lane *l, struct conn *c)
+{
+	c->state = S_WORKER;
+	set_events(c, 0);
+	pthread_mutex_lock(&l->lock);
+	c->qnext = NULL;
+	if (l->tail)
+		l->tail->qnext = c;
+	else
+		l->head = c;
+	l->tail = c;
+	pthread_cond_signal(&l->cond);
+	pthread_mutex_unlock(&l->lock);
+}
+
+/* Runs the handler: inline for reads and refusals, on a worker for writes
+ * (of the lane of the service a write waits on, when it has workers). */
 static void dispatch(struct conn *c)
 {
 	struct http_server *s = c->lp->s;
+	int l;
 
 	response_init(&c->res);
-	if (s->nworkers && !c->req.framing_status && is_write(c->req.method)) {
-		c->state = S_WORKER;
-		set_events(c, 0);
-		pthread_mutex_lock(&s->qlock);
-		c->qnext = NULL;
-		if (s->qtail)
-			s->qtail->qnext = c;
-		else
-			s->qhead = c;
-		s->qtail = c;
-		pthread_cond_signal(&s->qcond);
-		pthread_mutex_unlock(&s->qlock);
+	if (s->lanes[0].n && !c->req.framing_status && is_write(c->req.method)) {
+		l = s->lane_of ? s->lane_of(s->arg, &c->req) : 0;
+		enqueue(&s->lanes[l > 0 && l < LANES && s->lanes[l].n ? l : 0], c);
 		return;
 	}
 	s->fn(s->arg, &c->req, &c->res);
@@ -970,25 +991,27 @@ static void *loop_main(void *arg)
 	return NULL;
 }
 
-/* Worker: runs queued writes until stopping and the queue is empty. */
+/* Worker: runs its lane's queued writes until stopping and the queue is
+ * empty. */
 static void *worker_main(void *arg)
 {
-	struct http_server *s = arg;
+	struct lane *l = arg;
+	struct http_server *s = l->s;
 	struct conn *c;
 	struct loop *lp;
 	uint64_t one = 1;
 
 	for (;;) {
-		pthread_mutex_lock(&s->qlock);
-		while (!s->qhead && !s->stopping)
-			pthread_cond_wait(&s->qcond, &s->qlock);
-		c = s->qhead;
+		pthread_mutex_lock(&l->lock);
+		while (!l->head && !l->stopping)
+			pthread_cond_wait(&l->cond, &l->lock);
+		c = l->head;
 		if (c) {
-			s->qhead = c->qnext;
-			if (!s->qhead)
-				s->qtail = NULL;
+			l->head = c->qnext;
+			if (!l->head)
+				l->tail = NULL;
 		}
-		pthread_mutex_unlock(&s->qlock);
+		pthread_mutex_unlock(&l->lock);
 		if (!c)
 			return NULL;
 		s->fn(s->arg, &c->req, &c->res);
@@ -1115,6 +1138,32 @@ static void check_fd_limit(int max_conns)
 			max_conns, (unsigned long long)rl.rlim_cur, FD_RESERVE);
 }
 
+/* Starts up to n workers on l (fewer when threads cannot be made). */
+static void lane_start(struct lane *l, int n, const char *name)
+{
+	l->threads = calloc((size_t)(n > 0 ? n : 1), sizeof *l->threads);
+	for (int i = 0; l->threads && i < n; i++) {
+		if (pthread_create(&l->threads[i], NULL, worker_main, l) != 0)
+			break;
+		pthread_setname_np(l->threads[i], name);
+		l->n++;
+	}
+}
+
+/* Lets l's workers finish what is queued, then joins and frees them. */
+static void lane_stop(struct lane *l)
+{
+	pthread_mutex_lock(&l->lock);
+	l->stopping = 1;
+	pthread_cond_broadcast(&l->cond);
+	pthread_mutex_unlock(&l->lock);
+	for (int i = 0; i < l->n; i++)
+		pthread_join(l->threads[i], NULL);
+	free(l->threads);
+	pthread_mutex_destroy(&l->lock);
+	pthread_cond_destroy(&l->cond);
+}
+
 int http_server_start_fd(int fd, const struct http_server_opts *o, http_handler_fn fn, void *arg,
 			 struct http_server **out)
 {
@@ -1131,18 +1180,18 @@ int http_server_start_fd(int fd, const struct http_server_opts *o, http_handler_
 	s->idle_ms = (o->idle_timeout_s > 0 ? o->idle_timeout_s : 30) * 1000;
 	s->max_conns = o->max_connections > 0 ? o->max_connections : 4096;
 	check_fd_limit(s->max_conns);
-	pthread_mutex_init(&s->qlock, NULL);
-	pthread_cond_init(&s->qcond, NULL);
+	s->lane_of = o->lane_of;
+	for (i = 0; i < LANES; i++) {
+		s->lanes[i].s = s;
+		pthread_mutex_init(&s->lanes[i].lock, NULL);
+		pthread_cond_init(&s->lanes[i].cond, NULL);
+	}
 	atomic_store(&s->lfd, fd);
 	if ((s->port = bound_port(fd)) < 0)
 		goto fail;
-	s->workers = calloc((size_t)(o->workers > 0 ? o->workers : 1), sizeof *s->workers);
-	for (i = 0; s->workers && i < o->workers; i++) {
-		if (pthread_create(&s->workers[i], NULL, worker_main, s) != 0)
-			break;
-		pthread_setname_np(s->workers[i], "http-worker");
-		s->nworkers++;
-	}
+	lane_start(&s->lanes[0], o->workers, "http-worker");
+	for (i = 1; i < LANES && s->lanes[0].n && o->lane_of; i++)
+		lane_start(&s->lanes[i], o->lane_workers, "http-outbound");
 	s->nloops = o->threads > 0 ? o->threads : 1;
 	s->loops = calloc((size_t)s->nloops, sizeof *s->loops);
 	if (!s->loops)
@@ -1204,12 +1253,8 @@ void http_server_stop(struct http_server *s)
 	http_server_quiesce(s);
 	/* Workers finish what is queued and hand it to the loops, which answer
 	 * it before they close their connections. */
-	pthread_mutex_lock(&s->qlock);
-	s->stopping = 1;
-	pthread_cond_broadcast(&s->qcond);
-	pthread_mutex_unlock(&s->qlock);
-	for (i = 0; i < s->nworkers; i++)
-		pthread_join(s->workers[i], NULL);
+	for (i = 0; i < LANES; i++)
+		lane_stop(&s->lanes[i]);
 	for (i = 0; s->loops && i < s->nloops; i++) {
 		struct loop *lp = &s->loops[i];
 
@@ -1225,8 +1270,5 @@ void http_server_stop(struct http_server *s)
 		pthread_mutex_destroy(&lp->lock);
 	}
 	free(s->loops);
-	free(s->workers);
-	pthread_mutex_destroy(&s->qlock);
-	pthread_cond_destroy(&s->qcond);
 	free(s);
 }

@@ -37,6 +37,8 @@ struct route {
 	const struct vfield *spec; /* BODY_JSON: fields allowed */
 	int ci;                    /* static segments match case-insensitively (SCIM) */
 	int etag;                  /* a single-resource read: ETag and 304 (GET, HEAD) */
+	int lane;                  /* 0, or a write that waits on another service before it answers:
+		   * the lane of that service (http_server_opts.lane_of) */
 };
 
 struct route_match {

@@ -254,31 +254,43 @@ static int reopen_chain(struct store *st, const char *id, struct store_tx **tx, 
 	return rc;
 }
 
+/* Lets who add its rows to tx, the record of outcome o, after the
+ * record's own statements gave rc (decision_who.record). */
+static int with_answer(const struct decision_who *who, struct store_tx *tx, int rc,
+		       const struct decision_outcome *o)
+{
+	return rc < 0 || !who->record ? rc : who->record(who->arg, tx, o);
+}
+
 /* Records a failed batch of writes of decision id (publish: the decision
  * becomes failed; revert: it stays published) and sets out to
- * DECISION_PMS_FAILED. Returns 0 or a negative status. */
-static int record_batch_failure(struct store *st, const char *pf, const char *id,
-				const struct rate_batch *b, const char *purpose,
+ * DECISION_PMS_FAILED (DECISION_UNSENT when nothing was sent, and
+ * DECISION_UNRECORDED when undone: the writes were undone because their
+ * record failed). Returns 0 or a negative status. */
+static int record_batch_failure(struct store *st, const struct decision_who *who, const char *id,
+				const struct rate_batch *b, const char *purpose, int undone,
 				struct decision_outcome *out)
 {
 	struct store_tx *tx;
 	struct audit_chain ch;
-	json_t *failure;
 	int rc = reopen_chain(st, id, &tx, &ch);
 
 	if (rc < 0)
 		return rc;
-	failure = rate_batch_record_failure(tx, &ch, pf, id, b, purpose, clock_now_ms(), &rc);
-	if (failure && !strcmp(purpose, "publish"))
-		rc = set_status(tx, id, "failed", NULL, failure);
-	rc = store_finish(tx, rc);
+	out->result = undone      ? DECISION_UNRECORDED
+		      : b->unsent ? DECISION_UNSENT
+				  : DECISION_PMS_FAILED;
+	json_decref(out->body);
+	out->body = rate_batch_record_failure(tx, &ch, who->portfolio_id, id, b, purpose,
+					      clock_now_ms(), &rc);
+	if (out->body && !strcmp(purpose, "publish"))
+		rc = set_status(tx, id, "failed", NULL, out->body);
+	rc = store_finish(tx, with_answer(who, tx, rc, out));
 	if (rc != STORE_OK) {
-		json_decref(failure);
-		return rc;
+		json_decref(out->body);
+		out->body = NULL;
 	}
-	out->result = b->unsent ? DECISION_UNSENT : DECISION_PMS_FAILED;
-	out->body = failure;
-	return 0;
+	return rc;
 }
 
 /* ------------------------------------------------------ publish */
@@ -454,10 +466,12 @@ static void entries_done(struct publish *pub)
 	pub->nent = 0;
 }
 
-/* Records the decision and the governance outcome before any PMS call.
+/* Records the decision and the governance outcome before any PMS call
+ * (out: the outcome when governance refused it, which this record ends).
  * It only inserts rows no one else knows yet, so it does not wait for the
  * writers' turn (STORE_WRITE_OWN). */
-static int record_proposal(struct store *st, struct publish *pub, const char *id)
+static int record_proposal(struct store *st, struct publish *pub, const char *id,
+			   const struct decision_outcome *out)
 {
 	struct store_tx *tx;
 	int rc;
@@ -471,7 +485,7 @@ static int record_proposal(struct store *st, struct publish *pub, const char *id
 	if (rc == 0)
 		rc = insert_entries(tx, pub, id);
 	if (rc == 0 && pub->final)
-		rc = set_status(tx, id, "rejected", NULL, pub->final);
+		rc = with_answer(pub->who, tx, set_status(tx, id, "rejected", NULL, pub->final), out);
 	if ((rc = store_finish(tx, rc)) == STORE_OK)
 		entries_done(pub);
 	return rc;
@@ -502,7 +516,7 @@ static json_t *batch_receipts(const struct rate_batch *b)
  * prepared): its trail, status, receipts, floors and event, in one
  * transaction that takes the writers' turn only for the event. */
 static int write_published(struct store *st, struct publish *pub, const char *id, json_t *receipts,
-			   const json_t *data)
+			   const json_t *data, const struct decision_outcome *out)
 {
 	const struct decision_proposal *p = pub->p;
 	struct store_tx *tx;
@@ -517,7 +531,7 @@ static int write_published(struct store *st, struct publish *pub, const char *id
 						  p->currency, p->minor_units, pub->now})) == 0)
 		rc = outbox_append(tx, "v2", "rate.decision.published", pub->who->portfolio_id,
 				   p->properties, data, NULL, 0);
-	return store_finish(tx, rc);
+	return store_finish(tx, with_answer(pub->who, tx, rc, out));
 }
 
 /* How long the record of PMS writes already made is tried again when the
@@ -549,13 +563,14 @@ struct published_try {
 	struct publish *pub;
 	const char *id;
 	json_t *receipts, *data;
+	const struct decision_outcome *out;
 };
 
 static int try_published(struct store *st, void *arg)
 {
 	struct published_try *t = arg;
 
-	return write_published(st, t->pub, t->id, t->receipts, t->data);
+	return write_published(st, t->pub, t->id, t->receipts, t->data, t->out);
 }
 
 /* Success: the chain's tip is still the one computed before (no one else
@@ -580,23 +595,24 @@ static int record_published(struct store *st, struct publish *pub, const char *i
 	data = json_pack("{s:s, s:s, s:{s:s, s:s}, s:s, s:s}", "decision_id", id, "room_type_code",
 			 p->room_type_code, "date_range", "from", p->from, "to", p->to,
 			 "approver_saml_subject", p->approver, "brand_ceiling_id", p->ceiling_id);
-	rc = rc < 0 || !data ? STORE_ERR
-			     : with_retries(st, try_published,
-					    &(struct published_try){pub, id, receipts, data}, id);
+	out->result = DECISION_DONE;
+	out->body = json_pack("{s:s, s:s, s:O, s:o, s:o}", "id", id, "status", "published",
+			      "properties_written", p->properties, "audit_trail_url", audit_url(id),
+			      "pms_write_receipts", short_receipts(receipts));
+	rc = rc < 0 || !data || !out->body
+		     ? STORE_ERR
+		     : with_retries(st, try_published,
+				    &(struct published_try){pub, id, receipts, data, out}, id);
 	json_decref(data);
-	if (rc == STORE_OK) {
+	if (rc == STORE_OK)
 		entries_done(pub);
-		out->result = DECISION_DONE;
-		out->body = json_pack("{s:s, s:s, s:O, s:o, s:o}", "id", id, "status", "published",
-				      "properties_written", p->properties, "audit_trail_url",
-				      audit_url(id), "pms_write_receipts", short_receipts(receipts));
-	}
 	json_decref(receipts);
 	return rc;
 }
 
 struct failure_try {
-	const char *pf, *id;
+	const struct decision_who *who;
+	const char *id;
 	const struct rate_batch *b;
 	struct decision_outcome *out;
 };
@@ -605,7 +621,7 @@ static int try_failure(struct store *st, void *arg)
 {
 	struct failure_try *t = arg;
 
-	return record_batch_failure(st, t->pf, t->id, t->b, "publish", t->out);
+	return record_batch_failure(st, t->who, t->id, t->b, "publish", 1, t->out);
 }
 
 /* The writes were made but their record would not commit: they are undone
@@ -622,8 +638,7 @@ static int undo_unrecorded(struct store *st, struct pms *pms, struct publish *pu
 			  " busy, full or unreachable), so its PMS writes were undone";
 	rate_batch_undo(pms, pub->batch);
 	rc = with_retries(st, try_failure,
-			  &(struct failure_try){pub->who->portfolio_id, out->id, pub->batch, out},
-			  out->id);
+			  &(struct failure_try){pub->who, out->id, pub->batch, out}, out->id);
 	if (rc < 0)
 		log_msg(LOG_ERROR, "rate_decisions",
 			"decision %s stays pending: its writes were undone, but not recorded; the"
@@ -649,7 +664,7 @@ static int publish_writes(struct store *st, struct pms *pms, struct publish *pub
 	rc = rate_batch_run(pms, b);
 	pub->now = clock_now_ms();
 	if (rc == 1)
-		return record_batch_failure(st, pub->who->portfolio_id, out->id, b, "publish", out);
+		return record_batch_failure(st, pub->who, out->id, b, "publish", 0, out);
 	rc = record_published(st, pub, out->id, out);
 	return rc < 0 && rc != STORE_CONSTRAINT ? undo_unrecorded(st, pms, pub, out) : rc;
 }
@@ -691,19 +706,17 @@ int decision_publish(struct store *st, struct pms *pms, const struct decision_wh
 		goto out;
 	if ((rc = govern(st, pub, out)) != 0)
 		goto out;
-	rc = id_new("rd_", out->id, sizeof out->id) < 0 ? STORE_ERR
-							: record_proposal(st, pub, out->id);
-	if (rc != STORE_OK)
-		goto out;
 	if (json_array_size(pub->details)) {
 		out->result = DECISION_CEILING_EXCEEDED;
 		out->body = json_incref(pub->details);
 	} else if (pub->why) {
 		out->result = DECISION_GOVERNANCE_REJECTED;
 		out->why = pub->why;
-	} else {
-		rc = publish_writes(st, pms, pub, out);
 	}
+	rc = id_new("rd_", out->id, sizeof out->id) < 0 ? STORE_ERR
+							: record_proposal(st, pub, out->id, out);
+	if (rc == STORE_OK && !pub->final)
+		rc = publish_writes(st, pms, pub, out);
 out:
 	publish_free(pub);
 	free(pub);
@@ -824,8 +837,8 @@ static int record_reverted(struct store_tx *tx, struct audit_chain *ch, struct r
 	return rc < 0 ? rc : 0;
 }
 
-/* After the writes: records the failure or the revert, then reads the
- * decision back for the answer. */
+/* After the writes: records the failure or the revert, with the
+ * decision read back inside the record for the answer. */
 static int revert_record(struct store *st, struct revert *r, int written, struct decision_outcome *out)
 {
 	struct store_tx *tx;
@@ -833,7 +846,7 @@ static int revert_record(struct store *st, struct revert *r, int written, struct
 	int rc;
 
 	if (written == 1)
-		return record_batch_failure(st, r->who->portfolio_id, r->id, r->batch, "revert", out);
+		return record_batch_failure(st, r->who, r->id, r->batch, "revert", 0, out);
 	if ((rc = reopen_chain(st, r->id, &tx, &ch)) < 0)
 		return rc;
 	rc = record_reverted(tx, &ch, r, out);
@@ -841,16 +854,17 @@ static int revert_record(struct store *st, struct revert *r, int written, struct
 		store_rollback(tx);
 		return 0;
 	}
-	if ((rc = store_finish(tx, rc)) != STORE_OK)
-		return rc;
-	if ((rc = store_begin(st, 0, &tx)) != STORE_OK)
-		return rc;
-	rc = decision_load(tx, r->who->portfolio_id, r->id, &out->body);
-	store_rollback(tx);
-	if (rc != 1)
-		return rc < 0 ? rc : STORE_ERR;
-	out->result = DECISION_DONE;
-	return 0;
+	if (rc == 0 && (rc = decision_load(tx, r->who->portfolio_id, r->id, &out->body)) == 1) {
+		out->result = DECISION_DONE;
+		rc = with_answer(r->who, tx, 0, out);
+	} else if (rc >= 0) {
+		rc = STORE_ERR; /* the decision vanished under the write lock */
+	}
+	if ((rc = store_finish(tx, rc)) != STORE_OK) {
+		json_decref(out->body);
+		out->body = NULL;
+	}
+	return rc;
 }
 
 int decision_revert(struct store *st, struct pms *pms, const struct decision_who *who, const char *id,

@@ -16,6 +16,7 @@ struct store;
 struct store_tx;
 struct store_rows;
 struct pms;
+struct decision_outcome;
 
 #define DECISION_MAX_PROPERTIES 64
 
@@ -27,6 +28,12 @@ struct decision_who {
 	int (*reaches)(void *arg, const char *property_id);
 	void *arg;
 	const char *node; /* the node running it (cluster_node_id), NULL: none */
+	/* NULL, or called with arg inside each transaction that records an
+	 * outcome (*o as it will be returned), before its commit: the caller
+	 * adds its own rows to commit with the record (the stored answer of
+	 * an Idempotency-Key). May run again when the record is tried
+	 * again. Returns a store status; a negative one fails the record. */
+	int (*record)(void *arg, struct store_tx *tx, const struct decision_outcome *o);
 };
 
 /* A proposed decision (a body the API has validated; dates YYYY-MM-DD). */

@@ -489,8 +489,22 @@ static int record_push_failed(struct store_tx *tx, struct decide *d)
 	return rc;
 }
 
+/* Ends the record of a decision in tx, after its statements gave rc: the
+ * suggestion as it now is becomes out's body when that is the answer,
+ * then who adds its rows (suggestion_who.record). Returns a store status. */
+static int answer(struct store_tx *tx, const struct decide *d, struct suggestion_outcome *out, int rc)
+{
+	if (rc >= 0 && (out->result == SUGGESTION_DONE || out->result == SUGGESTION_PUSH_FAILED)) {
+		json_decref(out->body);
+		out->body = NULL;
+		rc = suggestion_load(tx, d->who->portfolio_id, d->id, &out->body);
+		rc = rc == 1 ? 0 : rc < 0 ? rc : STORE_ERR;
+	}
+	return rc < 0 || !d->who->record ? rc : d->who->record(d->who->arg, tx, out);
+}
+
 /* The push to the booking engine, outside any transaction; then its
- * record. Returns 0 or < 0 (out set for a failure). */
+ * record, with the answer. Returns 0 or < 0 (out set for a failure). */
 static int push_and_record(struct store *st, struct pms *booking, struct decide *d,
 			   struct suggestion_outcome *out)
 {
@@ -510,14 +524,12 @@ static int push_and_record(struct store *st, struct pms *booking, struct decide 
 	d->now = clock_now_ms();
 	if ((rc = store_begin(st, STORE_WRITE, &tx)) != STORE_OK)
 		return rc;
-	rc = d->w.ok ? record_approved(tx, d) : record_push_failed(tx, d);
-	if ((rc = store_finish(tx, rc)) != STORE_OK)
-		return rc;
 	if (!d->w.ok) {
 		out->result = SUGGESTION_PUSH_FAILED;
 		snprintf(out->why, sizeof out->why, "%s", d->w.error);
 	}
-	return 0;
+	rc = d->w.ok ? record_approved(tx, d) : record_push_failed(tx, d);
+	return store_finish(tx, answer(tx, d, out, rc));
 }
 
 void suggestion_today(char out[16])
@@ -528,7 +540,8 @@ void suggestion_today(char out[16])
 /* Checks and, for a rejection, records it; for an approval, governs it and
  * claims the suggestion. What it found is committed: a rejection, an
  * expiry, an approval's ceiling checks (also when they failed) and its
- * claim. Returns 0 (go on to the push), 1 (finished: out set) or < 0. */
+ * claim; when that finishes the decision, with the answer. Returns 0 (go
+ * on to the push), 1 (finished: out set) or < 0. */
 static int decide_locked(struct store *st, struct decide *d, struct suggestion_outcome *out)
 {
 	char today[16];
@@ -557,14 +570,13 @@ static int decide_locked(struct store *st, struct decide *d, struct suggestion_o
 		store_rollback(tx);
 		return rc;
 	}
-	return (keep = store_finish(tx, 0)) != STORE_OK ? keep : rc;
+	return (keep = store_finish(tx, rc == 1 ? answer(tx, d, out, 0) : 0)) != STORE_OK ? keep : rc;
 }
 
 int suggestion_decide(struct store *st, struct pms *booking, const struct suggestion_who *who,
 		      const char *id, int approve, const char *reason, struct suggestion_outcome *out)
 {
 	struct decide d = {.who = who, .id = id, .reason = reason, .approve = approve};
-	struct store_tx *tx;
 	int rc;
 
 	memset(out, 0, sizeof *out);
@@ -574,14 +586,6 @@ int suggestion_decide(struct store *st, struct pms *booking, const struct sugges
 	rc = decide_locked(st, &d, out);
 	if (rc == 0)
 		rc = push_and_record(st, booking, &d, out);
-	if (rc >= 0 && (out->result == SUGGESTION_DONE || out->result == SUGGESTION_PUSH_FAILED)) {
-		if ((rc = store_begin(st, STORE_READ, &tx)) == STORE_OK) {
-			json_decref(out->body);
-			rc = suggestion_load(tx, who->portfolio_id, id, &out->body);
-			store_rollback(tx);
-			rc = rc == 1 ? 0 : (rc < 0 ? rc : STORE_ERR);
-		}
-	}
 	json_decref(d.roles);
 	json_decref(d.checks);
 	json_decref(d.failed);

@@ -64,11 +64,17 @@ json_t *suggestion_from_row(struct store_rows *r);
 const char *suggestion_row_id(struct store_rows *r);
 
 /* Who acts on a suggestion: a user of the portfolio. */
+struct suggestion_outcome;
+
 struct suggestion_who {
 	const char *portfolio_id;
 	const char *user_id; /* "" when the token is not a user's */
 	int (*reaches)(void *arg, const char *property_id);
 	void *arg;
+	/* NULL, or called with arg inside the transaction that records the
+	 * outcome (*o as it will be returned), before its commit: as
+	 * decision_who.record (rates/decision.h). */
+	int (*record)(void *arg, struct store_tx *tx, const struct suggestion_outcome *o);
 };
 
 enum suggestion_result {

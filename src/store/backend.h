@@ -67,12 +67,15 @@ static inline void store_hub_raise(struct store_hub *h, unsigned mask)
 }
 
 struct store_defer;
+struct store_after;
 
 struct store_tx {
 	const struct store_backend *be;
 	int one;                   /* STORE_READ_ONE: store.c refuses a second statement */
+	int write;                 /* a write mode (a scope holds it at commit) */
 	int runs;                  /* statements run so far */
 	struct store_defer *defer; /* store.c's rows of store_send_row not yet sent */
+	struct store_after *after; /* store.c's store_after_commit list */
 };
 
 struct store_rows {

@@ -4,6 +4,7 @@
 #include "store/store.h"
 
 #include <stdatomic.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -14,13 +15,123 @@
 #include "core/log.h"
 #include "store/backend.h"
 
+/* ------------------------------------------------------------ scopes */
+
+/* This thread's scope (store_scope_open): held is the write it keeps,
+ * depth how many reads run inside held now. */
+static _Thread_local struct {
+	struct store *st;
+	struct store_tx *held;
+	int depth;
+} scope;
+
+void store_scope_open(struct store *st)
+{
+	scope.st = st;
+	scope.held = NULL;
+	scope.depth = 0;
+}
+
+struct store_tx *store_scope_close(void)
+{
+	struct store_tx *held = scope.held;
+
+	if (scope.depth)
+		log_msg(LOG_ERROR, "store_error", "a scope closed with %d reads still open",
+			scope.depth);
+	scope.st = NULL;
+	scope.held = NULL;
+	scope.depth = 0;
+	return held;
+}
+
+static int flush(struct store_tx *tx);
+static void defer_free(struct store_tx *tx);
+
+/* ------------------------------------------------------ after commit */
+
+/* What runs once a transaction committed (store_after_commit), newest
+ * first; arg is a copy held in the same allocation. */
+struct store_after {
+	struct store_after *next;
+	void (*fn)(void *arg);
+	max_align_t arg[];
+};
+
+int store_after_commit(struct store_tx *tx, void (*fn)(void *arg), const void *arg, size_t size)
+{
+	struct store_after *a = malloc(sizeof *a + size);
+
+	if (!a)
+		return STORE_ERR;
+	a->fn = fn;
+	memcpy(a->arg, arg, size);
+	a->next = tx->after;
+	tx->after = a;
+	return STORE_OK;
+}
+
+/* Runs (when committed) and frees the list a, oldest first. */
+static void after_run(struct store_after *a, int committed)
+{
+	struct store_after *next, *prev = NULL;
+
+	for (; a; a = next) { /* reverse: oldest first */
+		next = a->next;
+		a->next = prev;
+		prev = a;
+	}
+	for (a = prev; a; a = next) {
+		next = a->next;
+		if (committed)
+			a->fn(a->arg);
+		free(a);
+	}
+}
+
+/* The backend's commit of tx (which it frees), then what was to run
+ * after it. */
+static int commit_now(struct store_tx *tx)
+{
+	struct store_after *a = tx->after;
+	int rc = tx->be->commit(tx);
+
+	after_run(a, rc == STORE_OK);
+	return rc;
+}
+
+/* store_begin inside a scope that holds a write: a read runs inside it
+ * (it sees what the scope wrote); a write ends the hold by committing
+ * the held one (*out NULL, so the caller begins as usual). Returns a
+ * store status. */
+static int scope_begin(int mode, struct store_tx **out)
+{
+	struct store_tx *held = scope.held;
+
+	*out = NULL;
+	if (mode == STORE_READ || mode == STORE_READ_ONE) {
+		scope.depth++;
+		*out = held;
+		return STORE_OK;
+	}
+	scope.held = NULL;
+	return commit_now(held);
+}
+
 int store_begin(struct store *st, int mode, struct store_tx **out)
 {
-	int rc = st->be->begin(st, mode, out);
+	int rc;
 
+	if (scope.st == st && scope.held) {
+		if ((rc = scope_begin(mode, out)) != STORE_OK || *out)
+			return rc;
+	}
+	rc = st->be->begin(st, mode, out);
 	if (rc == STORE_OK) {
 		(*out)->one = mode == STORE_READ_ONE;
+		(*out)->write = mode == STORE_WRITE || mode == STORE_WRITE_OWN;
 		(*out)->defer = NULL;
+		(*out)->after = NULL;
 	}
 	return rc;
 }
@@ -176,23 +287,42 @@ static int may_run(struct store_tx *tx, const char *sql)
 	return 0;
 }
 
+/* 1 when ending tx is a read inside the scope's held write (which goes
+ * on), counted off. */
+static int scope_inner_end(struct store_tx *tx)
+{
+	if (!scope.held || tx != scope.held || !scope.depth)
+		return 0;
+	scope.depth--;
+	return 1;
+}
+
 int store_commit(struct store_tx *tx)
 {
-	int rc = flush(tx);
+	int rc;
 
+	if (scope_inner_end(tx))
+		return STORE_OK;
+	rc = flush(tx);
 	defer_free(tx);
 	if (rc != STORE_OK) {
-		tx->be->rollback(tx);
+		store_rollback(tx);
 		return rc;
 	}
-	return tx->be->commit(tx);
+	if (scope.st && tx->write && !scope.held) {
+		scope.held = tx; /* the scope's closer commits it */
+		return STORE_OK;
+	}
+	return commit_now(tx);
 }
 
 void store_rollback(struct store_tx *tx)
 {
-	if (!tx)
+	if (!tx || scope_inner_end(tx))
 		return;
 	defer_free(tx);
+	after_run(tx->after, 0);
+	tx->after = NULL;
 	tx->be->rollback(tx);
 }
 

@@ -116,6 +116,26 @@ int store_begin(struct store *st, int mode, struct store_tx **out) WUR;
  * (STORE_BUSY). Nothing in the other modes, nor on SQLite (one writer).
  * Returns a store status. */
 int store_turn(struct store_tx *tx) WUR;
+/* Scopes: one piece of work (an API request) whose last write must commit
+ * together with something its caller adds after it (the stored answer of
+ * an Idempotency-Key). Inside a scope opened on this thread, the commit
+ * of a write transaction is held: store_commit sends what is pending and
+ * returns STORE_OK without committing. Until the scope closes, a read
+ * begun on this thread runs inside the held write (it sees what the
+ * scope wrote; its commit or rollback ends only the read), and a write
+ * begun commits the held one first (so only the last write is held).
+ * Work that must reach the database before it talks to the outside (a
+ * PMS call) must not run inside a scope. */
+void store_scope_open(struct store *st);
+/* Closes this thread's scope and returns its held write transaction
+ * (NULL when none was committed inside it): the caller adds its rows and
+ * commits it, or rolls it back. */
+struct store_tx *store_scope_close(void);
+/* Runs fn(copy of arg's size bytes) on this thread once tx has committed,
+ * in the order given, never when it rolls back: for what must not happen
+ * before the data is visible (waking a thread that will read it), also
+ * when a scope holds the commit. Returns STORE_OK or STORE_ERR (memory). */
+int store_after_commit(struct store_tx *tx, void (*fn)(void *arg), const void *arg, size_t size) WUR;
 /* Commits and releases the connection; the tx is gone either way. */
 int store_commit(struct store_tx *tx) WUR;
 /* Rolls back and releases the connection. NULL is ignored. */

@@ -349,6 +349,36 @@ void engine_notify(struct engine *d, const struct engine_touched *t)
 	wake_senders(d);
 }
 
+struct notify_later {
+	struct engine *d;
+	struct engine_touched t;
+};
+
+static void notify_later(void *arg)
+{
+	struct notify_later *n = arg;
+
+	engine_notify(n->d, &n->t);
+}
+
+/* Commits tx, which made deliveries due in the lanes of t: announced to
+ * every node, and this node's senders of those lanes woken once it has
+ * committed (a scope may hold the commit past store_finish: store.h).
+ * Returns a store status. */
+static int notify_after(struct engine *d, struct store_tx *tx, const struct engine_touched *t)
+{
+	struct notify_later *n = malloc(sizeof *n);
+	int rc = n ? store_notify(tx, STORE_CH_DELIVERIES) : STORE_ERR;
+
+	if (rc == STORE_OK) {
+		n->d = d;
+		n->t = *t;
+		rc = store_after_commit(tx, notify_later, n, sizeof *n);
+	}
+	free(n);
+	return store_finish(tx, rc);
+}
+
 /* -------------------------------------------------------------- fan-out */
 
 static int plan_rate(const char *plan)
@@ -2327,9 +2357,8 @@ int engine_redeliver(struct engine *d, struct store *st, const char *portfolio_i
 		goto out;
 	}
 	/* The worker serving its lane may be another node. */
-	if ((rc = store_finish(tx, store_notify(tx, STORE_CH_DELIVERIES))) != STORE_OK)
+	if ((rc = notify_after(d, tx, &touched)) != STORE_OK)
 		goto out;
-	engine_notify(d, &touched);
 	rc = ENGINE_MINE;
 out:
 	if (rc != ENGINE_MINE) {
@@ -2401,9 +2430,8 @@ int engine_ping(struct engine *d, struct store *st, const char *surface, const c
 		store_rollback(tx);
 		goto out;
 	}
-	if ((rc = store_finish(tx, store_notify(tx, STORE_CH_DELIVERIES))) != STORE_OK)
+	if ((rc = notify_after(d, tx, &touched)) != STORE_OK)
 		goto out;
-	engine_notify(d, &touched);
 	*out = json_pack("{s:s, s:s, s:O}", "event_id", evt, "subscription_id", subscription_id,
 			 "deliveries", created);
 	rc = ENGINE_MINE;

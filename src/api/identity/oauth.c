@@ -646,7 +646,7 @@ void oauth_h_metadata(struct ctx *c)
 }
 
 static const struct route routes[] = {
-	{"POST", "/oauth/token", oauth_h_token, ROUTE_PUBLIC, 0, 0, BODY_FORM, NULL, 0, 0},
+	{"POST", "/oauth/token", oauth_h_token, ROUTE_PUBLIC, 0, 0, BODY_FORM, NULL, 0, 0, 0},
 	ROUTE_PUB("GET", "/.well-known/oauth-authorization-server", oauth_h_metadata),
 };
 const struct route_table oauth_routes = ROUTE_TABLE(routes);

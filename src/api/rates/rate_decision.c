@@ -71,7 +71,8 @@ static struct decision_who who_of(struct ctx *c)
 				     c->p.client_id,
 				     scope_reaches,
 				     c,
-				     c->svc->cluster ? cluster_node_id(c->svc->cluster) : NULL};
+				     c->svc->cluster ? cluster_node_id(c->svc->cluster) : NULL,
+				     NULL};
 }
 
 static void respond_decision(struct ctx *c, int status, json_t *d)
@@ -119,7 +120,7 @@ static json_t *failure_details(const json_t *failure)
 
 /* Answers a publish or revert outcome (the successes are answered by the
  * callers). */
-static void respond_outcome(struct ctx *c, struct decision_outcome *o, const char *pms_msg)
+static void respond_outcome(struct ctx *c, const struct decision_outcome *o, const char *pms_msg)
 {
 	switch (o->result) {
 	case DECISION_NOT_IN_PORTFOLIO:
@@ -252,6 +253,25 @@ void rate_decision_check(const json_t *b, json_t *details)
 		validate_add_detail(details, "governance.justification", "must not be empty");
 }
 
+/* Answers a publication: decision_publish's status and outcome. */
+static void answer_published(struct ctx *c, int rc, const struct decision_outcome *o)
+{
+	if (rc < 0)
+		respond_store_error(c, rc);
+	else if (o->result == DECISION_DONE)
+		respond_decision(c, 201, json_incref(o->body));
+	else
+		respond_outcome(c, o, "a PMS write failed; the writes already made were compensated");
+}
+
+/* decision_who.record of a publication: its answer, stored for the
+ * Idempotency-Key with the record it answers. */
+static int record_published(void *arg, struct store_tx *tx, const struct decision_outcome *o)
+{
+	answer_published(arg, 0, o);
+	return respond_key_store(arg, tx);
+}
+
 void rate_decision_h_create(struct ctx *c)
 {
 	const json_t *b = c->body, *props = json_object_get(b, "properties");
@@ -284,14 +304,10 @@ void rate_decision_h_create(struct ctx *c)
 				      "properties[%zu] is outside this token", i);
 			return;
 		}
+	respond_key_own(c);
+	who.record = record_published;
 	rc = decision_publish(c->svc->store, c->svc->pms, &who, &p, &o);
-	if (rc < 0)
-		respond_store_error(c, rc);
-	else if (o.result == DECISION_DONE)
-		respond_decision(c, 201, json_incref(o.body));
-	else
-		respond_outcome(c, &o,
-				"a PMS write failed; the writes already made were compensated");
+	answer_published(c, rc, &o);
 	json_decref(o.body);
 }
 
@@ -391,6 +407,30 @@ void rate_decision_h_list(struct ctx *c)
 
 /* ---------------------------------------------------------- revert */
 
+/* Answers a revert: decision_revert's status and outcome. */
+static void answer_reverted(struct ctx *c, int rc, const struct decision_outcome *o)
+{
+	if (rc < 0)
+		respond_store_error(c, rc);
+	else if (o->result == DECISION_DONE)
+		respond_decision(c, 200, json_incref(o->body));
+	else if (o->result == DECISION_GOVERNANCE_REJECTED)
+		respond_error(c, ERR_GOVERNANCE_REJECTED,
+			      json_pack("[{s:s, s:s}]", "field", "approver_saml_subject", "issue",
+					o->why),
+			      "%s", o->why);
+	else
+		respond_outcome(c, o,
+				"a PMS write of the revert failed; the decision stays published");
+}
+
+/* decision_who.record of a revert, as record_published. */
+static int record_reverted(void *arg, struct store_tx *tx, const struct decision_outcome *o)
+{
+	answer_reverted(arg, 0, o);
+	return respond_key_store(arg, tx);
+}
+
 void rate_decision_h_revert(struct ctx *c)
 {
 	const char *reason = str(c->body, "reason");
@@ -409,30 +449,21 @@ void rate_decision_h_revert(struct ctx *c)
 		respond_error(c, ERR_VALIDATION_FAILED, det, "the revert is not valid");
 		return;
 	}
+	respond_key_own(c);
+	who.record = record_reverted;
 	rc = decision_revert(c->svc->store, c->svc->pms, &who, ctx_param(c, 0), reason, approver, &o);
-	if (rc < 0)
-		respond_store_error(c, rc);
-	else if (o.result == DECISION_DONE)
-		respond_decision(c, 200, json_incref(o.body));
-	else if (o.result == DECISION_GOVERNANCE_REJECTED)
-		respond_error(c, ERR_GOVERNANCE_REJECTED,
-			      json_pack("[{s:s, s:s}]", "field", "approver_saml_subject", "issue",
-					o.why),
-			      "%s", o.why);
-	else
-		respond_outcome(c, &o,
-				"a PMS write of the revert failed; the decision stays published");
+	answer_reverted(c, rc, &o);
 	json_decref(o.body);
 }
 
 static const struct route routes[] = {
-	ROUTE_V2_JSON("POST", "/v2/rate-decisions", rate_decision_h_create, AUTH_SCOPE_RATES_WRITE,
-		      rate_decision_spec),
+	ROUTE_V2_JSON_OUT("POST", "/v2/rate-decisions", rate_decision_h_create,
+			  AUTH_SCOPE_RATES_WRITE, rate_decision_spec, LANE_PMS),
 	ROUTE_V2("GET", "/v2/rate-decisions", rate_decision_h_list, AUTH_SCOPE_RATES_READ),
 	ROUTE_V2_ETAG("GET", "/v2/rate-decisions/{id}", rate_decision_h_get, AUTH_SCOPE_RATES_READ),
 	ROUTE_V2_ETAG("GET", "/v2/rate-decisions/{id}/audit-trail", rate_decision_h_audit,
 		      AUTH_SCOPE_RATES_READ),
-	ROUTE_V2_JSON("POST", "/v2/rate-decisions/{id}/revert", rate_decision_h_revert,
-		      AUTH_SCOPE_RATES_WRITE, rate_revert_spec),
+	ROUTE_V2_JSON_OUT("POST", "/v2/rate-decisions/{id}/revert", rate_decision_h_revert,
+			  AUTH_SCOPE_RATES_WRITE, rate_revert_spec, LANE_PMS),
 };
 const struct route_table rate_decision_routes = ROUTE_TABLE(routes);

@@ -97,49 +97,66 @@ static void refuse(struct ctx *c, const struct suggestion_outcome *o)
 		      o->body, "rate suggestion");
 }
 
-/* Approves (approve 1) or rejects the suggestion of the path. */
-static void decide(struct ctx *c, int approve)
+/* Answers a decision on a suggestion: suggestion_decide's status and
+ * outcome. */
+static void answer(struct ctx *c, int rc, const struct suggestion_outcome *o)
 {
-	const char *reason = json_string_value(json_object_get(c->body, "reason"));
-	struct suggestion_who who = {c->p.portfolio_id, c->p.user_id, scope_reaches, c};
-	struct suggestion_outcome o;
-	int rc;
-
-	/* A blank reason is no reason. */
-	rc = suggestion_decide(c->svc->store, c->svc->booking, &who, ctx_param(c, 0), approve,
-			       validate_blank(reason) ? NULL : reason, &o);
-
 	if (rc < 0) {
 		respond_store_error(c, rc);
 		return;
 	}
-	switch (o.result) {
+	switch (o->result) {
 	case SUGGESTION_DONE:
-		respond_data(c, 200, o.body);
+		respond_data(c, 200, json_incref(o->body));
 		return;
 	case SUGGESTION_NOT_FOUND:
 	case SUGGESTION_OTHER_PORTFOLIO:
 	case SUGGESTION_OUT_OF_REACH:
-		refuse(c, &o);
+		refuse(c, o);
 		break;
 	case SUGGESTION_NOT_APPROVER:
-		respond_error(c, ERR_INSUFFICIENT_ROLE, NULL, "%s", o.why);
+		respond_error(c, ERR_INSUFFICIENT_ROLE, NULL, "%s", o->why);
 		break;
 	case SUGGESTION_CONFLICT:
-		respond_error(c, ERR_CONFLICT, NULL, "%s", o.why);
+		respond_error(c, ERR_CONFLICT, NULL, "%s", o->why);
 		break;
 	case SUGGESTION_CEILING_EXCEEDED:
-		respond_error(c, ERR_RATE_CEILING_EXCEEDED, json_incref(o.body),
+		respond_error(c, ERR_RATE_CEILING_EXCEEDED, json_incref(o->body),
 			      "the proposed rate fails the brand ceiling; nothing was pushed and "
 			      "the suggestion stays pending approval");
 		break;
 	case SUGGESTION_PUSH_FAILED:
 		respond_error(c, ERR_PMS_WRITE_FAILED,
-			      json_pack("[{s:s, s:s}]", "field", "booking_engine", "issue", o.why),
+			      json_pack("[{s:s, s:s}]", "field", "booking_engine", "issue", o->why),
 			      "the booking engine did not accept the rate; the suggestion stays "
 			      "pending approval");
 		break;
 	}
+}
+
+/* suggestion_who.record: the answer, stored for the Idempotency-Key with
+ * the record it answers. */
+static int record(void *arg, struct store_tx *tx, const struct suggestion_outcome *o)
+{
+	answer(arg, 0, o);
+	return respond_key_store(arg, tx);
+}
+
+/* Approves (approve 1) or rejects the suggestion of the path; an approval
+ * pushes to the booking engine between its transactions, so the answer
+ * is stored by record. */
+static void decide(struct ctx *c, int approve)
+{
+	const char *reason = json_string_value(json_object_get(c->body, "reason"));
+	struct suggestion_who who = {c->p.portfolio_id, c->p.user_id, scope_reaches, c, record};
+	struct suggestion_outcome o;
+	int rc;
+
+	respond_key_own(c);
+	/* A blank reason is no reason. */
+	rc = suggestion_decide(c->svc->store, c->svc->booking, &who, ctx_param(c, 0), approve,
+			       validate_blank(reason) ? NULL : reason, &o);
+	answer(c, rc, &o);
 	json_decref(o.body);
 }
 
@@ -157,8 +174,8 @@ static const struct route routes[] = {
 	ROUTE_V2("GET", "/v2/rate-suggestions", h_list, AUTH_SCOPE_RATES_READ),
 	ROUTE_V2_ETAG("GET", "/v2/rate-suggestions/{id}", h_get, AUTH_SCOPE_RATES_READ),
 	ROUTE_V2_ETAG("GET", "/v2/rate-suggestions/{id}/audit-trail", h_audit, AUTH_SCOPE_RATES_READ),
-	ROUTE_V2_JSON_OPT("POST", "/v2/rate-suggestions/{id}/approve", h_approve,
-			  AUTH_SCOPE_RATES_WRITE, approve_spec),
+	ROUTE_V2_JSON_OPT_OUT("POST", "/v2/rate-suggestions/{id}/approve", h_approve,
+			      AUTH_SCOPE_RATES_WRITE, approve_spec, LANE_BOOKING),
 	ROUTE_V2_JSON_OPT("POST", "/v2/rate-suggestions/{id}/reject", h_reject,
 			  AUTH_SCOPE_RATES_WRITE, reject_spec),
 };

@@ -213,9 +213,9 @@ void delivery_h_sla(struct ctx *c)
 
 static const struct route routes[] = {
 	{"POST", "/v1/webhooks/{id}/ping", delivery_h_ping_v1, ROUTE_BEARER,
-	 AUTH_SCOPE_WEBHOOKS_MANAGE, 0, BODY_NONE, NULL, 0, 0},
+	 AUTH_SCOPE_WEBHOOKS_MANAGE, 0, BODY_NONE, NULL, 0, 0, 0},
 	{"POST", "/v1/webhooks/deliveries/{id}/retry", delivery_h_retry, ROUTE_BEARER,
-	 AUTH_SCOPE_WEBHOOKS_MANAGE, 0, BODY_NONE, NULL, 0, 0},
+	 AUTH_SCOPE_WEBHOOKS_MANAGE, 0, BODY_NONE, NULL, 0, 0, 0},
 	/* Literal segments before /v2/webhooks/{id} (webhook_routes, listed
 	 * after these): the first match wins. */
 	ROUTE_V2("GET", "/v2/webhooks/dead-letters", delivery_h_dead_letters,

@@ -147,7 +147,7 @@ out:
 
 static const struct route routes[] = {
 	{"POST", "/v1/webhooks", webhook_h_create_v1, ROUTE_BEARER, AUTH_SCOPE_WEBHOOKS_MANAGE, 0,
-	 BODY_JSON, webhook_v1_spec, 0, 0},
+	 BODY_JSON, webhook_v1_spec, 0, 0, 0},
 	ROUTE_V2_JSON("POST", "/v2/webhooks", webhook_h_create_v2, AUTH_SCOPE_WEBHOOKS_MANAGE,
 		      webhook_v2_spec),
 	ROUTE_V2("GET", "/v2/webhooks", webhook_h_list, AUTH_SCOPE_WEBHOOKS_MANAGE),

@@ -128,6 +128,7 @@ class SealingKeyTest(unittest.TestCase):
             other = os.path.join(self.tmp, "revops.key")
             with open(other, "wb") as f:
                 f.write(os.urandom(32))
+            os.chmod(other, 0o600)
             self.refused(lambda: harness.Server(data_dir=self.tmp, db=self.srv.db),
                          "is not the key")
             self.restore_key(other)

@@ -426,8 +426,10 @@ class Server:
 
     # lifecycle -------------------------------------------------------------
 
-    def start(self, extra_args=None):
-        """Starts revopsd and waits for its 'listening' event (10 s)."""
+    def start(self, extra_args=None, wrap=()):
+        """Starts revopsd and waits for its 'listening' event (10 s).
+        wrap: a command revopsd runs under (a debugger: its arguments end
+        with "--args"); self.proc is then that command's process."""
         if self.proc is not None:
             raise RuntimeError("already running")
         if extra_args is not None:
@@ -440,10 +442,11 @@ class Server:
         self.log_path = os.path.join(self.log_dir or self.data_dir, "revopsd-%s%d.log" % (
             "" if self.own_dir else "%x-" % id(self), self.starts))
         self.log_file = open(self.log_path, "wb")
-        argv = [REVOPSD, "--listen", "127.0.0.1:0", "--data-dir", self.data_dir,
-                "--log-format", "json"] + self.db.args() + self.extra_args
-        self.proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL,
-                                     stdout=subprocess.DEVNULL, stderr=self.log_file,
+        argv = list(wrap) + [REVOPSD, "--listen", "127.0.0.1:0", "--data-dir", self.data_dir,
+                             "--log-format", "json"] + self.db.args() + self.extra_args
+        self.proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL,  # a wrapper's words too
+                                     stdout=self.log_file if wrap else subprocess.DEVNULL,
+                                     stderr=self.log_file,
                                      env=_child_env())
         self.port = None
         deadline = time.monotonic() + START_DEADLINE

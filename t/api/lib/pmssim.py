@@ -168,6 +168,18 @@ def start_with_server(sim_args=(), server_args=()):
     return sim, srv
 
 
+def start_for_decisions(tc, approver, nprops=2, sim_args=(), server_args=()):
+    """start_with_server for test case tc (both cleaned up after it), and
+    an enterprise portfolio of nprops properties whose user approver is a
+    revenue-approver: returns (sim, srv, seed)."""
+    sim, srv = start_with_server(sim_args, server_args)
+    tc.addCleanup(sim.cleanup)
+    tc.addCleanup(srv.cleanup)
+    pf = srv.seed_portfolio("enterprise", nprops)
+    harness.ctl_user(srv, pf.id, approver, ["revenue-approver"])
+    return sim, srv, pf
+
+
 @contextlib.contextmanager
 def server_with_pms(sim_args=(), server_args=()):
     """with server_with_pms(...) as (sim, srv): start_with_server, and at the

@@ -6,12 +6,15 @@ pending; with descriptors free again decisions publish. Defect 2: when
 another process holds the database while a decision's PMS writes are on
 their way (a slow PMS), its record is tried again until the lock is free:
 the decision is published once, with its trail, and never left pending
-behind live rates. Black-box: HTTP, pms-sim, prlimit, /proc and the
+behind live rates. Defect 8: decisions waiting on a hung PMS hold only
+the PMS workers; other writes stay fast, and decisions past those
+workers queue. Black-box: HTTP, pms-sim, prlimit, signals, /proc and the
 database's own shell.
 """
 
 import os
 import shutil
+import signal
 import subprocess
 import sys
 import threading
@@ -119,6 +122,70 @@ class HeldDatabaseTest(unittest.TestCase):
             # the PMS holds the rate once per property, as written
             r = srv.request("GET", "/v2/rate-decisions", token=tok, portfolio=pf.id)
             self.assertEqual(len(r.body["data"]), 1, r)
+
+
+class HungPmsTest(unittest.TestCase):
+    """Defect 8: decisions waiting on a PMS that hangs (SIGSTOPped) run on
+    workers of their own (--pms-workers), queued past them rather than
+    refused, so token issuance and other writes stay fast meanwhile."""
+
+    WORKERS = 3
+    DECISIONS = 6
+
+    @staticmethod
+    def resume(sim):
+        if sim.proc is not None and sim.proc.poll() is None:
+            sim.proc.send_signal(signal.SIGCONT)
+
+    def test_hung_pms_holds_only_its_workers(self):
+        sim, srv, pf = pmssim.start_for_decisions(
+            self, APPROVER, server_args=["--pms-workers", str(self.WORKERS), "--workers", "2"])
+        tok = pf.token
+        body = rate_decision_body([p["id"] for p in pf.properties], pf.ceiling["id"], APPROVER)
+        answers = []
+        sim.proc.send_signal(signal.SIGSTOP)
+        self.addCleanup(self.resume, sim)
+
+        def decide():
+            answers.append(srv.request("POST", "/v2/rate-decisions", body=body, token=tok,
+                                       portfolio=pf.id, timeout=120.0))
+        threads = [threading.Thread(target=decide) for _ in range(self.DECISIONS)]
+        for t in threads:
+            t.start()
+        # every PMS worker is inside a decision (recorded pending, its
+        # writes sent to the stopped PMS); the others wait in the queue
+        deadline = time.monotonic() + 20
+        pending = []
+        while time.monotonic() < deadline and len(pending) < self.WORKERS:
+            r = srv.request("GET", "/v2/rate-decisions?status=pending", token=tok,
+                            portfolio=pf.id)
+            pending = r.body["data"]
+            time.sleep(0.05)
+        self.assertEqual(len(pending), self.WORKERS, pending)
+        # more writes than --workers, none of which calls the PMS: each
+        # answers at once
+        for i in range(4):
+            t0 = time.monotonic()
+            r = srv.token(pf.client_id, pf.client_secret)
+            self.assertEqual(r.status, 200, r)
+            r = srv.request("POST", "/v2/webhooks", token=tok, portfolio=pf.id,
+                            body={"url": "https://93.184.216.34/hooks/%d" % i,
+                                  "events": ["rate.decision.published"]})
+            self.assertEqual(r.status, 201, r)
+            self.assertLess(time.monotonic() - t0, 2.0, "writes waited behind the hung PMS")
+        self.assertEqual(answers, [], "a decision answered while its PMS was stopped")
+        sim.proc.send_signal(signal.SIGCONT)
+        for t in threads:
+            t.join(120)
+        self.assertEqual(len(answers), self.DECISIONS)
+        for r in answers:  # queued, never refused
+            self.assertIn(r.status, (201, 502), r)
+        r = srv.request("GET", "/v2/rate-decisions?status=pending", token=tok, portfolio=pf.id)
+        self.assertEqual(r.body["data"], [], r)
+        r = srv.request("GET", "/v2/rate-decisions?limit=100", token=tok, portfolio=pf.id)
+        self.assertEqual(len(r.body["data"]), self.DECISIONS, r)
+        srv.stop()
+        sim.stop()
 
 
 if __name__ == "__main__":

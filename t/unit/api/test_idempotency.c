@@ -100,6 +100,20 @@ static int64_t count_rows(struct store *st)
 	return n;
 }
 
+/* Stores an answer as a keyed write's transaction would. Returns 0/-1. */
+static int finish(struct store *st, const char *pf, const char *principal, const char *key,
+		  int status, const json_t *headers, const void *body, size_t len)
+{
+	struct store_tx *tx;
+
+	if (store_begin(st, STORE_WRITE, &tx) != STORE_OK)
+		return -1;
+	return store_finish(tx, idempotency_store(tx, pf, principal, key, status, headers, body,
+						  len)) == STORE_OK
+		       ? 0
+		       : -1;
+}
+
 static void test_claim_in_progress_mismatch(void **state)
 {
 	struct fixture *f = *state;
@@ -131,9 +145,7 @@ static void test_finish_then_replay(void **state)
 	fp_of("{\"a\":1}", fp);
 	fp_of("{\"a\":2}", fp2);
 	assert_int_equal(begin_at(f->st, "pf_1", "cli_1", "k1", fp, T0, WINDOW), IDEM_PROCEED);
-	assert_int_equal(idempotency_finish(f->st, "pf_1", "cli_1", "k1", 201, h, body,
-					    sizeof body - 1),
-			 0);
+	assert_int_equal(finish(f->st, "pf_1", "cli_1", "k1", 201, h, body, sizeof body - 1), 0);
 	for (i = 0; i < 2; i++) { /* replays do not consume the stored answer */
 		assert_int_equal(idempotency_begin(f->st, "pf_1", "cli_1", "k1", fp, T0 + 10 + i,
 						   WINDOW, &out),
@@ -164,7 +176,7 @@ static void test_finish_without_headers_or_body(void **state)
 
 	fp_of("", fp);
 	assert_int_equal(begin_at(f->st, "pf_1", "cli_1", "empty", fp, T0, WINDOW), IDEM_PROCEED);
-	assert_int_equal(idempotency_finish(f->st, "pf_1", "cli_1", "empty", 204, NULL, NULL, 0), 0);
+	assert_int_equal(finish(f->st, "pf_1", "cli_1", "empty", 204, NULL, NULL, 0), 0);
 	assert_int_equal(idempotency_begin(f->st, "pf_1", "cli_1", "empty", fp, T0 + 1, WINDOW, &out),
 			 IDEM_REPLAY);
 	assert_int_equal(out.status, 204);
@@ -206,7 +218,7 @@ static void test_isolation(void **state)
 	assert_int_equal(begin_at(f->st, "pf_1", "usr_9", "k", fp, T0, WINDOW), IDEM_PROCEED);
 	assert_int_equal(begin_at(f->st, "pf_1", "cli_1", "K", fp, T0, WINDOW), IDEM_PROCEED);
 	assert_int_equal(count_rows(f->st), 4);
-	assert_int_equal(idempotency_finish(f->st, "pf_2", "cli_1", "k", 201, NULL, "pf2", 3), 0);
+	assert_int_equal(finish(f->st, "pf_2", "cli_1", "k", 201, NULL, "pf2", 3), 0);
 	/* only pf_2's row is done */
 	assert_int_equal(begin_at(f->st, "pf_1", "cli_1", "k", fp, T0 + 1, WINDOW), IDEM_IN_PROGRESS);
 	assert_int_equal(begin_at(f->st, "pf_1", "usr_9", "k", fp, T0 + 1, WINDOW), IDEM_IN_PROGRESS);
@@ -255,7 +267,7 @@ static void test_expiry(void **state)
 
 	fp_of("{\"a\":1}", fp);
 	assert_int_equal(begin_at(f->st, "pf_1", "cli_1", "k", fp, T0, 1000), IDEM_PROCEED);
-	assert_int_equal(idempotency_finish(f->st, "pf_1", "cli_1", "k", 201, h, "old", 3), 0);
+	assert_int_equal(finish(f->st, "pf_1", "cli_1", "k", 201, h, "old", 3), 0);
 	json_decref(h);
 	row_state(f->st, "k", st, &status_null, &exp);
 	assert_string_equal(st, "done");
@@ -307,7 +319,7 @@ static void test_purge(void **state)
 	fp_of("{\"a\":1}", fp);
 	assert_int_equal(begin_at(f->st, "pf_1", "cli_1", "a", fp, T0, 1000), IDEM_PROCEED);
 	assert_int_equal(begin_at(f->st, "pf_1", "cli_1", "b", fp, T0, 2000), IDEM_PROCEED);
-	assert_int_equal(idempotency_finish(f->st, "pf_1", "cli_1", "b", 200, NULL, "b", 1), 0);
+	assert_int_equal(finish(f->st, "pf_1", "cli_1", "b", 200, NULL, "b", 1), 0);
 	assert_int_equal(begin_at(f->st, "pf_1", "cli_1", "c", fp, T0, 3000), IDEM_PROCEED);
 	assert_int_equal(begin_at(f->st, "pf_2", "cli_2", "d", fp, T0, 5000), IDEM_PROCEED);
 	assert_int_equal(count_rows(f->st), 4);
@@ -391,9 +403,7 @@ static void test_sealed_bodies(void **state)
 	idempotency_set_seal_key(key);
 	fp_of(body, fp);
 	assert_int_equal(begin_at(f->st, "pf_1", "cli_1", "sealed", fp, T0, WINDOW), IDEM_PROCEED);
-	assert_int_equal(idempotency_finish(f->st, "pf_1", "cli_1", "sealed", 201, NULL, body,
-					    strlen(body)),
-			 0);
+	assert_int_equal(finish(f->st, "pf_1", "cli_1", "sealed", 201, NULL, body, strlen(body)), 0);
 	assert_int_equal(store_begin(f->st, 0, &tx), STORE_OK);
 	assert_int_equal(store_query(tx, "SELECT body FROM idempotency_keys WHERE idem_key = 'sealed'",
 				     NULL, 0, &r),

@@ -880,6 +880,85 @@ static void test_rollback_discards(void **state)
 	}
 }
 
+static int after_count;
+
+/* store_after_commit's fn for test_scope: appends a digit. */
+static void count_after(void *arg)
+{
+	after_count = after_count * 10 + *(int *)arg;
+}
+
+/* A scope holds its last write open for its closer: reads inside see it,
+ * other connections do not until the closer commits; a second write
+ * commits the first; a rollback by the closer loses only the held one. */
+static void test_scope(void **state)
+{
+	struct fixture *f = *state;
+	struct store_tx *tx, *rt, *held;
+	int64_t n = -1;
+
+	make_table(f->st);
+	assert_null(store_scope_close()); /* nothing held without a scope */
+	store_scope_open(f->st);
+	assert_int_equal(store_begin(f->st, STORE_WRITE, &tx), STORE_OK);
+	assert_int_equal(store_exec(tx, "INSERT INTO t (a) VALUES (1)", NULL, 0), 1);
+	assert_int_equal(store_commit(tx), STORE_OK);
+	/* a read of this thread runs inside the held write */
+	assert_int_equal(store_begin(f->st, STORE_READ_ONE, &rt), STORE_OK);
+	assert_int_equal(store_query_int(rt, "SELECT COUNT(*) FROM t", NULL, 0, &n), 1);
+	assert_int_equal(n, 1);
+	store_rollback(rt);
+	assert_int_equal(store_begin(f->st, STORE_READ, &rt), STORE_OK);
+	assert_int_equal(store_query_int(rt, "SELECT COUNT(*) FROM t", NULL, 0, &n), 1);
+	assert_int_equal(store_commit(rt), STORE_OK);
+	held = store_scope_close();
+	assert_ptr_equal(held, tx);
+	/* not committed yet: another connection sees nothing */
+	assert_int_equal(count(f->st, "SELECT COUNT(*) FROM t"), 0);
+	assert_int_equal(store_exec(held, "INSERT INTO t (a) VALUES (2)", NULL, 0), 1);
+	assert_int_equal(store_commit(held), STORE_OK);
+	assert_int_equal(count(f->st, "SELECT COUNT(*) FROM t"), 2);
+
+	/* two writes: the first commits when the second begins, only the
+	 * second is held, and rolling it back keeps the first */
+	store_scope_open(f->st);
+	assert_int_equal(store_begin(f->st, STORE_WRITE_OWN, &tx), STORE_OK);
+	assert_int_equal(store_exec(tx, "INSERT INTO t (a) VALUES (3)", NULL, 0), 1);
+	assert_int_equal(store_commit(tx), STORE_OK);
+	assert_int_equal(store_begin(f->st, STORE_WRITE, &tx), STORE_OK);
+	assert_int_equal(store_exec(tx, "INSERT INTO t (a) VALUES (4)", NULL, 0), 1);
+	assert_int_equal(store_commit(tx), STORE_OK);
+	held = store_scope_close();
+	assert_ptr_equal(held, tx);
+	store_rollback(held);
+	assert_int_equal(count(f->st, "SELECT SUM(a) FROM t"), 6);
+
+	/* what runs after a commit waits for the real one, and never runs
+	 * after a rollback */
+	after_count = 0;
+	store_scope_open(f->st);
+	assert_int_equal(store_begin(f->st, STORE_WRITE, &tx), STORE_OK);
+	assert_int_equal(store_after_commit(tx, count_after, &(int){2}, sizeof(int)), STORE_OK);
+	assert_int_equal(store_after_commit(tx, count_after, &(int){3}, sizeof(int)), STORE_OK);
+	assert_int_equal(store_commit(tx), STORE_OK);
+	assert_int_equal(after_count, 0);
+	held = store_scope_close();
+	assert_int_equal(store_commit(held), STORE_OK);
+	assert_int_equal(after_count, 23); /* in the order given */
+	assert_int_equal(store_begin(f->st, STORE_WRITE, &tx), STORE_OK);
+	assert_int_equal(store_after_commit(tx, count_after, &(int){9}, sizeof(int)), STORE_OK);
+	store_rollback(tx);
+	assert_int_equal(after_count, 23);
+
+	/* a write rolled back inside the scope is not held */
+	store_scope_open(f->st);
+	assert_int_equal(store_begin(f->st, STORE_WRITE, &tx), STORE_OK);
+	assert_int_equal(store_exec(tx, "INSERT INTO t (a) VALUES (5)", NULL, 0), 1);
+	store_rollback(tx);
+	assert_null(store_scope_close());
+	assert_int_equal(count(f->st, "SELECT COUNT(*) FROM t"), 3);
+}
+
 /* A read transaction keeps seeing what it saw first while another
  * connection commits. */
 static void test_read_snapshot(void **state)
@@ -1797,6 +1876,7 @@ int main(void)
 		BOTH(test_query_rows),
 		BOTH(test_rollback_discards),
 		BOTH(test_read_snapshot),
+		BOTH(test_scope),
 		BOTH(test_nested_same_sql),
 		BOTH(test_too_many_params),
 		BOTH(test_statement_cache_churn),
@@ -1830,6 +1910,7 @@ int main(void)
 		BOTH(test_query_rows),
 		BOTH(test_rollback_discards),
 		BOTH(test_read_snapshot),
+		BOTH(test_scope),
 		BOTH(test_nested_same_sql),
 		BOTH(test_too_many_params),
 		BOTH(test_statement_cache_churn),

@@ -1,0 +1,285 @@
+"""The fault suite of issue 19, the faults no other suite injects: kill -9
+in the middle of a storm of keyed writes, and broken start-up files.
+Faults with suites of their own: a full disk (test_disk_full.py), fd
+exhaustion (test_fd_exhaustion.py), an outside lock holder
+(test_lock_waits.py), SIGTERM under keep-alive load (test_shutdown.py),
+a wrong or missing sealing key (cluster/test_sealing_key.py), hung and
+dead PMSs (rates/test_rate_decision_faults.py, test_rate_decisions_pms.py),
+slow and dead webhook receivers (webhooks/test_webhook_delivery.py), a
+crash at an exact point of a keyed write (test_idempotency_crash.py).
+
+After kill -9 every acknowledged write is present exactly once, its key
+replays the answer, a write that was never acknowledged exists at most
+once (its key replays, or is still claimed and nothing was written),
+every decision's audit chain verifies and none stays pending. Black-box:
+HTTP, pms-sim, signals and files.
+"""
+
+import os
+import random
+import shutil
+import sys
+import tempfile
+import threading
+import time
+import unittest
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "lib"))
+import backend  # noqa: E402
+import harness  # noqa: E402
+import pmssim  # noqa: E402
+from harness import assert_audit_chain, rate_decision_body  # noqa: E402
+
+APPROVER = "approver@example.com"
+WRITERS = 4
+STORM_S = 2.0
+
+
+class KillDuringWriteStormTest(unittest.TestCase):
+    def setUp(self):
+        self.sim, self.srv, self.pf = pmssim.start_for_decisions(self, APPROVER)
+        self.tok = self.pf.token
+        self.props = [p["id"] for p in self.pf.properties]
+
+    def write(self, kind, n):
+        """(path, body, marker) of write n of kind: the marker names the
+        resource it makes, to count them afterwards."""
+        marker = "storm-%s-%d" % (kind, n)
+        if kind == "decision":
+            body = rate_decision_body(self.props, self.pf.ceiling["id"], APPROVER,
+                                      justification=marker)
+            return "/v2/rate-decisions", body, marker
+        if kind == "task":
+            return "/v2/operations-tasks", {"property_id": self.props[n % 2], "title": marker,
+                                            "category": "maintenance",
+                                            "priority": "normal"}, marker
+        return "/v2/webhooks", {"url": "https://93.184.216.34/hooks/" + marker,
+                                "events": ["rate.decision.published"]}, marker
+
+    def post(self, path, body, key, client=None):
+        send = client.request if client else self.srv.request
+        return send("POST", path, body=body, token=self.tok, portfolio=self.pf.id,
+                    headers={"Idempotency-Key": key})
+
+    def storm(self):
+        """WRITERS keep-alive clients post keyed writes until the server
+        dies under them; returns [(kind, n, key, answer or None)]."""
+        sent, lock = [], threading.Lock()
+        counter = iter(range(10 ** 6))
+
+        def writer(seed):
+            rnd = random.Random(seed)
+            try:
+                with self.srv.client(timeout=30.0) as c:
+                    while True:
+                        with lock:
+                            n = next(counter)
+                        # at most 40 webhooks (a portfolio has 50)
+                        kind = rnd.choice(["decision", "task"] if n >= 40 else
+                                          ["decision", "task", "webhook"])
+                        path, body, _ = self.write(kind, n)
+                        key = "storm-%d" % n
+                        entry = [kind, n, key, None]
+                        with lock:
+                            sent.append(entry)
+                        entry[3] = self.post(path, body, key, c)
+            except (OSError, harness.ConnectionClosed, ValueError):
+                return  # the server died under this client
+            except Exception as e:  # http.client's own errors
+                if "Connection" in type(e).__name__ or "Remote" in type(e).__name__:
+                    return
+                raise
+        threads = [threading.Thread(target=writer, args=(i,)) for i in range(WRITERS)]
+        for t in threads:
+            t.start()
+        time.sleep(STORM_S)
+        self.srv.proc.kill()  # SIGKILL: nothing of the server runs after
+        self.srv.wait_exit(30)
+        for t in threads:
+            t.join(60)
+        return sent
+
+    def listed(self, path):
+        items, cursor = [], None
+        while True:
+            r = self.srv.request("GET", path + "?limit=500" + ("&cursor=" + cursor
+                                                             if cursor else ""),
+                                 token=self.tok, portfolio=self.pf.id)
+            self.assertEqual(r.status, 200, r)
+            items += r.body["data"]
+            cursor = r.body["meta"]["next_cursor"]
+            if not cursor:
+                return items
+
+    def made(self):
+        """marker -> ids of the resources that carry it."""
+        out = {}
+        for d in self.listed("/v2/rate-decisions"):
+            out.setdefault(d["governance"]["justification"], []).append(d["id"])
+        for t in self.listed("/v2/operations-tasks"):
+            out.setdefault(t["title"], []).append(t["id"])
+        for w in self.listed("/v2/webhooks"):
+            out.setdefault(w["url"].rsplit("/", 1)[1], []).append(w["id"])
+        return out
+
+    def test_kill_9_in_a_write_storm(self):
+        sent = self.storm()
+        acked = [e for e in sent if e[3] is not None and 200 <= e[3].status < 300]
+        self.assertGreater(len(acked), 10, "the storm made too few writes to judge")
+        self.srv.start()
+        made = self.made()
+        for kind, n, key, r in acked:  # present exactly once, and its key replays
+            path, body, marker = self.write(kind, n)
+            self.assertEqual(made.get(marker), [r.body["data"]["id"]], (kind, n, r))
+            again = self.post(path, body, key)
+            self.assertEqual(again.status, r.status, again)
+            self.assertEqual(again.headers.get("Idempotent-Replayed"), "true", again)
+            self.assertEqual(again.body["data"]["id"], r.body["data"]["id"])
+        for kind, n, key, r in sent:  # never acknowledged: at most once
+            if r is not None and 200 <= r.status < 300:
+                continue
+            path, body, marker = self.write(kind, n)
+            ids = made.get(marker, [])
+            self.assertLessEqual(len(ids), 1, (kind, n, ids))
+            again = self.post(path, body, key)
+            if again.status == 409:  # still claimed: nothing it wrote stands
+                harness.assert_error(self, again, 409, "SVC-IDEMPOTENCY-IN-PROGRESS")
+                if kind == "decision":  # recorded before its PMS writes, then failed
+                    for i in ids:
+                        d = self.srv.request("GET", "/v2/rate-decisions/" + i, token=self.tok,
+                                             portfolio=self.pf.id).body["data"]
+                        self.assertEqual(d["status"], "failed", d)
+                else:
+                    self.assertEqual(ids, [], (kind, n))
+            elif again.headers.get("Idempotent-Replayed") == "true":
+                if 200 <= again.status < 300:
+                    self.assertEqual(ids, [again.body["data"]["id"]], (kind, n))
+            else:  # the key was released (a 5xx): it ran now, once
+                self.assertIn(again.status, (201, 502), again)
+        pending = self.srv.request("GET", "/v2/rate-decisions?status=pending", token=self.tok,
+                                   portfolio=self.pf.id)
+        self.assertEqual(pending.body["data"], [], pending)
+        for d in self.listed("/v2/rate-decisions"):
+            r = self.srv.request("GET", "/v2/rate-decisions/%s/audit-trail" % d["id"],
+                                 token=self.tok, portfolio=self.pf.id)
+            self.assertEqual(r.status, 200, r)
+            assert_audit_chain(self, r.body["data"])
+        # the PMS got one set of writes per published decision
+        published = [d for d in self.listed("/v2/rate-decisions") if d["status"] == "published"]
+        keys = {w["idempotency_key"] for w in self.sim.written()}
+        for d in published:
+            self.assertEqual(len([k for k in keys if d["id"] in k]), len(self.props), d["id"])
+
+
+class BrokenStartupFilesTest(unittest.TestCase):
+    """A start-up file revopsd cannot use stops it with the path and the
+    cause, and changes nothing."""
+
+    def setUp(self):
+        self.srv = harness.Server()
+        self.addCleanup(self.srv.cleanup)
+        self.pf = self.srv.seed_portfolio("group", 1)
+        self.srv.stop()
+        self.key = os.path.join(self.srv.data_dir, "revops.key")
+        with open(self.key, "rb") as f:
+            self.key_bytes = f.read()
+
+    def refused(self, *needles):
+        try:
+            self.srv.start()
+        except RuntimeError as e:
+            text = str(e)
+        else:
+            self.fail("revopsd started with a broken start-up file")
+        for n in needles:
+            self.assertIn(n, text)
+        return text
+
+    def assert_unchanged_and_restorable(self):
+        with open(self.key, "rb") as f:
+            self.assertEqual(f.read(), self.key_bytes)
+        self.srv.start()
+        r = self.srv.request("GET", "/v2/portfolios/" + self.pf.id, token=self.pf.token,
+                             portfolio=self.pf.id)
+        self.assertEqual(r.status, 200, r)
+
+    def test_truncated_key(self):
+        with open(self.key, "wb") as f:
+            f.write(self.key_bytes[:10])
+        self.refused("revops.key")
+        with open(self.key, "rb") as f:  # left as it was found
+            self.assertEqual(f.read(), self.key_bytes[:10])
+        with open(self.key, "wb") as f:
+            f.write(self.key_bytes)
+        self.assert_unchanged_and_restorable()
+
+    def test_key_is_a_directory(self):
+        os.rename(self.key, self.key + ".bak")
+        os.mkdir(self.key)
+        self.refused("revops.key")
+        os.rmdir(self.key)
+        os.rename(self.key + ".bak", self.key)
+        self.assert_unchanged_and_restorable()
+
+    def test_key_readable_by_others(self):
+        os.chmod(self.key, 0o644)
+        self.refused("revops.key has mode 0644", "chmod 600")
+        self.assertEqual(os.stat(self.key).st_mode & 0o777, 0o644)  # not changed for you
+        os.chmod(self.key, 0o600)
+        self.assert_unchanged_and_restorable()
+
+    def test_data_dir_is_a_file(self):
+        other = os.path.join(self.srv.data_dir, "not-a-dir")
+        with open(other, "w") as f:
+            f.write("x")
+        saved = self.srv.data_dir
+        self.srv.data_dir, self.srv.log_dir = other, saved
+        try:
+            self.refused("not-a-dir")
+        finally:
+            self.srv.data_dir, self.srv.log_dir = saved, None
+        self.assert_unchanged_and_restorable()
+
+    def test_read_only_data_dir(self):
+        """SQLite: the database is in the directory, so revopsd cannot run
+        there. PostgreSQL: the directory only holds the key, which it
+        reads, so it runs."""
+        d = self.srv.data_dir
+        if os.geteuid() == 0:
+            # permission bits bind no root: a read-only bind mount of the
+            # directory, in a mount namespace of revopsd's own
+            wrap = ["unshare", "--mount", "--propagation", "private", "sh", "-c",
+                    'mount --bind "$0" "$0" && mount -o remount,bind,ro "$0" && exec "$@"', d]
+            cause = "Read-only file system"
+        else:
+            os.chmod(d, 0o555)
+            self.addCleanup(os.chmod, d, 0o755)
+            wrap, cause = [], "Permission denied"
+        self.srv.log_dir = tempfile.mkdtemp(prefix="revops-log-")
+        self.addCleanup(shutil.rmtree, self.srv.log_dir, True)
+        if backend.POSTGRES:
+            self.srv.start(wrap=wrap)
+            r = self.srv.request("POST", "/v2/webhooks", token=self.pf.token, portfolio=self.pf.id,
+                                 body={"url": "https://93.184.216.34/hooks/ro",
+                                       "events": ["rate.decision.published"]})
+            self.assertEqual(r.status, 201, r)
+            self.srv.stop()
+            if not wrap:
+                os.chmod(d, 0o755)
+            return
+        try:
+            self.srv.start(wrap=wrap)
+        except RuntimeError as e:
+            text = str(e)
+        else:
+            self.fail("revopsd started on a read-only data directory")
+        self.assertIn(d, text)
+        self.assertIn(cause, text)
+        if not wrap:
+            os.chmod(d, 0o755)
+        self.srv.log_dir = None
+        self.assert_unchanged_and_restorable()
+
+
+if __name__ == "__main__":
+    unittest.main()
