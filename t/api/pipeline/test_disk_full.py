@@ -22,6 +22,7 @@ import unittest
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "lib"))
 import backend  # noqa: E402
 import harness  # noqa: E402
+import ledger  # noqa: E402
 from harness import assert_error, wait_until  # noqa: E402
 
 INSIDE = "REVOPS_DISK_FULL_NS"
@@ -86,6 +87,10 @@ class DiskFullTest(unittest.TestCase):
 
     def test_full_disk(self):
         tok = self.token().body["access_token"]
+        self.writes = ledger.Ledger(self.srv, self.seed, "approver@example.com")
+        self.seed._token = tok
+        for _ in range(2):
+            self.assertEqual(self.writes.post("task").status, 201)
         before = [self.subscribe(tok, i) for i in range(3)]
         self.assertEqual([r.status for r in before], [201] * 3, before[0])
         self.fill_disk()
@@ -100,6 +105,8 @@ class DiskFullTest(unittest.TestCase):
         self.assertEqual(self.token().status, 200)
         self.assertEqual(self.srv.request("GET", "/readyz").status, 200)
         self.assertEqual(self.full_events(), [])
+        self.assertEqual(self.writes.post("task").status, 201)
+        self.writes.verify(self)
 
     def full_on_sqlite(self, tok, kept):
         # writes until the WAL can grow no more: each answered 201 or 503,
@@ -117,6 +124,10 @@ class DiskFullTest(unittest.TestCase):
         assert_error(self, refused, 503, "SVC-UNAVAILABLE")
         self.assertEqual(refused.headers.get("Retry-After"), "30")
         self.assertIn("disk is full", refused.body["error"]["message"])
+        # a keyed write: refused the same way, its key released
+        r = self.writes.post("task")
+        assert_error(self, r, 503, "SVC-UNAVAILABLE")
+        self.assertEqual(r.headers.get("Retry-After"), "30")
         # more writes of other kinds: refused the same way, never 500
         for _ in range(5):
             r = self.token()
@@ -141,6 +152,7 @@ class DiskFullTest(unittest.TestCase):
         r = self.srv.request("GET", "/v2/webhooks?limit=200", token=tok, portfolio=self.seed.id)
         have = {s["id"] for s in r.body["data"]} if isinstance(r.body, dict) else set()
         self.assertTrue(set(kept) <= have, (kept, len(have)))
+        self.writes.verify(self)  # keyed: each acknowledged once, replays; the refused runs now
 
 
 def main():

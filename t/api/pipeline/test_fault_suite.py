@@ -28,7 +28,7 @@ sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."
 import backend  # noqa: E402
 import harness  # noqa: E402
 import pmssim  # noqa: E402
-from harness import assert_audit_chain, rate_decision_body  # noqa: E402
+import ledger  # noqa: E402
 
 APPROVER = "approver@example.com"
 WRITERS = 4
@@ -38,57 +38,20 @@ STORM_S = 2.0
 class KillDuringWriteStormTest(unittest.TestCase):
     def setUp(self):
         self.sim, self.srv, self.pf = pmssim.start_for_decisions(self, APPROVER)
-        self.tok = self.pf.token
-        self.props = [p["id"] for p in self.pf.properties]
-
-    def write(self, kind, n):
-        """(path, body, marker) of write n of kind: the marker names the
-        resource it makes, to count them afterwards."""
-        marker = "storm-%s-%d" % (kind, n)
-        if kind == "decision":
-            body = rate_decision_body(self.props, self.pf.ceiling["id"], APPROVER,
-                                      justification=marker)
-            return "/v2/rate-decisions", body, marker
-        if kind == "task":
-            return "/v2/operations-tasks", {"property_id": self.props[n % 2], "title": marker,
-                                            "category": "maintenance",
-                                            "priority": "normal"}, marker
-        return "/v2/webhooks", {"url": "https://93.184.216.34/hooks/" + marker,
-                                "events": ["rate.decision.published"]}, marker
-
-    def post(self, path, body, key, client=None):
-        send = client.request if client else self.srv.request
-        return send("POST", path, body=body, token=self.tok, portfolio=self.pf.id,
-                    headers={"Idempotency-Key": key})
+        self.ledger = ledger.Ledger(self.srv, self.pf, APPROVER, prefix="storm")
 
     def storm(self):
         """WRITERS keep-alive clients post keyed writes until the server
-        dies under them; returns [(kind, n, key, answer or None)]."""
-        sent, lock = [], threading.Lock()
-        counter = iter(range(10 ** 6))
-
+        dies under them (kill -9 after STORM_S)."""
         def writer(seed):
             rnd = random.Random(seed)
             try:
                 with self.srv.client(timeout=30.0) as c:
                     while True:
-                        with lock:
-                            n = next(counter)
-                        # at most 40 webhooks (a portfolio has 50)
-                        kind = rnd.choice(["decision", "task"] if n >= 40 else
-                                          ["decision", "task", "webhook"])
-                        path, body, _ = self.write(kind, n)
-                        key = "storm-%d" % n
-                        entry = [kind, n, key, None]
-                        with lock:
-                            sent.append(entry)
-                        entry[3] = self.post(path, body, key, c)
-            except (OSError, harness.ConnectionClosed, ValueError):
+                        self.ledger.post(rnd.choice(ledger.KINDS), c)
+            except (OSError, harness.ConnectionClosed, ValueError,
+                    harness.http.client.HTTPException):
                 return  # the server died under this client
-            except Exception as e:  # http.client's own errors
-                if "Connection" in type(e).__name__ or "Remote" in type(e).__name__:
-                    return
-                raise
         threads = [threading.Thread(target=writer, args=(i,)) for i in range(WRITERS)]
         for t in threads:
             t.start()
@@ -97,78 +60,13 @@ class KillDuringWriteStormTest(unittest.TestCase):
         self.srv.wait_exit(30)
         for t in threads:
             t.join(60)
-        return sent
-
-    def listed(self, path):
-        items, cursor = [], None
-        while True:
-            r = self.srv.request("GET", path + "?limit=500" + ("&cursor=" + cursor
-                                                             if cursor else ""),
-                                 token=self.tok, portfolio=self.pf.id)
-            self.assertEqual(r.status, 200, r)
-            items += r.body["data"]
-            cursor = r.body["meta"]["next_cursor"]
-            if not cursor:
-                return items
-
-    def made(self):
-        """marker -> ids of the resources that carry it."""
-        out = {}
-        for d in self.listed("/v2/rate-decisions"):
-            out.setdefault(d["governance"]["justification"], []).append(d["id"])
-        for t in self.listed("/v2/operations-tasks"):
-            out.setdefault(t["title"], []).append(t["id"])
-        for w in self.listed("/v2/webhooks"):
-            out.setdefault(w["url"].rsplit("/", 1)[1], []).append(w["id"])
-        return out
 
     def test_kill_9_in_a_write_storm(self):
-        sent = self.storm()
-        acked = [e for e in sent if e[3] is not None and 200 <= e[3].status < 300]
-        self.assertGreater(len(acked), 10, "the storm made too few writes to judge")
+        self.storm()
+        self.assertGreater(len(self.ledger.acknowledged()), 10,
+                           "the storm made too few writes to judge")
         self.srv.start()
-        made = self.made()
-        for kind, n, key, r in acked:  # present exactly once, and its key replays
-            path, body, marker = self.write(kind, n)
-            self.assertEqual(made.get(marker), [r.body["data"]["id"]], (kind, n, r))
-            again = self.post(path, body, key)
-            self.assertEqual(again.status, r.status, again)
-            self.assertEqual(again.headers.get("Idempotent-Replayed"), "true", again)
-            self.assertEqual(again.body["data"]["id"], r.body["data"]["id"])
-        for kind, n, key, r in sent:  # never acknowledged: at most once
-            if r is not None and 200 <= r.status < 300:
-                continue
-            path, body, marker = self.write(kind, n)
-            ids = made.get(marker, [])
-            self.assertLessEqual(len(ids), 1, (kind, n, ids))
-            again = self.post(path, body, key)
-            if again.status == 409:  # still claimed: nothing it wrote stands
-                harness.assert_error(self, again, 409, "SVC-IDEMPOTENCY-IN-PROGRESS")
-                if kind == "decision":  # recorded before its PMS writes, then failed
-                    for i in ids:
-                        d = self.srv.request("GET", "/v2/rate-decisions/" + i, token=self.tok,
-                                             portfolio=self.pf.id).body["data"]
-                        self.assertEqual(d["status"], "failed", d)
-                else:
-                    self.assertEqual(ids, [], (kind, n))
-            elif again.headers.get("Idempotent-Replayed") == "true":
-                if 200 <= again.status < 300:
-                    self.assertEqual(ids, [again.body["data"]["id"]], (kind, n))
-            else:  # the key was released (a 5xx): it ran now, once
-                self.assertIn(again.status, (201, 502), again)
-        pending = self.srv.request("GET", "/v2/rate-decisions?status=pending", token=self.tok,
-                                   portfolio=self.pf.id)
-        self.assertEqual(pending.body["data"], [], pending)
-        for d in self.listed("/v2/rate-decisions"):
-            r = self.srv.request("GET", "/v2/rate-decisions/%s/audit-trail" % d["id"],
-                                 token=self.tok, portfolio=self.pf.id)
-            self.assertEqual(r.status, 200, r)
-            assert_audit_chain(self, r.body["data"])
-        # the PMS got one set of writes per published decision
-        published = [d for d in self.listed("/v2/rate-decisions") if d["status"] == "published"]
-        keys = {w["idempotency_key"] for w in self.sim.written()}
-        for d in published:
-            self.assertEqual(len([k for k in keys if d["id"] in k]), len(self.props), d["id"])
+        self.ledger.verify(self, self.sim)
 
 
 class BrokenStartupFilesTest(unittest.TestCase):

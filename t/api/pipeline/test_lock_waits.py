@@ -18,6 +18,7 @@ import unittest
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "lib"))
 import backend  # noqa: E402
 import harness  # noqa: E402
+import ledger  # noqa: E402
 from harness import assert_error  # noqa: E402
 
 BOUND_S = 10.0
@@ -65,9 +66,13 @@ class LockWaitTest(unittest.TestCase):
         return r, time.monotonic() - t0
 
     def test_writers_wait_the_bound_once(self):
+        writes = ledger.Ledger(self.srv, self.seed, "approver@example.com")
+        self.seed.token  # a token before the lock
         self.hold()
         with concurrent.futures.ThreadPoolExecutor(4) as pool:
+            keyed = pool.submit(writes.post, "webhook", None, 60.0)
             answers = list(pool.map(lambda _: self.timed_token(), range(4)))
+        keyed.result()  # 503 on SQLite; on PostgreSQL the lock is on tokens only
         for r, took in answers:
             assert_error(self, r, 503, "SVC-UNAVAILABLE")
             self.assertTrue(r.headers.get("Retry-After"), r)
@@ -76,6 +81,7 @@ class LockWaitTest(unittest.TestCase):
         r, took = self.timed_token()
         self.assertEqual(r.status, 200, r)
         self.assertLess(took, 2.0)
+        writes.verify(self)  # the refused write's key was released: it runs now, once
 
 
 if __name__ == "__main__":

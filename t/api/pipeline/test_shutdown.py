@@ -14,6 +14,7 @@ import unittest
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "lib"))
 import harness  # noqa: E402
+import ledger  # noqa: E402
 import pmssim  # noqa: E402
 from harness import assert_success, ctl_user, rate_decision_body  # noqa: E402
 
@@ -30,6 +31,7 @@ class ShutdownUnderLoadTest(unittest.TestCase):
             _, tok = srv.client_token(pf.id, "rates:read rates:write", name="writer")
             body = rate_decision_body([pf.properties[0]["id"]], pf.ceiling["id"],
                                       "approver@example.com")
+            writes = ledger.Ledger(srv, pf, "approver@example.com")
             answers = []  # (sent at, status, headers, body)
             lock = threading.Lock()
             stop = threading.Event()
@@ -39,8 +41,7 @@ class ShutdownUnderLoadTest(unittest.TestCase):
                     while not stop.is_set():
                         t = time.monotonic()
                         try:
-                            r = c.request("POST", "/v2/rate-decisions", body=body, token=tok,
-                                          portfolio=pf.id)
+                            r = writes.post("decision", c)
                         except (OSError, harness.http.client.HTTPException):
                             return  # the server closed the connection
                         with lock:
@@ -86,8 +87,10 @@ class ShutdownUnderLoadTest(unittest.TestCase):
                 self.assertEqual(b["error"]["code"], "SVC-UNAVAILABLE")
                 self.assertEqual(headers.get("Connection", "").lower(), "close")
                 self.assertTrue(headers.get("Retry-After"))
-            # every decision answered 201 is published, none left pending
+            # every decision answered 201 is published, none left pending,
+            # each once, keys replay, chains verify
             srv.start()
+            writes.verify(self, sim)
             for _, _, _, b in accepted:
                 r = srv.request("GET", "/v2/rate-decisions/" + b["data"]["id"], token=tok,
                                 portfolio=pf.id)
