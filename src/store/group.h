@@ -37,7 +37,8 @@ int store_group_new(struct store *st, size_t max, store_group_fn fn, void *arg,
 void store_group_free(struct store_group *g);
 /* Runs job (with whatever others hand in meanwhile) and returns once its
  * transaction ended: STORE_OK when it committed, else a negative store
- * status. */
+ * status. Not inside a store scope (store_scope_open): a leader's held
+ * commit would hold the other callers' too. */
 int store_group_run(struct store_group *g, void *job) WUR;
 
 #endif

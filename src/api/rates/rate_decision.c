@@ -305,7 +305,7 @@ void rate_decision_h_create(struct ctx *c)
 			return;
 		}
 	respond_key_own(c);
-	who.record = record_published;
+	who.record = c->idem.key ? record_published : NULL;
 	rc = decision_publish(c->svc->store, c->svc->pms, &who, &p, &o);
 	answer_published(c, rc, &o);
 	json_decref(o.body);
@@ -450,7 +450,7 @@ void rate_decision_h_revert(struct ctx *c)
 		return;
 	}
 	respond_key_own(c);
-	who.record = record_reverted;
+	who.record = c->idem.key ? record_reverted : NULL;
 	rc = decision_revert(c->svc->store, c->svc->pms, &who, ctx_param(c, 0), reason, approver, &o);
 	answer_reverted(c, rc, &o);
 	json_decref(o.body);

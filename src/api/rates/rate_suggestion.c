@@ -148,7 +148,8 @@ static int record(void *arg, struct store_tx *tx, const struct suggestion_outcom
 static void decide(struct ctx *c, int approve)
 {
 	const char *reason = json_string_value(json_object_get(c->body, "reason"));
-	struct suggestion_who who = {c->p.portfolio_id, c->p.user_id, scope_reaches, c, record};
+	struct suggestion_who who = {c->p.portfolio_id, c->p.user_id, scope_reaches, c,
+				     c->idem.key ? record : NULL};
 	struct suggestion_outcome o;
 	int rc;
 
