@@ -398,6 +398,29 @@ class SuggestionFlowTest(Base):
             self.assertIn("approved", d["message"])
         self.assertEqual(len(self.pushes()), before + 1)
 
+    def test_keyed_approval_replays_without_a_second_push(self):
+        # the answer is stored inside the record of the approval (it
+        # pushes before it records, outside the pipeline's held write)
+        sid = self.suggest(prop=E.props[1], date=day(34), proposed=61800, room="TWN")
+        before = len(self.pushes())
+        hdr = {"Idempotency-Key": "approve-" + sid}
+        first = self.act(sid, "approve", headers=hdr)
+        s, _ = assert_success(self, first, 200)
+        self.assertEqual(s["status"], "approved", s)
+        again = self.act(sid, "approve", headers=hdr)
+        self.assertEqual(again.status, 200, again)
+        self.assertEqual(again.headers.get("Idempotent-Replayed"), "true")
+        self.assertEqual(again.body, first.body)
+        self.assertEqual(len(self.pushes()), before + 1)
+        # a refusal recorded with its trail replays too
+        sid = self.suggest(prop=E.props[0], date=day(35), proposed=130000)
+        hdr = {"Idempotency-Key": "approve-" + sid}
+        first = self.act(sid, "approve", headers=hdr)
+        assert_error(self, first, 422, "SVC-RATE-CEILING-EXCEEDED")
+        again = self.act(sid, "approve", headers=hdr)
+        self.assertEqual((again.status, again.body), (422, first.body))
+        self.assertEqual(again.headers.get("Idempotent-Replayed"), "true")
+
     def test_ceiling_refusal_keeps_it_pending(self):
         sid = self.suggest(prop=E.props[0], proposed=130000)
         before = len(self.pushes())
