@@ -319,12 +319,29 @@ out:
 	return result;
 }
 
+static void bump(void *arg)
+{
+	(void)arg;
+	auth_revocation_bump();
+}
+
+int auth_revocation_bump_at_commit(struct store_tx *tx)
+{
+	return store_after_commit(tx, bump, "", 1);
+}
+
 int auth_revoke_user_tokens(struct store_tx *tx, const char *user_id, int64_t now_ms)
 {
 	/* Bumped before the change commits: a lookup racing with it reloads
 	 * (and sees the revocation once committed) rather than trusting an
-	 * entry cached before it. The caller bumps again after committing. */
+	 * entry cached before it; and again once it committed (which a store
+	 * scope may hold past the caller's store_commit), for the entries
+	 * cached meanwhile. */
+	int rc = auth_revocation_bump_at_commit(tx);
+
 	auth_revocation_bump();
+	if (rc < 0)
+		return rc;
 	return store_exec(tx,
 			  "UPDATE access_tokens SET revoked_at = $2 WHERE user_id = $1"
 			  " AND revoked_at IS NULL AND expires_at > $2",

@@ -72,6 +72,10 @@ int auth_lookup_scim_token(struct store *st, const char *token, struct principal
 /* Invalidates every cached token validation (call after committing a
  * revocation; auth_revoke_user_tokens also calls it). */
 void auth_revocation_bump(void);
+/* auth_revocation_bump once tx has committed (store_after_commit): for a
+ * change a cached validation may hold (a user's active flag or roles).
+ * Returns a store status. */
+int auth_revocation_bump_at_commit(struct store_tx *tx) WUR;
 /* Revokes every live token of user_id inside tx. Returns how many, or a
  * negative store status. */
 int auth_revoke_user_tokens(struct store_tx *tx, const char *user_id, int64_t now_ms) WUR;

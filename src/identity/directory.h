@@ -185,14 +185,16 @@ int directory_user_add(struct store_tx *tx, const char *portfolio_id, const stru
  * + 1. When it deactivates the user, revokes every token of the user and
  * fills *ev (sso.user.deprovisioned, via "scim"); else ev->type is NULL.
  * Returns 0 or a negative store status (STORE_CONSTRAINT: userName taken).
- * The caller calls auth_revocation_bump() after committing. */
+ * Revoked tokens' cached validations are dropped once tx commits; a caller
+ * whose change a cached validation holds otherwise (roles) drops them with
+ * auth_revocation_bump_at_commit. */
 int directory_user_update(struct store_tx *tx, const char *portfolio_id,
 			  const struct directory_row *old, const struct directory_user *u,
 			  struct directory_event *ev) WUR;
 /* Deletes user old: revokes its tokens, removes it from every group of the
  * portfolio, deletes the row, and fills *ev (sso.user.deprovisioned, via
- * "scim"). Returns 0 or a negative store status. The caller calls
- * auth_revocation_bump() after committing. */
+ * "scim"). Returns 0 or a negative store status. Cached validations of
+ * its tokens are dropped once tx commits. */
 int directory_user_delete(struct store_tx *tx, const char *portfolio_id,
 			  const struct directory_row *old, struct directory_event *ev) WUR;
 /* Signs in the user a verified SAML assertion names (name_id, compared

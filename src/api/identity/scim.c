@@ -66,9 +66,11 @@ void scim_error_shape(struct ctx *c, enum err e, const char *msg)
 
 /* Commits *tx (which is gone afterwards); on failure answers. Returns 0
  * or -1. */
+/* Commits a change of a user, which cached token validations may hold:
+ * they are dropped once it committed. Returns 0, or -1 after answering. */
 static int commit(struct ctx *c, struct store_tx **tx)
 {
-	int rc = store_commit(*tx);
+	int rc = store_finish(*tx, auth_revocation_bump_at_commit(*tx));
 
 	*tx = NULL;
 	if (rc == STORE_OK)
@@ -887,7 +889,6 @@ static void modify_user(struct ctx *c, int patch)
 		return;
 	if (store_user_change(c, patch, &row, &fresh) < 0)
 		goto out;
-	auth_revocation_bump(); /* entries cached while the change committed */
 	if (patch && !wants_body(c)) {
 		send_no_content(c, fresh.version);
 		goto out;
@@ -931,7 +932,6 @@ void scim_h_user_delete(struct ctx *c)
 	}
 	if (commit(c, &tx) < 0)
 		goto out;
-	auth_revocation_bump(); /* entries cached while the change committed */
 	c->res->status = 204;
 	buf_reset(&c->res->body);
 out:
