@@ -58,6 +58,9 @@ RESULTS = os.environ.get("RESULTS", "bench-guests.json")
 SECRET = "bench-app-secret"
 PNIDS = ["900000000000001", "900000000000002"]
 CONNECTIONS = int(os.environ.get("CONNECTIONS", "16"))
+# PG_STATS=1: PostgreSQL runs pg_stat_statements; after the inbound phase
+# its costliest statements are printed (mean and total time per call).
+PG_STATS = os.environ.get("PG_STATS") == "1"
 
 
 class Node:
@@ -72,6 +75,7 @@ class Node:
         self.tmp = tmp
         self.srv = harness.Server(nodes.POLLED)
         self.runs = 0
+        self.analyzed = False
         try:
             self.s = seed(self.srv)
             for prop, pnid in zip(self.s.properties, PNIDS):
@@ -121,6 +125,13 @@ class Node:
 
     def inbound(self):
         wrk_result(self.run_inbound(nodes.WARMUP))
+        if self.name == "postgres" and not self.analyzed:
+            # The tables were empty when the server prepared its
+            # statements: statistics, as autovacuum gathers them within its
+            # first minute on a database in use, let PostgreSQL plan them
+            # again (index probes, not scans of what were empty tables).
+            sql_rows(self, "ANALYZE")
+            self.analyzed = True
         p = self.run_inbound(DURATION)
         rate, bad, out = wrk_result(p)
         if bad:
@@ -145,6 +156,17 @@ def sql_rows(node, q):
     if p.returncode != 0:
         raise RuntimeError("%s\n%s" % (p.stderr, q[:300]))
     return [line for line in p.stdout.splitlines() if line.strip()]
+
+
+def print_pg_stats(node):
+    """The statements that took the most server time (pg_stat_statements)."""
+    for line in sql_rows(node, "SELECT round(total_exec_time::numeric, 0) || ' ms total, '"
+                               " || round((1000 * total_exec_time / calls)::numeric, 1)"
+                               " || ' us/call, ' || calls || ' calls, ' || rows || ' rows: '"
+                               " || left(regexp_replace(query, '\\s+', ' ', 'g'), 160)"
+                               " FROM pg_stat_statements ORDER BY total_exec_time DESC"
+                               " LIMIT 15"):
+        log("pg: " + line)
 
 
 def lag_phase(node):
@@ -192,8 +214,9 @@ def main():
                "spread_s": SPREAD, "cores": os.cpu_count()}
     pg = "postgres" in BACKENDS
     if pg:
+        extra = {"PG_OPTS": "-c shared_preload_libraries=pg_stat_statements " + os.environ.get("PG_OPTS", "")} if PG_STATS else {}
         subprocess.run([os.path.join(nodes.ROOT, "scripts", "pg-test-cluster.sh"), "up",
-                        cluster], check=True, env=dict(os.environ, PG_DURABLE="1"))
+                        cluster], check=True, env=dict(os.environ, PG_DURABLE="1", **extra))
         os.environ["REVOPS_TEST_PG_FILE"] = cluster
     try:
         for name in BACKENDS:
@@ -201,7 +224,11 @@ def main():
             try:
                 r = results.setdefault(name, {})
                 if "inbound" in PHASES:
+                    if PG_STATS and name == "postgres":
+                        sql_rows(node, "CREATE EXTENSION IF NOT EXISTS pg_stat_statements")
                     r["inbound"] = inbound_phase(node)
+                    if PG_STATS and name == "postgres":
+                        print_pg_stats(node)
                 if "lag" in PHASES:
                     r["lag"] = lag_phase(node)
             finally:

@@ -29,6 +29,8 @@ free_port() {
 # PG_DURABLE=1 (benchmarks): fsync and full-page writes on, commits not
 # waited for (synchronous_commit off: the durability of SQLite's WAL with
 # synchronous=NORMAL, which revopsd runs), 256 MB of shared buffers.
+# PG_OPTS: more server options ("-c name=value ..."), e.g. a profiling
+# extension for a benchmark.
 start() {
   local dir port try durability buffers=64MB
   durability="-c fsync=off -c synchronous_commit=off -c full_page_writes=off"
@@ -45,7 +47,7 @@ start() {
   for try in 1 2 3; do
     port=$(free_port)
     if as_owner "$PGBIN/pg_ctl" -D "$dir/data" -l "$dir/server.log" -w -t 60 start \
-      -o "-p $port -c listen_addresses=127.0.0.1 -c unix_socket_directories=$dir $durability -c max_connections=1000 -c shared_buffers=$buffers" \
+      -o "-p $port -c listen_addresses=127.0.0.1 -c unix_socket_directories=$dir $durability -c max_connections=1000 -c shared_buffers=$buffers ${PG_OPTS:-}" \
       >/dev/null 2>&1; then
       # The settings above are what the tests and benchmarks assume: check
       # that the server took them (a line break in -o once dropped them).
