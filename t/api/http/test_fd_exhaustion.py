@@ -78,5 +78,26 @@ class FdExhaustionTest(unittest.TestCase):
                            what="the accepting-again log line")
 
 
+class FdLimitWarningTest(unittest.TestCase):
+    """At start, a --max-connections the open-files limit cannot hold
+    (the hard limit included) is named in a warning with what to do."""
+
+    def start(self, max_conns):
+        srv = harness.Server(["--max-connections", str(max_conns)], start=False)
+        self.addCleanup(srv.cleanup)
+        srv.start(wrap=["prlimit", "--nofile=256:256", "--"])
+        return [e for e in srv.log_events() if e.get("event") == "max_connections"]
+
+    def test_warned_when_the_limit_is_too_low(self):
+        if not shutil.which("prlimit"):
+            self.fail("prlimit (util-linux) is required")
+        warned = self.start(4096)
+        self.assertEqual(len(warned), 1, warned)
+        self.assertEqual(warned[0]["level"], "warn")
+        for words in ("--max-connections 4096", "RLIMIT_NOFILE 256", "ulimit -n"):
+            self.assertIn(words, warned[0]["msg"])
+        self.assertEqual(self.start(100), [])
+
+
 if __name__ == "__main__":
     unittest.main()
