@@ -1,6 +1,6 @@
 """The fault suite of issue 19, the faults no other suite injects: kill -9
 in the middle of a storm of keyed writes, and broken start-up files.
-Faults with suites of their own: a full disk (test_disk_full.py), fd
+A dead PMS beside writes that do not call it. Faults with suites of their own: a full disk (test_disk_full.py), fd
 exhaustion (test_fd_exhaustion.py), an outside lock holder
 (test_lock_waits.py), SIGTERM under keep-alive load (test_shutdown.py),
 a wrong or missing sealing key (cluster/test_sealing_key.py), hung and
@@ -67,6 +67,24 @@ class KillDuringWriteStormTest(unittest.TestCase):
                            "the storm made too few writes to judge")
         self.srv.start()
         self.ledger.verify(self, self.sim)
+
+
+class DeadPmsTest(unittest.TestCase):
+    def test_decisions_to_a_dead_pms(self):
+        sim, srv, pf = pmssim.start_for_decisions(self, APPROVER)
+        writes = ledger.Ledger(srv, pf, APPROVER)
+        self.assertEqual(writes.post("decision").status, 201)
+        sim.proc.kill()  # connections to it are refused from now on
+        sim.proc.wait()
+        for kind in ("decision", "task", "decision", "webhook"):
+            r = writes.post(kind)
+            if kind == "decision":
+                self.assertEqual(r.status, 502, r)
+                self.assertEqual(r.body["error"]["code"], "SVC-PMS-WRITE-FAILED")
+                self.assertTrue(r.body["error"]["decision_id"], r)
+            else:  # writes that do not call the PMS go on
+                self.assertEqual(r.status, 201, r)
+        writes.verify(self)  # each once, the 502s replay, chains verify, none pending
 
 
 class BrokenStartupFilesTest(unittest.TestCase):
