@@ -45,9 +45,6 @@ struct store_tx *store_scope_close(void)
 	return held;
 }
 
-static int flush(struct store_tx *tx);
-static void defer_free(struct store_tx *tx);
-
 /* ------------------------------------------------------ after commit */
 
 /* What runs once a transaction committed (store_after_commit), newest
