@@ -226,10 +226,50 @@ static int thread_of(struct store_tx *tx, const char *pf, const char *guest, cha
 	return rc;
 }
 
-/* Moves thread from's messages and properties into thread to, keeps the
- * earlier wait of the two (to's episode goes on) and deletes from. */
-static int fold_thread(struct store_tx *tx, const char *from, const char *to)
+/* Folds the state of thread from into to's: the later last message of
+ * the two; and a wait from had goes on in to, since the earlier of the two
+ * waits (a new episode of to when it was not waiting), escalated when
+ * either was, else with a timer due at the tier's guest_reply_minutes
+ * after its start (step 2 when it moves an open wait of to earlier: to's
+ * own timer, later, then finds the episode escalated or answered).
+ * Returns 0 or a negative store status. */
+static int fold_state(struct store_tx *tx, const char *pf, const struct guest_rules *rules,
+		      const struct tstate *from, struct tstate *to)
 {
+	int64_t step = to->waiting ? 2 : 1;
+
+	to->dirty = 1;
+	if (from->last_at > to->last_at) {
+		to->last_at = from->last_at;
+		snprintf(to->last_id, sizeof to->last_id, "%s", from->last_id);
+	}
+	if (!from->waiting || (to->waiting && to->waiting_since <= from->waiting_since))
+		return 0;
+	if (!to->waiting) {
+		to->waiting = 1;
+		to->episode++;
+	}
+	to->waiting_since = from->waiting_since;
+	if (to->escalated_episode >= to->episode)
+		return 0;
+	if (from->escalated_episode >= from->episode) {
+		to->escalated_episode = to->episode;
+		to->escalated_at = from->escalated_at;
+		to->is_open = 0;
+		snprintf(to->reason, sizeof to->reason, "%s", from->reason);
+		return 0;
+	}
+	return timer_set(tx, THREAD_TIMER, to->id, to->episode, step, pf,
+			 to->waiting_since +
+				 clock_business_ms(rules->sla.guest_reply_minutes * 60000));
+}
+
+/* Moves thread from's messages and properties into thread to, folds its
+ * state into to's (fold_state) and deletes from. */
+static int fold_thread(struct store_tx *tx, const char *pf, const struct guest_rules *rules,
+		       const char *from, const char *to, int64_t now)
+{
+	struct tstate f, t;
 	int rc = store_exec(tx, "UPDATE guest_messages SET thread_id = $2 WHERE thread_id = $1",
 			    (struct store_val[]){sv_text(from), sv_text(to)}, 2);
 
@@ -239,13 +279,11 @@ static int fold_thread(struct store_tx *tx, const char *from, const char *to)
 				" $2, property_id FROM guest_thread_properties WHERE thread_id = $1"
 				" ON CONFLICT (thread_id, property_id) DO NOTHING",
 				(struct store_val[]){sv_text(from), sv_text(to)}, 2);
-	if (rc >= 0)
-		rc = store_exec(tx,
-				"UPDATE guest_threads SET waiting_since = (SELECT MIN(w) FROM (SELECT"
-				" waiting_since AS w FROM guest_threads WHERE id IN ($1, $2)) x),"
-				" last_message_at = (SELECT MAX(last_message_at) FROM guest_threads"
-				" WHERE id IN ($1, $2)) WHERE id = $2",
-				(struct store_val[]){sv_text(from), sv_text(to)}, 2);
+	if (rc >= 0 && (rc = thread_read(tx, from, &f)) == 1 &&
+	    (rc = thread_read(tx, to, &t)) == 1 && (rc = fold_state(tx, pf, rules, &f, &t)) >= 0)
+		rc = thread_write(tx, &t, now);
+	else if (rc == 0)
+		rc = STORE_ERR; /* both threads were read just before */
 	if (rc >= 0)
 		rc = store_exec(tx, "DELETE FROM guest_thread_properties WHERE thread_id = $1",
 				(struct store_val[]){sv_text(from)}, 1);
@@ -259,7 +297,8 @@ static int fold_thread(struct store_tx *tx, const char *from, const char *to)
 
 /* Merges guest drop into keep: identities, then threads (keep's thread,
  * or drop's renamed when keep has none). */
-static int merge(struct store_tx *tx, const char *pf, const char *keep, const char *drop)
+static int merge(struct store_tx *tx, const char *pf, const struct guest_rules *rules,
+		 const char *keep, const char *drop, int64_t now)
 {
 	char tk[ID_MAX], td[ID_MAX];
 	int hk, hd,
@@ -269,7 +308,7 @@ static int merge(struct store_tx *tx, const char *pf, const char *keep, const ch
 	if (rc < 0 || (hk = thread_of(tx, pf, keep, tk)) < 0 || (hd = thread_of(tx, pf, drop, td)) < 0)
 		return rc < 0 ? rc : STORE_ERR;
 	if (hd == 1 && hk == 1)
-		rc = fold_thread(tx, td, tk);
+		rc = fold_thread(tx, pf, rules, td, tk, now);
 	else if (hd == 1)
 		rc = store_exec(tx, "UPDATE guest_threads SET guest_id = $2 WHERE id = $1",
 				(struct store_val[]){sv_text(td), sv_text(keep)}, 2);
@@ -569,7 +608,7 @@ static int batch_merge(struct batch *b, const char *keep, const char *drop)
 	snprintf(d, sizeof d, "%s", drop);
 	for (size_t i = 0; rc >= 0 && i < b->nts; i++)
 		rc = thread_write(b->tx, &b->ts[i], b->now);
-	if (rc < 0 || (rc = merge(b->tx, b->pf, k, d)) < 0)
+	if (rc < 0 || (rc = merge(b->tx, b->pf, b->rules, k, d, b->now)) < 0)
 		return rc;
 	for (size_t i = 0; i < b->nids; i++)
 		if (!strcmp(b->ids[i].guest_id, d))

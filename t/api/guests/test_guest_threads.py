@@ -291,6 +291,29 @@ class EscalationTest(Base):
         time.sleep(0.5)
         self.assertEqual(self.escalations(a["thread_id"], seed=E.g), [])
 
+    def test_merge_keeps_the_younger_guests_wait(self):
+        # gold: 40 minutes, 4 s here. The older guest was answered; the
+        # younger one waits; a message naming both merges them into the
+        # older thread, which waits since the younger's message and
+        # escalates on time (the merging message starts no wait of its own:
+        # one is open)
+        g = E.g.properties[0]["id"]
+        old = self.one(msg(g, phone="+48700800900", at=now_rfc3339()), seed=E.g)
+        self.one(msg(g, "Noted", direction="outbound", phone="+48700800900",
+                     at=now_rfc3339()), seed=E.g)
+        at = now_rfc3339()
+        young = self.one(msg(g, email="young@example.com", at=at), seed=E.g)
+        self.assertNotEqual(old["thread_id"], young["thread_id"])
+        both = self.one(msg(g, phone="+48700800900", email="young@example.com",
+                            at=now_rfc3339()), seed=E.g)
+        self.assertEqual(both["thread_id"], old["thread_id"])
+        t = self.thread(old["thread_id"], seed=E.g)
+        self.assertEqual(t["waiting_since"], at)
+        ev = self.wait_escalations(old["thread_id"], 1, seed=E.g)
+        self.assertEqual(ev[0]["data"]["reason"], "unanswered")
+        self.one(msg(g, "Sorry!", direction="outbound", email="young@example.com",
+                     at=now_rfc3339()), seed=E.g)
+
     def test_keyword_escalates_at_once(self):
         # upper case and no accents still match "zażalenie"
         r = self.one(msg(E.props[0], phone="+48500600700", text="To jest ZAZALENIE, prosze!"))
