@@ -477,6 +477,25 @@ static void message_check(const json_t *it, const struct portfolio_property *p, 
 		add(details, prefix, "at", "must not be in the future");
 }
 
+/* The portfolio's escalation keywords and SLA minutes, read once a batch
+ * (b->state). */
+static int message_begin(struct batch *b, struct ctx *c)
+{
+	struct guest_rules *r = calloc(1, sizeof *r);
+
+	if (!r)
+		return STORE_ERR;
+	b->state = r;
+	return guest_rules_load(b->tx, c->p.portfolio_id, auth_plan_sla_tier(c->p.plan), r);
+}
+
+static void message_done(void *state)
+{
+	if (state)
+		guest_rules_free(state);
+	free(state);
+}
+
 static int message_write(struct batch *b, struct ctx *c, const json_t *it,
 			 const struct portfolio_property *p, json_t *result)
 {
@@ -502,8 +521,8 @@ static int message_write(struct batch *b, struct ctx *c, const json_t *it,
 	if (guest_addresses(it, phone, email, &m.phone, &m.email) < 0 ||
 	    clock_parse_time(str(it, "at"), &m.at) < 0)
 		return STORE_ERR;
-	rc = guest_message_record(b->tx, c->p.portfolio_id, auth_plan_sla_tier(c->p.plan), &m,
-				  b->now, &out);
+	rc = guest_messages_record(b->tx, c->p.portfolio_id, b->state, &m, 1, b->now, &out, NULL,
+				   NULL);
 	if (rc == 0) {
 		json_object_set_new(result, "status",
 				    json_string(out.duplicate ? "duplicate" : "created"));
@@ -658,8 +677,8 @@ static const struct feed suggestion_feed = {suggestion_spec,  suggestion_check,
 					    STORE_WRITE_OWN};
 static const struct feed ota_feed = {ota_spec, ota_check, ota_write,  ota_begin,
 				     ota_end,  ota_done,  STORE_WRITE};
-static const struct feed message_feed = {message_spec, message_check, message_write, NULL,
-					 NULL,         NULL,          STORE_WRITE};
+static const struct feed message_feed = {message_spec, message_check, message_write, message_begin,
+					 NULL,         message_done,  STORE_WRITE};
 /* Reviews insert beside other writers; review_batch_end takes the turn. */
 static const struct feed review_feed = {review_spec, review_check, review_write,   review_begin,
 					review_end,  review_done,  STORE_WRITE_OWN};
