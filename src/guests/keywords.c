@@ -128,6 +128,8 @@ int keywords_set(struct store_tx *tx, const char *pf, const char *language, cons
 							       sv_text(text), sv_int(now)},
 					  4)
 			     : STORE_ERR;
+	if (rc >= 0) /* announced: the nodes' caches of a portfolio's settings reload */
+		rc = store_notify(tx, STORE_CH_PROPERTIES);
 	free(copy);
 	free(text);
 	json_decref(list);

@@ -1,5 +1,6 @@
 #include "guests/whatsapp.h"
 
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -23,10 +24,28 @@ static const int64_t retry_ms[] = {30000, 120000, 600000, 1800000, 3600000, 1080
 /* Webhook calls a transaction records at most (group commit). */
 #define WHATSAPP_GROUP_MAX 32
 
+/* The rules (escalation keywords, SLA minutes) of the portfolios recent
+ * webhook calls were for: read in the calls' shared transaction, which
+ * runs one at a time, they cost it two statements a portfolio. Kept while
+ * no setting was announced (store_changes of STORE_CH_PROPERTIES: setting
+ * keywords or SLA minutes announces it), and at most RULES_TTL_MS (the
+ * portfolio's tier follows its plan, which announces nothing). */
+#define RULES_TTL_MS 1000
+#define RULES_KEPT 16
+
+struct kept_rules {
+	char pf[ID_MAX];
+	int64_t at;    /* clock_mono_ms when read; 0: an empty slot */
+	uint64_t seen; /* store_changes(STORE_CH_PROPERTIES) before the read */
+	struct guest_rules rules;
+};
+
 struct whatsapp {
 	char base[512]; /* "" for sim: */
 	struct store *st;
 	struct store_group *inbound; /* the webhook calls' writes */
+	pthread_mutex_t rules_mu;
+	struct kept_rules rules[RULES_KEPT];
 };
 
 static int record_calls(struct store_tx *tx, void *const *jobs, size_t n, void *arg);
@@ -37,10 +56,11 @@ int whatsapp_open(const char *url, struct store *st, struct whatsapp **out)
 	size_t n;
 
 	*out = NULL;
-	if (!wa || store_group_new(st, WHATSAPP_GROUP_MAX, record_calls, NULL, &wa->inbound) < 0) {
+	if (!wa || store_group_new(st, WHATSAPP_GROUP_MAX, record_calls, wa, &wa->inbound) < 0) {
 		free(wa);
 		return -1;
 	}
+	pthread_mutex_init(&wa->rules_mu, NULL);
 	wa->st = st;
 	if (strcmp(url, "sim:")) {
 		if ((strncmp(url, "http://", 7) && strncmp(url, "https://", 8)) ||
@@ -61,9 +81,56 @@ int whatsapp_open(const char *url, struct store *st, struct whatsapp **out)
 
 void whatsapp_close(struct whatsapp *wa)
 {
-	if (wa)
-		store_group_free(wa->inbound);
+	if (!wa)
+		return;
+	store_group_free(wa->inbound);
+	for (size_t i = 0; i < RULES_KEPT; i++)
+		guest_rules_free(&wa->rules[i].rules);
+	pthread_mutex_destroy(&wa->rules_mu);
 	free(wa);
+}
+
+/* A copy of r into out (keywords deep-copied: out outlives the slot).
+ * Returns 0 or STORE_ERR (memory). */
+static int rules_copy(const struct guest_rules *r, struct guest_rules *out)
+{
+	out->sla = r->sla;
+	out->keywords = r->keywords ? json_deep_copy(r->keywords) : NULL;
+	return r->keywords && !out->keywords ? STORE_ERR : 0;
+}
+
+/* pf's rules into out (guest_rules_free it): kept ones when read less
+ * than RULES_TTL_MS ago, else read in tx and kept. Returns 0 or < 0. */
+static int rules_get(struct whatsapp *wa, struct store_tx *tx, const char *pf, struct guest_rules *out)
+{
+	int64_t now = clock_mono_ms();
+	uint64_t seen = store_changes(wa->st, STORE_CH_PROPERTIES);
+	struct kept_rules *slot = &wa->rules[0];
+	const char *tier;
+	int rc = 1;
+
+	pthread_mutex_lock(&wa->rules_mu);
+	for (size_t i = 0; i < RULES_KEPT && rc == 1; i++) {
+		struct kept_rules *k = &wa->rules[i];
+
+		if (k->at && k->seen == seen && !strcmp(k->pf, pf) && now - k->at < RULES_TTL_MS)
+			rc = rules_copy(&k->rules, out);
+		else if (k->at < slot->at)
+			slot = k; /* the oldest (or an empty one): replaced on a miss */
+	}
+	pthread_mutex_unlock(&wa->rules_mu);
+	if (rc != 1)
+		return rc;
+	if ((rc = portfolio_sla_tier(tx, pf, &tier)) < 0 ||
+	    (rc = guest_rules_load(tx, pf, tier, out)) < 0)
+		return rc;
+	pthread_mutex_lock(&wa->rules_mu);
+	guest_rules_free(&slot->rules);
+	snprintf(slot->pf, sizeof slot->pf, "%s", pf);
+	slot->seen = seen;
+	slot->at = rules_copy(out, &slot->rules) < 0 ? 0 : now;
+	pthread_mutex_unlock(&wa->rules_mu);
+	return 0;
 }
 
 /* ------------------------------------------------------------- channels */
@@ -423,11 +490,10 @@ static int inbound_all(struct call *const *calls, size_t n, int64_t now, struct 
 
 /* Splits in[0..count) by portfolio, in the order of their first
  * message, into sh (room for count; *nsh set), in (room for count: the
- * shares' message pointers), each with its rules read in tx. */
-static int share_out(struct store_tx *tx, struct inbound *in, size_t count, struct inbound **ptrs,
-		     struct share *sh, size_t *nsh)
+ * shares' message pointers), each with its rules (rules_get). */
+static int share_out(struct whatsapp *wa, struct store_tx *tx, struct inbound *in, size_t count,
+		     struct inbound **ptrs, struct share *sh, size_t *nsh)
 {
-	const char *tier;
 	size_t i, j, used = 0;
 	int rc = 0;
 
@@ -445,15 +511,15 @@ static int share_out(struct store_tx *tx, struct inbound *in, size_t count, stru
 			if (!strcmp(in[k].ch->portfolio_id, pf))
 				sh[j].in[sh[j].n++] = &in[k];
 		used += sh[j].n;
-		if ((rc = portfolio_sla_tier(tx, pf, &tier)) >= 0)
-			rc = guest_rules_load(tx, pf, tier, &sh[j].rules);
+		rc = rules_get(wa, tx, pf, &sh[j].rules);
 	}
 	return rc < 0 ? rc : 0;
 }
 
-/* store_group_fn: records the messages of the webhook calls jobs[0..n)
- * (a guest_messages_record batch per portfolio, the portfolios' rules
- * read before the writers' turn) and then their statuses. */
+/* store_group_fn (arg: the struct whatsapp): records the messages of the
+ * webhook calls jobs[0..n) (a guest_messages_record batch per portfolio,
+ * the portfolios' rules read, when not kept, before the writers' turn)
+ * and then their statuses. */
 static int record_calls(struct store_tx *tx, void *const *jobs, size_t n, void *arg)
 {
 	struct call *const *calls = (struct call *const *)jobs;
@@ -464,12 +530,11 @@ static int record_calls(struct store_tx *tx, void *const *jobs, size_t n, void *
 	size_t count, nsh = 0, i, j, k;
 	int rc = inbound_all(calls, n, now, &in, &count);
 
-	(void)arg;
 	if (rc >= 0 && count &&
 	    (!(ptrs = calloc(count, sizeof *ptrs)) || !(sh = calloc(count, sizeof *sh))))
 		rc = STORE_ERR;
 	if (rc >= 0 && count)
-		rc = share_out(tx, in, count, ptrs, sh, &nsh);
+		rc = share_out(arg, tx, in, count, ptrs, sh, &nsh);
 	if (rc >= 0)
 		rc = store_turn(tx);
 	for (i = 0; rc >= 0 && i < nsh; i++)

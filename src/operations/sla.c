@@ -65,5 +65,8 @@ int sla_set(struct store_tx *tx, const char *pf, const char *tier, const struct 
 						 sv_int(s->guest_reply_minutes), sv_int(now)},
 			    6);
 
+	/* announced: the nodes' caches of a portfolio's settings reload */
+	if (rc >= 0)
+		rc = store_notify(tx, STORE_CH_PROPERTIES);
 	return rc < 0 ? rc : 0;
 }

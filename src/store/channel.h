@@ -7,7 +7,9 @@
 enum store_channel {
 	STORE_CH_OUTBOX,     /* events were added to the outbox */
 	STORE_CH_DELIVERIES, /* webhook deliveries were made due */
-	STORE_CH_PROPERTIES, /* a property or ceiling was added (portfolio/snapshot.h) */
+	STORE_CH_PROPERTIES, /* a portfolio's settings changed: a property or ceiling was
+			      * added (portfolio/snapshot.h), SLA minutes or escalation
+			      * keywords were set (guests/whatsapp.c's rules) */
 	STORE_CHANNELS
 };
 

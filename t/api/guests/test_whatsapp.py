@@ -162,6 +162,23 @@ class InboundTest(Base):
         self.assertEqual((ev["data"]["from"], ev["data"]["thread_id"], ev["data"]["message_id"]),
                          ("+48600333444", t["id"], m["id"]))
 
+    def test_keywords_set_apply_to_the_next_call(self):
+        # the rules of a portfolio are kept between calls; setting keywords
+        # announces the change, so the very next call sees them
+        E.wa.inbound(PNIDS[0], "48600555777", "Just a question")
+        [t] = self.threads("+48600555777")
+        self.assertFalse(self.thread(t["id"])["escalated"])
+        E.srv.request("POST", "/v2/guest-threads/%s/messages" % t["id"], token=E.write_tok,
+                      portfolio=E.a.id, body={"property_id": E.props[0], "template": {
+                          "name": "reply", "language": "en_US", "parameters": []}})
+        E.srv.ctl("guest-keywords", "set", "--portfolio", E.a.id, "--language", "*",
+                  "--words", "flooded")
+        self.addCleanup(E.srv.ctl, "guest-keywords", "set", "--portfolio", E.a.id,
+                        "--language", "*", "--words", "")
+        E.wa.inbound(PNIDS[0], "48600555777", "The bathroom is FLOODED")
+        t = self.thread(t["id"])
+        self.assertTrue(t["escalated"], t)
+
     def test_one_guest_two_hotels_one_thread(self):
         E.wa.inbound(PNIDS[0], "48600555666", "Hello Warsaw")
         E.wa.inbound(PNIDS[1], "48600555666", "Hello Cracow")
