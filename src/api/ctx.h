@@ -50,13 +50,6 @@ struct service {
 	 * refusals with error_shape (SCIM's error body); main.c sets both. */
 	const char *error_shape_prefix;
 	void (*error_shape)(struct ctx *c, enum err e, const char *msg);
-	/* A write under an Idempotency-Key (key NULL: none): the principal it
-	 * is kept for; own: the handler stores its answer itself
-	 * (respond_key_own); stored: respond_key_store stored one. */
-	struct {
-		const char *key, *principal;
-		int own, stored;
-	} idem;
 };
 
 struct ctx {

@@ -130,7 +130,7 @@ enum idem_action idempotency_begin(struct store *st, const char *portfolio, cons
 	struct store_val k[3] = {sv_text(portfolio), sv_text(principal), sv_text(key)};
 	struct store_tx *tx;
 	struct idem_row row;
-	enum idem_action act = IDEM_ERROR;
+	enum idem_action act;
 	int rc;
 
 	memset(out, 0, sizeof *out);
@@ -149,10 +149,8 @@ enum idem_action idempotency_begin(struct store *st, const char *portfolio, cons
 				     " headers = NULL, body = NULL, locked_at = $5, expires_at = $6",
 				     (struct store_val[]){k[0], k[1], k[2], sv_text(fingerprint),
 							  sv_int(now_ms), sv_int(now_ms + window_ms)},
-				     6)) < 0) {
-			act = IDEM_ERROR;
+				     6)) < 0)
 			goto out;
-		}
 	}
 	if (act != IDEM_REPLAY)
 		idempotency_stored_free(out);

@@ -100,7 +100,8 @@ static int rules_copy(const struct guest_rules *r, struct guest_rules *out)
 }
 
 /* pf's rules into out (guest_rules_free it): kept ones when read less
- * than RULES_TTL_MS ago, else read in tx and kept. Returns 0 or < 0. */
+ * than RULES_TTL_MS ago with no setting announced since, else read in tx
+ * and kept. Returns 0 or < 0. */
 static int rules_get(struct whatsapp *wa, struct store_tx *tx, const char *pf, struct guest_rules *out)
 {
 	int64_t now = clock_mono_ms();

@@ -327,7 +327,7 @@ static void bump(void *arg)
 
 int auth_revocation_bump_at_commit(struct store_tx *tx)
 {
-	return store_after_commit(tx, bump, "", 1);
+	return store_after_commit(tx, bump, 0) ? STORE_OK : STORE_ERR;
 }
 
 int auth_revoke_user_tokens(struct store_tx *tx, const char *user_id, int64_t now_ms)

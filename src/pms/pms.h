@@ -43,8 +43,9 @@ enum pms_role { PMS_ROLE_PMS, PMS_ROLE_BOOKING_ENGINE };
 int pms_open_as(const char *url, enum pms_role role, struct pms **out) WUR;
 void pms_close(struct pms *p);
 /* Performs the n writes (in parallel over HTTP) and fills their results.
- * Returns 0 when every write was attempted, -1 on a local failure (out of
- * memory), in which case no result is meaningful. */
+ * Returns 0 when every write was attempted, -1 on a local failure (no
+ * connection could be made, out of memory), in which case nothing was
+ * sent and no result is meaningful. */
 int pms_write_all(struct pms *p, struct pms_write *w, size_t n) WUR;
 /* The simulator behind "sim:" (NULL for HTTP); for the demo and tests. */
 struct pms_sim *pms_simulator(struct pms *p);

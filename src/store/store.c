@@ -48,24 +48,23 @@ struct store_tx *store_scope_close(void)
 /* ------------------------------------------------------ after commit */
 
 /* What runs once a transaction committed (store_after_commit), newest
- * first; arg is a copy held in the same allocation. */
+ * first; arg is held in the same allocation. */
 struct store_after {
 	struct store_after *next;
 	void (*fn)(void *arg);
 	max_align_t arg[];
 };
 
-int store_after_commit(struct store_tx *tx, void (*fn)(void *arg), const void *arg, size_t size)
+void *store_after_commit(struct store_tx *tx, void (*fn)(void *arg), size_t size)
 {
 	struct store_after *a = malloc(sizeof *a + size);
 
 	if (!a)
-		return STORE_ERR;
+		return NULL;
 	a->fn = fn;
-	memcpy(a->arg, arg, size);
 	a->next = tx->after;
 	tx->after = a;
-	return STORE_OK;
+	return a->arg;
 }
 
 /* Runs (when committed) and frees the list a, oldest first. */

@@ -131,11 +131,12 @@ void store_scope_open(struct store *st);
  * (NULL when none was committed inside it): the caller adds its rows and
  * commits it, or rolls it back. */
 struct store_tx *store_scope_close(void);
-/* Runs fn(copy of arg's size bytes) on this thread once tx has committed,
- * in the order given, never when it rolls back: for what must not happen
- * before the data is visible (waking a thread that will read it), also
- * when a scope holds the commit. Returns STORE_OK or STORE_ERR (memory). */
-int store_after_commit(struct store_tx *tx, void (*fn)(void *arg), const void *arg, size_t size) WUR;
+/* Runs fn(arg) on this thread once tx has committed, in the order given,
+ * never when it rolls back: for what must not happen before the data is
+ * visible (waking a thread that will read it), also when a scope holds
+ * the commit. Returns arg, size bytes (not zeroed) that tx keeps for fn
+ * and the caller fills now, or NULL (no memory). */
+void *store_after_commit(struct store_tx *tx, void (*fn)(void *arg), size_t size) WUR;
 /* Commits and releases the connection; the tx is gone either way. */
 int store_commit(struct store_tx *tx) WUR;
 /* Rolls back and releases the connection. NULL is ignored. */

@@ -367,15 +367,13 @@ static void notify_later(void *arg)
  * Returns a store status. */
 static int notify_after(struct engine *d, struct store_tx *tx, const struct engine_touched *t)
 {
-	struct notify_later *n = malloc(sizeof *n);
+	struct notify_later *n = store_after_commit(tx, notify_later, sizeof *n);
 	int rc = n ? store_notify(tx, STORE_CH_DELIVERIES) : STORE_ERR;
 
-	if (rc == STORE_OK) {
+	if (n) {
 		n->d = d;
 		n->t = *t;
-		rc = store_after_commit(tx, notify_later, n, sizeof *n);
 	}
-	free(n);
 	return store_finish(tx, rc);
 }
 

@@ -64,10 +64,9 @@ void scim_error_shape(struct ctx *c, enum err e, const char *msg)
 		   "%s", msg);
 }
 
-/* Commits *tx (which is gone afterwards); on failure answers. Returns 0
- * or -1. */
-/* Commits a change of a user, which cached token validations may hold:
- * they are dropped once it committed. Returns 0, or -1 after answering. */
+/* Commits *tx (which is gone afterwards), a change of a user that cached
+ * token validations may hold: they are dropped once it committed. Returns
+ * 0, or -1 after answering. */
 static int commit(struct ctx *c, struct store_tx **tx)
 {
 	int rc = store_finish(*tx, auth_revocation_bump_at_commit(*tx));
