@@ -134,28 +134,62 @@ static int thread_read(struct store_tx *tx, const char *id, struct tstate *t)
 			    (struct store_val[]){sv_text(id)}, 1, t);
 }
 
+/* Threads one update writes at most. */
+#define WRITE_ROWS 8
+
+/* Writes t[0..n)'s changed rows back (sent: no answer awaited), up to
+ * WRITE_ROWS in one statement: an UPDATE from a VALUES list, its rows
+ * padded to a power of two (by repeating the last, which writes the
+ * same row alike) so a few prepared statements serve all. */
+static int threads_write(struct store_tx *tx, struct tstate *t, size_t n, int64_t now)
+{
+	static const char head[] =
+		"UPDATE guest_threads SET status = v.column3, waiting_since = CAST(v.column4 AS"
+		" BIGINT), episode = CAST(v.column5 AS BIGINT), escalated_episode = CAST(v.column6"
+		" AS BIGINT), escalated_at = CAST(v.column7 AS BIGINT), escalation_reason ="
+		" v.column8, last_message_id = v.column9, last_message_at = CAST(v.column10 AS"
+		" BIGINT), updated_at = $1 FROM (VALUES ";
+	struct store_val v[1 + WRITE_ROWS * 9];
+	struct tstate *rows[WRITE_ROWS];
+	size_t i = 0, k, padded;
+	char *sql;
+	int rc = 0;
+
+	while (rc >= 0 && i < n) {
+		for (k = 0; i < n && k < WRITE_ROWS; i++)
+			if (t[i].dirty)
+				rows[k++] = &t[i];
+		if (!k)
+			break;
+		for (padded = 1; padded < k; padded *= 2)
+			;
+		v[0] = sv_int(now);
+		for (size_t r = 0; r < padded; r++) {
+			struct tstate *s = rows[r < k ? r : k - 1];
+			struct store_val *w = &v[1 + 9 * r];
+
+			w[0] = sv_text(s->id);
+			w[1] = sv_text(s->is_open ? "open" : "escalated");
+			w[2] = s->waiting ? sv_int(s->waiting_since) : sv_null();
+			w[3] = sv_int(s->episode);
+			w[4] = sv_int(s->escalated_episode);
+			w[5] = s->escalated_at ? sv_int(s->escalated_at) : sv_null();
+			w[6] = sv_text(s->reason[0] ? s->reason : NULL);
+			w[7] = sv_text(s->last_id[0] ? s->last_id : NULL);
+			w[8] = s->last_at ? sv_int(s->last_at) : sv_null();
+			s->dirty = 0;
+		}
+		sql = store_sql_values(head, padded, 9, 2, ") v WHERE guest_threads.id = v.column2");
+		rc = sql ? store_send(tx, sql, v, 1 + 9 * (int)padded) : STORE_ERR;
+		free(sql);
+	}
+	return rc < 0 ? rc : 0;
+}
+
 /* Writes t back when it changed (sent: no answer awaited). */
 static int thread_write(struct store_tx *tx, struct tstate *t, int64_t now)
 {
-	int rc;
-
-	if (!t->dirty)
-		return 0;
-	rc = store_send(tx,
-			"UPDATE guest_threads SET status = $2, waiting_since = $3, episode = $4,"
-			" escalated_episode = $5, escalated_at = $6, escalation_reason = $7,"
-			" last_message_id = $8, last_message_at = $9, updated_at = $10 WHERE id = $1",
-			(struct store_val[]){sv_text(t->id),
-					     sv_text(t->is_open ? "open" : "escalated"),
-					     t->waiting ? sv_int(t->waiting_since) : sv_null(),
-					     sv_int(t->episode), sv_int(t->escalated_episode),
-					     t->escalated_at ? sv_int(t->escalated_at) : sv_null(),
-					     sv_text(t->reason[0] ? t->reason : NULL),
-					     sv_text(t->last_id[0] ? t->last_id : NULL),
-					     t->last_at ? sv_int(t->last_at) : sv_null(), sv_int(now)},
-			10);
-	t->dirty = 0;
-	return rc < 0 ? rc : 0;
+	return threads_write(tx, t, 1, now);
 }
 
 /* The thread's property ids, as a JSON array (owned), or NULL. */
@@ -606,8 +640,7 @@ static int batch_merge(struct batch *b, const char *keep, const char *drop)
 
 	snprintf(k, sizeof k, "%s", keep);
 	snprintf(d, sizeof d, "%s", drop);
-	for (size_t i = 0; rc >= 0 && i < b->nts; i++)
-		rc = thread_write(b->tx, &b->ts[i], b->now);
+	rc = threads_write(b->tx, b->ts, b->nts, b->now);
 	if (rc < 0 || (rc = merge(b->tx, b->pf, b->rules, k, d, b->now)) < 0)
 		return rc;
 	for (size_t i = 0; i < b->nids; i++)
@@ -832,8 +865,8 @@ int guest_messages_record(struct store_tx *tx, const char *pf, const struct gues
 	for (size_t i = 0; rc >= 0 && i < n; i++)
 		if ((rc = record_one(&b, &m[i], &out[i])) >= 0 && fn)
 			rc = fn(tx, i, &out[i], arg);
-	for (size_t i = 0; rc >= 0 && i < b.nts; i++)
-		rc = thread_write(tx, &b.ts[i], now);
+	if (rc >= 0)
+		rc = threads_write(tx, b.ts, b.nts, now);
 	batch_free(&b);
 	return rc < 0 ? rc : 0;
 }

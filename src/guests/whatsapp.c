@@ -24,28 +24,62 @@ static const int64_t retry_ms[] = {30000, 120000, 600000, 1800000, 3600000, 1080
 /* Webhook calls a transaction records at most (group commit). */
 #define WHATSAPP_GROUP_MAX 32
 
-/* The rules (escalation keywords, SLA minutes) of the portfolios recent
- * webhook calls were for: read in the calls' shared transaction, which
- * runs one at a time, they cost it two statements a portfolio. Kept while
- * no setting was announced (store_changes of STORE_CH_PROPERTIES: setting
- * keywords or SLA minutes announces it), and at most RULES_TTL_MS (the
+/* What the webhook calls read on every call and change seldom is kept in
+ * memory: each portfolio's rules (escalation keywords, SLA minutes) and
+ * each phone number id's channel (its property and opened app secret).
+ * Read in the calls' shared transaction, which runs one at a time, the
+ * rules cost it two statements a portfolio; the channel is a read of its
+ * own before it. A kept copy serves while no setting was announced
+ * (store_changes of STORE_CH_PROPERTIES: setting keywords, SLA minutes or
+ * a channel announces it, on every node) and for at most KEPT_TTL_MS (a
  * portfolio's tier follows its plan, which announces nothing). */
-#define RULES_TTL_MS 1000
+#define KEPT_TTL_MS 1000
 #define RULES_KEPT 16
+#define CHANNELS_KEPT 64
 
-struct kept_rules {
-	char pf[ID_MAX];
+/* A kept copy's key and age; first member of each kind of slot. */
+struct kept {
+	char key[64];  /* portfolio id, or phone number id */
 	int64_t at;    /* clock_mono_ms when read; 0: an empty slot */
 	uint64_t seen; /* store_changes(STORE_CH_PROPERTIES) before the read */
+};
+
+struct kept_rules {
+	struct kept k;
 	struct guest_rules rules;
+};
+
+/* A channel with its app secret opened (its access token too when asked:
+ * only a send needs it). */
+struct channel {
+	char property_id[ID_MAX], portfolio_id[ID_MAX], phone_number_id[64];
+	char *token, *secret;
+};
+
+/* Frees c's secrets, wiped first. */
+static void channel_free(struct channel *c)
+{
+	if (c->token)
+		crypto_wipe(c->token, strlen(c->token));
+	if (c->secret)
+		crypto_wipe(c->secret, strlen(c->secret));
+	free(c->token);
+	free(c->secret);
+	c->token = c->secret = NULL;
+}
+
+struct kept_channel {
+	struct kept k;
+	struct channel ch; /* no token */
 };
 
 struct whatsapp {
 	char base[512]; /* "" for sim: */
 	struct store *st;
 	struct store_group *inbound; /* the webhook calls' writes */
-	pthread_mutex_t rules_mu;
+	pthread_mutex_t kept_mu;     /* the two kinds of kept copies */
 	struct kept_rules rules[RULES_KEPT];
+	struct kept_channel channels[CHANNELS_KEPT];
 };
 
 static int record_calls(struct store_tx *tx, void *const *jobs, size_t n, void *arg);
@@ -60,7 +94,7 @@ int whatsapp_open(const char *url, struct store *st, struct whatsapp **out)
 		free(wa);
 		return -1;
 	}
-	pthread_mutex_init(&wa->rules_mu, NULL);
+	pthread_mutex_init(&wa->kept_mu, NULL);
 	wa->st = st;
 	if (strcmp(url, "sim:")) {
 		if ((strncmp(url, "http://", 7) && strncmp(url, "https://", 8)) ||
@@ -86,7 +120,9 @@ void whatsapp_close(struct whatsapp *wa)
 	store_group_free(wa->inbound);
 	for (size_t i = 0; i < RULES_KEPT; i++)
 		guest_rules_free(&wa->rules[i].rules);
-	pthread_mutex_destroy(&wa->rules_mu);
+	for (size_t i = 0; i < CHANNELS_KEPT; i++)
+		channel_free(&wa->channels[i].ch);
+	pthread_mutex_destroy(&wa->kept_mu);
 	free(wa);
 }
 
@@ -99,38 +135,58 @@ static int rules_copy(const struct guest_rules *r, struct guest_rules *out)
 	return r->keywords && !out->keywords ? STORE_ERR : 0;
 }
 
-/* pf's rules into out (guest_rules_free it): kept ones when read less
- * than RULES_TTL_MS ago with no setting announced since, else read in tx
- * and kept. Returns 0 or < 0. */
+/* The slot of n (stride bytes apart, each a struct kept first) that
+ * keeps key, read less than KEPT_TTL_MS before now with seen unchanged
+ * since, or NULL; then *victim is the slot to fill with a new read (an
+ * empty one, else the oldest). kept_mu held. */
+static struct kept *kept_find(void *slots, size_t n, size_t stride, const char *key, uint64_t seen,
+			      int64_t now, struct kept **victim)
+{
+	*victim = slots;
+	for (size_t i = 0; i < n; i++) {
+		struct kept *k = (struct kept *)((char *)slots + i * stride);
+
+		if (k->at && k->seen == seen && !strcmp(k->key, key) && now - k->at < KEPT_TTL_MS)
+			return k;
+		if (k->at < (*victim)->at)
+			*victim = k;
+	}
+	return NULL;
+}
+
+/* Marks slot as keeping key, read now with seen (at 0 when its copy
+ * failed: empty). */
+static void kept_mark(struct kept *slot, const char *key, uint64_t seen, int64_t now, int ok)
+{
+	snprintf(slot->key, sizeof slot->key, "%s", key);
+	slot->seen = seen;
+	slot->at = ok ? now : 0;
+}
+
+/* pf's rules into out (guest_rules_free it): a kept copy, else read in
+ * tx and kept. Returns 0 or < 0. */
 static int rules_get(struct whatsapp *wa, struct store_tx *tx, const char *pf, struct guest_rules *out)
 {
 	int64_t now = clock_mono_ms();
 	uint64_t seen = store_changes(wa->st, STORE_CH_PROPERTIES);
-	struct kept_rules *slot = &wa->rules[0];
+	struct kept *k, *slot;
 	const char *tier;
-	int rc = 1;
+	int rc;
 
-	pthread_mutex_lock(&wa->rules_mu);
-	for (size_t i = 0; i < RULES_KEPT && rc == 1; i++) {
-		struct kept_rules *k = &wa->rules[i];
-
-		if (k->at && k->seen == seen && !strcmp(k->pf, pf) && now - k->at < RULES_TTL_MS)
-			rc = rules_copy(&k->rules, out);
-		else if (k->at < slot->at)
-			slot = k; /* the oldest (or an empty one): replaced on a miss */
-	}
-	pthread_mutex_unlock(&wa->rules_mu);
+	pthread_mutex_lock(&wa->kept_mu);
+	k = kept_find(wa->rules, RULES_KEPT, sizeof *wa->rules, pf, seen, now, &slot);
+	rc = k ? rules_copy(&((struct kept_rules *)k)->rules, out) : 1;
+	pthread_mutex_unlock(&wa->kept_mu);
 	if (rc != 1)
 		return rc;
 	if ((rc = portfolio_sla_tier(tx, pf, &tier)) < 0 ||
 	    (rc = guest_rules_load(tx, pf, tier, out)) < 0)
 		return rc;
-	pthread_mutex_lock(&wa->rules_mu);
-	guest_rules_free(&slot->rules);
-	snprintf(slot->pf, sizeof slot->pf, "%s", pf);
-	slot->seen = seen;
-	slot->at = rules_copy(out, &slot->rules) < 0 ? 0 : now;
-	pthread_mutex_unlock(&wa->rules_mu);
+	pthread_mutex_lock(&wa->kept_mu);
+	/* the victim may have been refilled meanwhile: it is replaced anyway */
+	guest_rules_free(&((struct kept_rules *)slot)->rules);
+	kept_mark(slot, pf, seen, now, rules_copy(out, &((struct kept_rules *)slot)->rules) == 0);
+	pthread_mutex_unlock(&wa->kept_mu);
 	return 0;
 }
 
@@ -175,6 +231,9 @@ int whatsapp_channel_set(struct store_tx *tx, const unsigned char key[32], const
 	free(sec);
 	if (rc == STORE_CONSTRAINT)
 		return 1;
+	/* the webhook calls of every node keep channels (channel_get) */
+	if (rc >= 0)
+		rc = store_notify(tx, STORE_CH_PROPERTIES);
 	return rc < 0 ? rc : 0;
 }
 
@@ -194,20 +253,6 @@ int whatsapp_verify_token(struct store_tx *tx, const char *token)
 	crypto_sha256_hex(token, strlen(token), hash);
 	return store_query_int(tx, "SELECT 1 FROM whatsapp_channels WHERE verify_token_hash = $1",
 			       (struct store_val[]){sv_text(hash)}, 1, &one);
-}
-
-/* A channel with its app secret opened (its access token too when asked:
- * only a send needs it). */
-struct channel {
-	char property_id[ID_MAX], portfolio_id[ID_MAX], phone_number_id[64];
-	char *token, *secret;
-};
-
-static void channel_free(struct channel *c)
-{
-	free(c->token);
-	free(c->secret);
-	c->token = c->secret = NULL;
 }
 
 /* The channel of column = value (phone_number_id or property_id), with
@@ -260,8 +305,7 @@ static int signed_by(const char *secret, const char *raw, size_t len, const char
 	if (!signature || strncmp(signature, "sha256=", 7) || strlen(signature + 7) != sizeof hex - 1)
 		return 0;
 	crypto_hmac_sha256(secret, strlen(secret), raw, len, mac);
-	for (size_t i = 0; i < sizeof mac; i++)
-		snprintf(hex + 2 * i, 3, "%02x", mac[i]);
+	crypto_hex(mac, sizeof mac, hex);
 	return crypto_equal(hex, signature + 7, sizeof hex - 1);
 }
 
@@ -556,37 +600,73 @@ static int record_calls(struct store_tx *tx, void *const *jobs, size_t n, void *
 	return rc < 0 ? rc : 0;
 }
 
-/* Reads the channels of c's values and checks signature against each one
+/* Copies c (its secret, no token) into out. Returns 0 or STORE_ERR. */
+static int channel_copy(const struct channel *c, struct channel *out)
+{
+	*out = *c;
+	out->token = NULL;
+	out->secret = strdup(c->secret);
+	return out->secret ? 0 : STORE_ERR;
+}
+
+/* The channel of phone number id pnid into c (secret opened, no token):
+ * a kept copy, else read (a statement alone) and kept. Returns 1, 0 (no
+ * such channel) or < 0. */
+static int channel_get(struct whatsapp *wa, const unsigned char key[32], const char *pnid,
+		       struct channel *c)
+{
+	int64_t now = clock_mono_ms();
+	uint64_t seen = store_changes(wa->st, STORE_CH_PROPERTIES);
+	struct kept *k, *slot;
+	struct kept_channel *kc;
+	struct store_tx *tx;
+	int rc;
+
+	memset(c, 0, sizeof *c);
+	pthread_mutex_lock(&wa->kept_mu);
+	k = kept_find(wa->channels, CHANNELS_KEPT, sizeof *wa->channels, pnid, seen, now, &slot);
+	rc = k ? channel_copy(&((struct kept_channel *)k)->ch, c) : 2;
+	pthread_mutex_unlock(&wa->kept_mu);
+	if (rc != 2)
+		return rc < 0 ? rc : 1;
+	if ((rc = store_begin(wa->st, STORE_READ_ONE, &tx)) != STORE_OK)
+		return rc;
+	rc = channel_by(tx, key, CHANNEL_COLS "phone_number_id = $1", pnid, 0, c);
+	store_rollback(tx);
+	if (rc != 1)
+		return rc;
+	pthread_mutex_lock(&wa->kept_mu);
+	kc = (struct kept_channel *)slot;
+	channel_free(&kc->ch);
+	kept_mark(slot, pnid, seen, now, channel_copy(c, &kc->ch) == 0);
+	pthread_mutex_unlock(&wa->kept_mu);
+	return 1;
+}
+
+/* Finds the channels of c's values and checks signature against each one
  * known. Returns 0 with *result (and why), or < 0. */
-static int check_call(struct store *st, const unsigned char key[32], struct call *c,
+static int check_call(struct whatsapp *wa, const unsigned char key[32], struct call *c,
 		      const char *raw, size_t len, const char *signature,
 		      enum whatsapp_result *result, char *why, size_t cap)
 {
-	struct store_tx *tx;
 	const json_t *v;
 	size_t i, known = 0;
-	/* one value (Meta's usual call): one statement, no transaction */
-	int rc = store_begin(st, c->n == 1 ? STORE_READ_ONE : STORE_READ, &tx);
+	int rc = 0;
 
 	*result = WHATSAPP_UNSIGNED;
 	snprintf(why, cap, "the signature does not verify");
-	if (rc != STORE_OK)
-		return rc;
 	json_array_foreach(c->values, i, v) {
-		if ((rc = channel_by(tx, key, CHANNEL_COLS "phone_number_id = $1", pnid_of(v), 0,
-				     &c->chs[i])) < 0)
-			goto out;
+		if ((rc = channel_get(wa, key, pnid_of(v), &c->chs[i])) < 0)
+			return rc;
 		if (rc == 1 && !signed_by(c->chs[i].secret, raw, len, signature))
-			goto out;
+			return 0;
 		known += rc == 1;
 	}
 	if (!known)
 		snprintf(why, cap, "no channel of this server has the phone number id of the call");
 	else
 		*result = WHATSAPP_OK;
-out:
-	store_rollback(tx);
-	return rc < 0 ? rc : 0;
+	return 0;
 }
 
 int whatsapp_webhook(struct whatsapp *wa, const unsigned char key[32], const json_t *doc,
@@ -604,7 +684,7 @@ int whatsapp_webhook(struct whatsapp *wa, const unsigned char key[32], const jso
 		rc = STORE_ERR;
 		goto out;
 	}
-	rc = check_call(wa->st, key, &c, raw, len, signature, result, why, cap);
+	rc = check_call(wa, key, &c, raw, len, signature, result, why, cap);
 	if (rc == 0 && *result == WHATSAPP_OK)
 		rc = store_group_run(wa->inbound, &c);
 out:

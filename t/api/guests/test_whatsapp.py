@@ -19,6 +19,7 @@ import os
 import shutil
 import sys
 import tempfile
+import threading
 import time
 import unittest
 import urllib.parse
@@ -161,6 +162,44 @@ class InboundTest(Base):
         self.assertEqual(ev["property_id"], E.props[0])
         self.assertEqual((ev["data"]["from"], ev["data"]["thread_id"], ev["data"]["message_id"]),
                          ("+48600333444", t["id"], m["id"]))
+
+    def test_new_app_secret_applies_to_the_next_call(self):
+        # channels (and their app secrets) are kept between calls for up to
+        # a second; setting a channel announces the change, so the first
+        # call after the setting commits is checked against the new secret.
+        # Calls signed with the old secret keep the kept copy fresh while
+        # revopsctl runs; the call right after it must be refused.
+        def set_secret(secret):
+            E.srv.ctl("whatsapp", "set", "--portfolio", E.a.id, "--property", E.props[1],
+                      "--phone-number-id", PNIDS[1], "--access-token", TOKEN,
+                      "--app-secret", secret, "--verify-token", VERIFY)
+
+        done = threading.Event()
+
+        def rotate():
+            try:
+                set_secret("rotated-app-secret")
+            finally:
+                done.set()
+
+        self.addCleanup(E.wa.config, E.srv.base_url + "/channels/whatsapp/webhook", SECRET)
+        self.addCleanup(set_secret, SECRET)
+        rotator = threading.Thread(target=rotate)
+        rotator.start()
+        before = 0
+        while not done.is_set():
+            ans = E.wa.inbound(PNIDS[1], "48600121212", "Old secret %d" % before)
+            before += ans["statuses"] == [200]
+        rotator.join()
+        ans = E.wa.inbound(PNIDS[1], "48600121213", "Old secret after the rotation")
+        self.assertEqual(ans["statuses"], [401])
+        E.wa.config(E.srv.base_url + "/channels/whatsapp/webhook", "rotated-app-secret")
+        ans = E.wa.inbound(PNIDS[1], "48600121213", "Signed with the new secret")
+        self.assertEqual(ans["statuses"], [200])
+        self.assertGreater(before, 0, "no call was accepted before the rotation")
+        [t] = self.threads("+48600121213")
+        texts = [m["text"] for m in self.thread(t["id"])["messages"]]
+        self.assertEqual(texts, ["Signed with the new secret"])
 
     def test_keywords_set_apply_to_the_next_call(self):
         # the rules of a portfolio are kept between calls; setting keywords
