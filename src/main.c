@@ -176,9 +176,16 @@ static int start_serving(struct config *cfg, struct store *st, struct service *s
 			  &svc->engine) < 0 ||
 	     sched_start(st, timer_kinds, ARRAY_LEN(timer_kinds), &svc->sched) < 0))
 		return -1;
-	o = (struct http_server_opts){cfg->listen_host,     cfg->listen_port,  cfg->threads,
-				      cfg->max_connections, cfg->idle_timeout, cfg->workers,
-				      pipeline_lane,        cfg->pms_workers};
+	o = (struct http_server_opts){cfg->listen_host,
+				      cfg->listen_port,
+				      cfg->threads,
+				      cfg->max_connections,
+				      cfg->idle_timeout,
+				      cfg->workers,
+				      pipeline_lane,
+				      {[LANE_PMS - 1] = cfg->pms_workers,
+				       [LANE_BOOKING - 1] = cfg->pms_workers,
+				       [LANE_CHANNEL - 1] = cfg->channel_workers}};
 	fd = *lfd;
 	*lfd = -1; /* the server's now, also if it fails */
 	if (http_server_start_fd(fd, &o, pipeline_handle, svc, srv) < 0)
@@ -309,9 +316,13 @@ int main(int argc, char **argv)
 	if (claim_port_and_dir(&cfg, &lfd, &lock_fd) < 0)
 		goto out;
 	/* + the chores, the heartbeat, fan-out, the lane watcher, the
-	 * scheduler and the webhook senders */
+	 * scheduler and the webhook senders; the channel workers mostly wait
+	 * for the shared transaction of their calls, which one of them runs
+	 * on one connection, and read a channel now and then: two */
 	if (store_open(cfg.database,
-		       cfg.threads + cfg.workers + cfg.pms_workers + 6 + cfg.webhook_senders, &st) < 0)
+		       cfg.threads + cfg.workers + cfg.pms_workers + 6 + cfg.webhook_senders +
+			       (cfg.channel_workers ? 2 : 0),
+		       &st) < 0)
 		goto out;
 	store_background_checkpoints(st);
 	routes = api_routes_build(!strcmp(cfg.role, "worker"), &nroutes);

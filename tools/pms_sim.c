@@ -348,7 +348,7 @@ int main(int argc, char **argv)
 	ho = (struct http_server_opts){
 		o.host, o.port, o.latency_ms ? LISTEN_THREADS_DELAYED : o.threads,
 		4096,   30,     o.latency_ms ? o.threads : 0,
-		NULL,   0};
+		NULL,   {0}};
 	if (http_server_start(&ho, handle, &ss, &srv) < 0)
 		goto out;
 	sim_log_listening(srv, o.host);

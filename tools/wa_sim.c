@@ -1365,7 +1365,7 @@ int main(int argc, char **argv)
 	}
 	thread_ready = 1;
 	ho = (struct http_server_opts){o.host, o.port,    LISTEN_THREADS, 4096,
-				       30,     o.threads, NULL,           0};
+				       30,     o.threads, NULL,           {0}};
 	if (http_server_start(&ho, handle, &ws, &srv) < 0)
 		goto out;
 	sim_log_listening(srv, o.host);

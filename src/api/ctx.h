@@ -81,9 +81,11 @@ struct ctx {
 	} idem;
 };
 
-/* The lanes of workers of the writes that call another service before
- * they answer (route.lane; at most HTTP_OUTBOUND_LANES). */
-enum route_lane { LANE_LOCAL, LANE_PMS, LANE_BOOKING };
+/* The lanes of workers a write may run in (route.lane; at most
+ * HTTP_LANES): those that call another service before they answer (a
+ * PMS, the booking engine), and the calls of Meta's webhook, which come
+ * in bursts and mostly wait for a shared transaction (--channel-workers). */
+enum route_lane { LANE_LOCAL, LANE_PMS, LANE_BOOKING, LANE_CHANNEL };
 
 /* One area's routes, in match order (the first match wins, so literal
  * segments come before a {param} at the same place). Each area declares
@@ -99,6 +101,7 @@ struct route_table {
  * JSON body checked against spec; SCIM (its own token, case-insensitive
  * static segments). */
 #define ROUTE_PUB(m, p, f) {m, p, f, ROUTE_PUBLIC, 0, 0, BODY_NONE, NULL, 0, 0, 0}
+#define ROUTE_PUB_LANE(m, p, f, lane) {m, p, f, ROUTE_PUBLIC, 0, 0, BODY_NONE, NULL, 0, 0, lane}
 #define ROUTE_V2(m, p, f, s) {m, p, f, ROUTE_BEARER, s, 1, BODY_NONE, NULL, 0, 0, 0}
 #define ROUTE_V2_JSON(m, p, f, s, spec) {m, p, f, ROUTE_BEARER, s, 1, BODY_JSON, spec, 0, 0, 0}
 /* The same whose body may also be left out (c->body NULL then). */

@@ -653,7 +653,7 @@ static void start_ids(struct ctx *c)
 	}
 }
 
-_Static_assert(LANE_BOOKING <= HTTP_OUTBOUND_LANES, "a lane the HTTP server does not have");
+_Static_assert(LANE_CHANNEL <= HTTP_LANES, "a lane the HTTP server does not have");
 
 int pipeline_lane(void *arg, const struct request *req)
 {

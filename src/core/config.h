@@ -24,9 +24,10 @@ struct config {
 	double time_scale;
 	int token_ttl;
 	int log_json;
-	int threads;     /* HTTP event loops; default = cores */
-	int workers;     /* threads that run writes; default 8 */
-	int pms_workers; /* threads that run the writes that call a PMS; default 8 */
+	int threads;         /* HTTP event loops; default = cores */
+	int workers;         /* threads that run writes; default 8 */
+	int pms_workers;     /* threads that run the writes that call a PMS; default 8 */
+	int channel_workers; /* threads that run Meta's webhook calls; default 32 */
 	int max_connections;
 	int anon_per_minute; /* unauthenticated calls per client address */
 	int idle_timeout;    /* seconds before an idle or stalled connection is closed */

@@ -129,9 +129,9 @@ struct lane {
 	int stopping;
 };
 
-/* The lanes: 0 for the writes, then one per outside service the
- * application names (http_server_opts.lane_of). */
-#define LANES (1 + HTTP_OUTBOUND_LANES)
+/* The lanes: 0 for the writes, then those the application names
+ * (http_server_opts.lane_of). */
+#define LANES (1 + HTTP_LANES)
 
 struct http_server {
 	http_handler_fn fn;
@@ -1191,7 +1191,7 @@ int http_server_start_fd(int fd, const struct http_server_opts *o, http_handler_
 		goto fail;
 	lane_start(&s->lanes[0], o->workers, "http-worker");
 	for (i = 1; i < LANES && s->lanes[0].n && o->lane_of; i++)
-		lane_start(&s->lanes[i], o->lane_workers, "http-outbound");
+		lane_start(&s->lanes[i], o->lane_workers[i - 1], "http-lane");
 	s->nloops = o->threads > 0 ? o->threads : 1;
 	s->loops = calloc((size_t)s->nloops, sizeof *s->loops);
 	if (!s->loops)

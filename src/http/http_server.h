@@ -10,7 +10,8 @@
 
 struct http_server;
 
-#define HTTP_OUTBOUND_LANES 2
+/* Lanes of workers besides the writes' own (lane 0). */
+#define HTTP_LANES 3
 
 struct http_server_opts {
 	const char *host; /* IPv4 or IPv6 literal, or "localhost" */
@@ -20,14 +21,15 @@ struct http_server_opts {
 	int idle_timeout_s; /* closes connections idle (or stalled) this long */
 	int workers;        /* threads that run writes (POST/PUT/PATCH/DELETE) while their
 				* connection is parked; 0 = run everything on the loop threads */
-	/* NULL, or the lane of a write: 0, or 1..HTTP_OUTBOUND_LANES for one
-	 * that waits on another service (one lane per service: a PMS, a
-	 * booking engine). Each such lane has lane_workers threads of its
-	 * own, and its writes queue while all are busy, so a service that
-	 * hangs holds only its lane and the other writes go on. Called on a
-	 * loop thread with the handler's arg; must be quick. */
+	/* NULL, or the lane of a write: 0, or 1..HTTP_LANES for one that
+	 * the application keeps apart (one that waits on another service: a
+	 * PMS, a booking engine; or calls from outside that come in bursts).
+	 * Lane i has lane_workers[i - 1] threads of its own (0: its writes
+	 * run in lane 0), and its writes queue while all are busy, so a
+	 * service that hangs holds only its lane and the other writes go on.
+	 * Called on a loop thread with the handler's arg; must be quick. */
 	int (*lane_of)(void *arg, const struct request *req);
-	int lane_workers;
+	int lane_workers[HTTP_LANES];
 };
 
 /* Called once per complete request, on a loop thread (reads, and refusals

@@ -97,6 +97,6 @@ static void h_notify(struct ctx *c)
 
 static const struct route routes[] = {
 	ROUTE_PUB("GET", "/channels/whatsapp/webhook", h_verify),
-	ROUTE_PUB("POST", "/channels/whatsapp/webhook", h_notify),
+	ROUTE_PUB_LANE("POST", "/channels/whatsapp/webhook", h_notify, LANE_CHANNEL),
 };
 const struct route_table whatsapp_routes = ROUTE_TABLE(routes);
