@@ -12,12 +12,13 @@ scheduler. Every figure comes from the same server in the same run.
    the pair alternating):
    - reads: wrk GET /v2/portfolios/{id}/properties (bench/auth.lua, 64
      connections): the authenticated read rate;
-   - inbound: wrk POST /channels/whatsapp/webhook (bench/wa_inbound.lua, 16
-     connections), each call one signed inbound message as Meta sends it,
-     every message new (bodies and HMACs made beforehand, a fresh set for
-     each run), from GUESTS guests of two properties: each call checks the
-     signature, records the message, updates its thread and emits
-     whatsapp.received.
+   - inbound: wrk POST /channels/whatsapp/webhook (bench/wa_inbound.lua,
+     CONNECTIONS: 64, as the reads), each call one signed inbound message
+     as Meta sends it, every message new (bodies and HMACs made
+     beforehand, a fresh set for each run), from GUESTS guests of two
+     properties: each call checks the signature, records the message,
+     updates its thread and emits whatsapp.received. Its latency (p50,
+     p99) and the CPU per call of revopsd, PostgreSQL and wrk are logged.
    The figure is inbound calls/s / reads/s, the median of the rounds'
    ratios (target: at least 0.20).
 2. lag: TIMERS (100,000) pending timers are put in the database (SQL), due
@@ -35,6 +36,7 @@ import hashlib
 import hmac
 import json
 import os
+import re
 import shutil
 import statistics
 import subprocess
@@ -57,10 +59,17 @@ SPREAD = int(os.environ.get("SPREAD", "60"))
 RESULTS = os.environ.get("RESULTS", "bench-guests.json")
 SECRET = "bench-app-secret"
 PNIDS = ["900000000000001", "900000000000002"]
-CONNECTIONS = int(os.environ.get("CONNECTIONS", "16"))
+# As many as the reads' (the ratio compares two capacities under the same
+# offered concurrency; Meta delivers a number's calls concurrently and
+# asks for a median under 250 ms and fewer than 1 % over 1 s).
+CONNECTIONS = int(os.environ.get("CONNECTIONS", "64"))
 # PG_STATS=1: PostgreSQL runs pg_stat_statements; after the inbound phase
 # its costliest statements are printed (mean and total time per call).
 PG_STATS = os.environ.get("PG_STATS") == "1"
+PG_STATS_ORDER = os.environ.get("PG_STATS_ORDER", "total_exec_time")  # or calls
+# SRV_OPTS: more revopsd options for a trial ("--workers 16"); the figures
+# of docs/BENCHMARKS.md are the defaults'.
+SRV_OPTS = os.environ.get("SRV_OPTS", "").split()
 
 
 class Node:
@@ -73,7 +82,7 @@ class Node:
         backend.POSTGRES = backend_name == "postgres"
         self.name = backend_name
         self.tmp = tmp
-        self.srv = harness.Server(nodes.POLLED)
+        self.srv = harness.Server(nodes.POLLED + SRV_OPTS)
         self.runs = 0
         self.analyzed = False
         try:
@@ -87,7 +96,14 @@ class Node:
             raise
 
     def groups(self):
-        return {"revopsd": lambda: [self.srv.proc.pid]}
+        g = {"revopsd": lambda: [self.srv.proc.pid]}
+        if self.name == "postgres":
+            with open(os.environ["REVOPS_TEST_PG_FILE"]) as f:
+                pgdir = f.read().split()[1]
+            with open(os.path.join(pgdir, "data", "postmaster.pid")) as f:
+                postmaster = int(f.readline())
+            g["postgres"] = lambda: [postmaster] + nodes.children(postmaster)
+        return g
 
     def reads(self):
         rate, _ = nodes.measure_wrk(self.srv.base_url + "/v2/portfolios/%s/properties" % self.s.id,
@@ -133,22 +149,43 @@ class Node:
             sql_rows(self, "ANALYZE")
             self.analyzed = True
         p = self.run_inbound(DURATION)
+        cpu = Cpu(dict(self.groups(), wrk=lambda: [p.pid]))
+        cpu.start()
+        time.sleep(DURATION - 0.2)
+        secs = cpu.stop()  # wrk is still running: its CPU is readable
         rate, bad, out = wrk_result(p)
         if bad:
             raise RuntimeError("%d answers were not 200 (or the bodies ran out):\n%s"
                                % (bad, out))
-        log("%s inbound: %.0f calls/s" % (self.name, rate))
+        # CPU per call of each process group (wrk's too): what the two
+        # cores can give at most
+        per = {k: 1e6 * v / (rate * (DURATION - 0.2)) for k, v in secs.items()}
+        self.latency = {q: latency_ms(out, q) for q in ("50%", "99%")}
+        log("%s inbound: %.0f calls/s (latency p50 %.1f ms, p99 %.1f ms); CPU per call: %s" % (
+            self.name, rate, self.latency["50%"], self.latency["99%"],
+            ", ".join("%s %.0f us" % kv for kv in sorted(per.items()))))
+        self.cpu_per_call = per
         return rate
 
     def close(self):
         self.srv.close()
 
 
+def latency_ms(out, q):
+    """wrk --latency's percentile q ("50%") in ms."""
+    m = re.search(r"^\s*%s\s+([0-9.]+)(us|ms|s)\s*$" % re.escape(q), out, re.M)
+    if not m:
+        raise RuntimeError("wrk printed no %s latency:\n%s" % (q, out))
+    return float(m.group(1)) * {"us": 0.001, "ms": 1.0, "s": 1000.0}[m.group(2)]
+
+
 def inbound_phase(node):
     reads, calls = paired(node.reads, node.inbound)
     ratios = [c / r for r, c in zip(reads, calls)]
     return {"reads_per_s": statistics.median(reads), "calls_per_s": statistics.median(calls),
-            "round_ratios": ratios, "ratio": statistics.median(ratios)}
+            "round_ratios": ratios, "ratio": statistics.median(ratios),
+            "cpu_us_per_call_last_round": node.cpu_per_call,
+            "latency_ms_last_round": node.latency}
 
 
 def sql_rows(node, q):
@@ -164,9 +201,17 @@ def print_pg_stats(node):
                                " || round((1000 * total_exec_time / calls)::numeric, 1)"
                                " || ' us/call, ' || calls || ' calls, ' || rows || ' rows: '"
                                " || left(regexp_replace(query, '\\s+', ' ', 'g'), 160)"
-                               " FROM pg_stat_statements ORDER BY total_exec_time DESC"
-                               " LIMIT 15"):
+                               " FROM pg_stat_statements ORDER BY " + PG_STATS_ORDER +
+                               " DESC LIMIT 25"):
         log("pg: " + line)
+    # all statements' executor time per message stored (the warm-up's and
+    # the rounds' calls alike: every call stores one message)
+    [per] = sql_rows(node, "SELECT round(((1000 * (SELECT sum(total_exec_time) FROM"
+                           " pg_stat_statements WHERE query NOT LIKE '%pg_advisory_xact_lock%'"
+                           " AND query NOT LIKE 'CREATE%' AND query NOT LIKE 'ANALYZE%'))"
+                           " / count(*))::numeric, 1) || ' us of executor time per message'"
+                           " FROM guest_messages")
+    log("pg: " + per)
 
 
 def lag_phase(node):
