@@ -39,7 +39,7 @@ static const int64_t retry_ms[] = {30000, 120000, 600000, 1800000, 3600000, 1080
 
 /* A kept copy's key and age; first member of each kind of slot. */
 struct kept {
-	char key[64];  /* portfolio id, or phone number id */
+	char key[72];  /* portfolio id, or phone number id (up to 64 digits) */
 	int64_t at;    /* clock_mono_ms when read; 0: an empty slot */
 	uint64_t seen; /* store_changes(STORE_CH_PROPERTIES) before the read */
 };
