@@ -12,12 +12,15 @@ import hmac
 import json
 import os
 import signal
+import subprocess
 import sys
+import tempfile
 import threading
 import time
 import unittest
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "lib"))
+import harness  # noqa: E402
 import pmssim  # noqa: E402
 from harness import rate_decision_body  # noqa: E402
 
@@ -108,6 +111,16 @@ class ChannelLaneTest(unittest.TestCase):
         for t in threads:
             t.join(120)
         self.assertEqual(len(answers), WORKERS + 1)
+
+    def test_out_of_range_is_refused(self):
+        for bad, why in (("257", "--channel-workers must be 0-256"),
+                         ("-1", "invalid value for --channel-workers")):
+            with tempfile.TemporaryDirectory() as d:
+                p = subprocess.run([harness.REVOPSD, "--data-dir", d, "--listen", "127.0.0.1:0",
+                                    "--channel-workers", bad], capture_output=True, text=True,
+                                   timeout=30, env=harness._child_env())
+            self.assertNotEqual(p.returncode, 0, bad)
+            self.assertIn(why, p.stderr, bad)
 
 
 if __name__ == "__main__":
