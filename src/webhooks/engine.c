@@ -668,10 +668,17 @@ static int fan_out_batch(struct engine *d, struct engine_touched *touched)
 	tx = NULL;
 	if (rc <= 0)
 		return rc;
-	if ((rc = store_begin(d->st, 1, &tx)) != STORE_OK)
+	/* Without the writers' turn (an own writer): the events it reads
+	 * commit in the order of their numbers, so those it sees are all that
+	 * precede the last; it only inserts deliveries, and it never waits for
+	 * the turn while it holds a row. */
+	if ((rc = store_begin(d->st, STORE_WRITE_OWN, &tx)) != STORE_OK)
 		return rc;
-	/* The cursor as committed: another worker node may have moved it. */
-	if ((rc = store_query_int(tx, "SELECT last_event_seq FROM webhook_dispatch WHERE id = 1",
+	/* The cursor as committed, its row locked until the commit: another
+	 * worker node's fan-out waits here, then reads where this one left. */
+	if ((rc = store_query_int(tx,
+				  "UPDATE webhook_dispatch SET last_event_seq = last_event_seq"
+				  " WHERE id = 1 RETURNING last_event_seq",
 				  NULL, 0, &d->cursor)) < 0)
 		goto out;
 	if ((rc = subscriptions_load_enabled(tx, NULL, &subs, &nsubs)) < 0)
