@@ -164,11 +164,13 @@ static void kept_mark(struct kept *slot, const char *key, uint64_t seen, int64_t
 }
 
 /* pf's rules into out (guest_rules_free it): a kept copy, else read in
- * tx and kept. Returns 0 or < 0. */
-static int rules_get(struct whatsapp *wa, struct store_tx *tx, const char *pf, struct guest_rules *out)
+ * tx and kept. seen: store_changes(STORE_CH_PROPERTIES) as the newest
+ * call they serve began (a setting announced before any of the calls
+ * began applies to all). Returns 0 or < 0. */
+static int rules_get(struct whatsapp *wa, struct store_tx *tx, const char *pf, uint64_t seen,
+		     struct guest_rules *out)
 {
 	int64_t now = clock_mono_ms();
-	uint64_t seen = store_changes(wa->st, STORE_CH_PROPERTIES);
 	struct kept *k, *slot;
 	const char *tier;
 	int rc;
@@ -498,6 +500,7 @@ struct call {
 	json_t *values;      /* the body's change values */
 	struct channel *chs; /* one per value; secret NULL: no channel of ours */
 	size_t n;
+	uint64_t seen; /* store_changes(STORE_CH_PROPERTIES) as the call began */
 };
 
 static void call_free(struct call *c)
@@ -536,8 +539,8 @@ static int inbound_all(struct call *const *calls, size_t n, int64_t now, struct 
 /* Splits in[0..count) by portfolio, in the order of their first
  * message, into sh (room for count; *nsh set), in (room for count: the
  * shares' message pointers), each with its rules (rules_get). */
-static int share_out(struct whatsapp *wa, struct store_tx *tx, struct inbound *in, size_t count,
-		     struct inbound **ptrs, struct share *sh, size_t *nsh)
+static int share_out(struct whatsapp *wa, struct store_tx *tx, uint64_t seen, struct inbound *in,
+		     size_t count, struct inbound **ptrs, struct share *sh, size_t *nsh)
 {
 	size_t i, j, used = 0;
 	int rc = 0;
@@ -556,7 +559,7 @@ static int share_out(struct whatsapp *wa, struct store_tx *tx, struct inbound *i
 			if (!strcmp(in[k].ch->portfolio_id, pf))
 				sh[j].in[sh[j].n++] = &in[k];
 		used += sh[j].n;
-		rc = rules_get(wa, tx, pf, &sh[j].rules);
+		rc = rules_get(wa, tx, pf, seen, &sh[j].rules);
 	}
 	return rc < 0 ? rc : 0;
 }
@@ -573,13 +576,18 @@ static int record_calls(struct store_tx *tx, void *const *jobs, size_t n, void *
 	struct share *sh = NULL;
 	const json_t *v, *s;
 	size_t count, nsh = 0, i, j, k;
+	uint64_t seen = 0;
 	int rc = inbound_all(calls, n, now, &in, &count);
+
+	for (i = 0; i < n; i++)
+		if (calls[i]->seen > seen)
+			seen = calls[i]->seen;
 
 	if (rc >= 0 && count &&
 	    (!(ptrs = calloc(count, sizeof *ptrs)) || !(sh = calloc(count, sizeof *sh))))
 		rc = STORE_ERR;
 	if (rc >= 0 && count)
-		rc = share_out(arg, tx, in, count, ptrs, sh, &nsh);
+		rc = share_out(arg, tx, seen, in, count, ptrs, sh, &nsh);
 	if (rc >= 0)
 		rc = store_turn(tx);
 	for (i = 0; rc >= 0 && i < nsh; i++)
@@ -610,13 +618,12 @@ static int channel_copy(const struct channel *c, struct channel *out)
 }
 
 /* The channel of phone number id pnid into c (secret opened, no token):
- * a kept copy, else read (a statement alone) and kept. Returns 1, 0 (no
- * such channel) or < 0. */
+ * a kept copy, else read (a statement alone) and kept. seen: as the call
+ * began (struct call). Returns 1, 0 (no such channel) or < 0. */
 static int channel_get(struct whatsapp *wa, const unsigned char key[32], const char *pnid,
-		       struct channel *c)
+		       uint64_t seen, struct channel *c)
 {
 	int64_t now = clock_mono_ms();
-	uint64_t seen = store_changes(wa->st, STORE_CH_PROPERTIES);
 	struct kept *k, *slot;
 	struct kept_channel *kc;
 	struct store_tx *tx;
@@ -656,7 +663,7 @@ static int check_call(struct whatsapp *wa, const unsigned char key[32], struct c
 	*result = WHATSAPP_UNSIGNED;
 	snprintf(why, cap, "the signature does not verify");
 	json_array_foreach(c->values, i, v) {
-		if ((rc = channel_get(wa, key, pnid_of(v), &c->chs[i])) < 0)
+		if ((rc = channel_get(wa, key, pnid_of(v), c->seen, &c->chs[i])) < 0)
 			return rc;
 		if (rc == 1 && !signed_by(c->chs[i].secret, raw, len, signature))
 			return 0;
@@ -673,12 +680,15 @@ int whatsapp_webhook(struct whatsapp *wa, const unsigned char key[32], const jso
 		     const char *raw, size_t len, const char *signature,
 		     enum whatsapp_result *result, char *why, size_t cap)
 {
-	struct call c = {values_of(doc, why, cap), NULL, 0};
+	struct call c = {values_of(doc, why, cap), NULL, 0, 0};
 	int rc = 0;
 
 	*result = WHATSAPP_BAD_BODY;
 	if (!c.values)
 		return 0;
+	/* once a call, before any kept copy is looked at (on SQLite a read
+	 * of the database file's header) */
+	c.seen = store_changes(wa->st, STORE_CH_PROPERTIES);
 	c.n = json_array_size(c.values);
 	if (!(c.chs = calloc(c.n ? c.n : 1, sizeof *c.chs))) {
 		rc = STORE_ERR;
