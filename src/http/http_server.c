@@ -32,6 +32,7 @@
 #include <strings.h>
 #include <sys/epoll.h>
 #include <sys/eventfd.h>
+#include <sys/ioctl.h>
 #include <sys/resource.h>
 #include <sys/socket.h>
 #include <time.h>
@@ -907,11 +908,21 @@ static void take_done(struct loop *lp)
 	}
 }
 
+/* 1 when bytes wait in fd's socket that the loop has not read yet. */
+static int bytes_waiting(int fd)
+{
+	int n = 0;
+
+	return ioctl(fd, FIONREAD, &n) == 0 && n > 0;
+}
+
 /* Closes connections past their deadline, once a second. A request head
  * must arrive whole within the idle timeout of its first byte; a body or
  * an answer must average MIN_RATE bytes a second after the idle timeout's
  * grace (phase_progress); an idle keep-alive connection gets the idle
- * timeout. */
+ * timeout. While draining, a connection idle between requests is closed
+ * at once, unless a request's first bytes already wait in its socket:
+ * that request was sent before the drain and is answered (503). */
 static void sweep(struct loop *lp)
 {
 	int64_t now = clock_mono_ms();
@@ -920,7 +931,7 @@ static void sweep(struct loop *lp)
 	if (atomic_load(&lp->s->draining))
 		for (c = lp->conns; c; c = next) {
 			next = c->next;
-			if (c->state == S_HEAD && c->in_len == 0)
+			if (c->state == S_HEAD && c->in_len == 0 && !bytes_waiting(c->fd))
 				conn_close(c); /* idle between requests: no answer owed */
 		}
 	if (now - lp->swept_ms < 1000)
