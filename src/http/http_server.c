@@ -804,11 +804,15 @@ static void conn_read(struct conn *c)
 
 /* Out of descriptors (EMFILE, ENFILE): the listening socket stays
  * readable, so a loop that kept watching it would spin a core accepting
- * nothing. It stops watching for ACCEPT_PAUSE_MS (logged once an episode,
- * the episode ending at the next connection accepted). */
+ * nothing. It stops watching for ACCEPT_PAUSE_MS. An episode is logged
+ * once, as it begins, and ends (logged too) once FD_QUIET_MS pass without
+ * running out: a descriptor another thread frees for a moment lets one
+ * connection in without ending it, so the log does not flicker. */
 #define ACCEPT_PAUSE_MS 100
+#define FD_QUIET_MS 1000
 #define FD_RESERVE 128
 static atomic_int fd_episode;
+static _Atomic int64_t fd_short_ms; /* when accept last ran out */
 
 static void accept_pause(struct loop *lp, int fd)
 {
@@ -816,12 +820,21 @@ static void accept_pause(struct loop *lp, int fd)
 
 	(void)epoll_ctl(lp->ep, EPOLL_CTL_DEL, fd, NULL);
 	lp->accept_resume_ms = clock_mono_ms() + ACCEPT_PAUSE_MS;
+	atomic_store(&fd_short_ms, lp->accept_resume_ms - ACCEPT_PAUSE_MS);
 	if (atomic_compare_exchange_strong(&fd_episode, &was, 1))
 		log_msg(LOG_ERROR, "accept",
 			"out of file descriptors (%s) with %d connections open: new connections"
 			" wait; raise the limit (ulimit -n, LimitNOFILE=) or lower"
 			" --max-connections",
 			strerror(err), atomic_load(&lp->s->nconns));
+}
+
+/* Ends an episode of running out once FD_QUIET_MS passed without it. */
+static void accept_episode_end(int64_t now)
+{
+	if (atomic_load(&fd_episode) && now - atomic_load(&fd_short_ms) >= FD_QUIET_MS &&
+	    atomic_exchange(&fd_episode, 0))
+		log_msg(LOG_INFO, "accept", "file descriptors free again: accepting");
 }
 
 /* Watches the listening socket again once a pause is over. */
@@ -854,8 +867,6 @@ static void accept_some(struct loop *lp)
 			accept_pause(lp, atomic_load(&s->lfd));
 		if (fd < 0)
 			return;
-		if (atomic_exchange(&fd_episode, 0))
-			log_msg(LOG_INFO, "accept", "file descriptors free again: accepting");
 		if (atomic_fetch_add(&s->nconns, 1) >= s->max_conns || !(c = calloc(1, sizeof *c))) {
 			atomic_fetch_sub(&s->nconns, 1);
 			close(fd);
@@ -928,6 +939,7 @@ static void sweep(struct loop *lp)
 	int64_t now = clock_mono_ms();
 	struct conn *c, *next;
 
+	accept_episode_end(now);
 	if (atomic_load(&lp->s->draining))
 		for (c = lp->conns; c; c = next) {
 			next = c->next;
