@@ -933,7 +933,8 @@ static int bytes_waiting(int fd)
  * grace (phase_progress); an idle keep-alive connection gets the idle
  * timeout. While draining, a connection idle between requests is closed
  * at once, unless a request's first bytes already wait in its socket:
- * that request was sent before the drain and is answered (503). */
+ * that request was sent before the drain and is answered (503). Also
+ * ends an out-of-descriptors episode that has gone quiet. */
 static void sweep(struct loop *lp)
 {
 	int64_t now = clock_mono_ms();
