@@ -53,7 +53,7 @@ DURATION = nodes.DURATION
 BACKENDS = os.environ.get("BACKENDS", "sqlite,postgres").split(",")
 PHASES = os.environ.get("PHASES", "inbound,lag").split(",")
 GUESTS = int(os.environ.get("GUESTS", "1000"))
-MAX_RATE = int(os.environ.get("MAX_RATE", "15000"))  # inbound calls/s the bodies cover
+MAX_RATE = int(os.environ.get("MAX_RATE", "30000"))  # inbound calls/s the bodies cover
 TIMERS = int(os.environ.get("TIMERS", "100000"))
 SPREAD = int(os.environ.get("SPREAD", "60"))
 RESULTS = os.environ.get("RESULTS", "bench-guests.json")
@@ -84,6 +84,7 @@ class Node:
         self.tmp = tmp
         self.srv = harness.Server(nodes.POLLED + SRV_OPTS)
         self.runs = 0
+        self.calls = 0  # answered 200 over every run
         self.analyzed = False
         try:
             self.s = seed(self.srv)
@@ -139,8 +140,25 @@ class Node:
         env = {"BENCH_BODIES": self.bodies(MAX_RATE * seconds), "BENCH_THREADS": "2"}
         return run_wrk(self.srv.base_url, "wa_inbound.lua", env, CONNECTIONS, seconds)
 
+    def answered(self, out):
+        """The 200s of a wrk run of wa_inbound.lua (its every answer must
+        be one): each is a message recorded, which check_recorded counts."""
+        n = int(re.search(r"(\d+) requests in ", out).group(1))
+        self.calls += n
+        return n
+
+    def check_recorded(self):
+        """Every call answered 200 is a message in guest_messages: at least
+        as many rows as answers, and at most CONNECTIONS more per run (a
+        call wrk had in flight as it stopped is recorded, not counted)."""
+        rows = int(sql_rows(self, "SELECT count(*) FROM guest_messages")[-1].strip())
+        if not self.calls <= rows <= self.calls + CONNECTIONS * self.runs:
+            raise RuntimeError("%d calls answered 200 but %d messages recorded"
+                               % (self.calls, rows))
+        log("%s: %d calls answered, %d messages recorded" % (self.name, self.calls, rows))
+
     def inbound(self):
-        wrk_result(self.run_inbound(nodes.WARMUP))
+        self.answered(wrk_result(self.run_inbound(nodes.WARMUP))[2])
         if self.name == "postgres" and not self.analyzed:
             # The tables were empty when the server prepared its
             # statements: statistics, as autovacuum gathers them within its
@@ -157,6 +175,8 @@ class Node:
         if bad:
             raise RuntimeError("%d answers were not 200 (or the bodies ran out):\n%s"
                                % (bad, out))
+        self.answered(out)
+        self.check_recorded()
         # CPU per call of each process group (wrk's too): what the two
         # cores can give at most
         per = {k: 1e6 * v / (rate * (DURATION - 0.2)) for k, v in secs.items()}

@@ -176,16 +176,15 @@ static int start_serving(struct config *cfg, struct store *st, struct service *s
 			  &svc->engine) < 0 ||
 	     sched_start(st, timer_kinds, ARRAY_LEN(timer_kinds), &svc->sched) < 0))
 		return -1;
-	o = (struct http_server_opts){cfg->listen_host,
-				      cfg->listen_port,
-				      cfg->threads,
-				      cfg->max_connections,
-				      cfg->idle_timeout,
-				      cfg->workers,
-				      pipeline_lane,
-				      {[LANE_PMS - 1] = cfg->pms_workers,
-				       [LANE_BOOKING - 1] = cfg->pms_workers,
-				       [LANE_CHANNEL - 1] = cfg->channel_workers}};
+	o = (struct http_server_opts){.host = cfg->listen_host,
+				      .port = cfg->listen_port,
+				      .threads = cfg->threads,
+				      .max_connections = cfg->max_connections,
+				      .idle_timeout_s = cfg->idle_timeout,
+				      .workers = cfg->workers,
+				      .lane_of = pipeline_lane,
+				      .lane_workers = {[LANE_PMS - 1] = cfg->pms_workers,
+						       [LANE_BOOKING - 1] = cfg->pms_workers}};
 	fd = *lfd;
 	*lfd = -1; /* the server's now, also if it fails */
 	if (http_server_start_fd(fd, &o, pipeline_handle, svc, srv) < 0)
@@ -309,6 +308,10 @@ int main(int argc, char **argv)
 	if (rc != 0)
 		return rc > 0 ? 0 : 2;
 	start_logging(&cfg);
+	if (cfg.channel_workers >= 0)
+		log_msg(LOG_WARN, "start",
+			"--channel-workers has no effect: Meta's webhook calls are checked on the "
+			"event loops and recorded by one thread, with no thread waiting for them");
 	signals_block(&sigs);
 
 	if (init_libraries(&cfg) < 0)
@@ -316,13 +319,10 @@ int main(int argc, char **argv)
 	if (claim_port_and_dir(&cfg, &lfd, &lock_fd) < 0)
 		goto out;
 	/* + the chores, the heartbeat, fan-out, the lane watcher, the
-	 * scheduler and the webhook senders; the channel workers mostly wait
-	 * for the shared transaction of their calls, which one of them runs
-	 * on one connection, and read a channel now and then: two */
+	 * scheduler, the webhook senders and the thread that records Meta's
+	 * webhook calls (store/group.h) */
 	if (store_open(cfg.database,
-		       cfg.threads + cfg.workers + cfg.pms_workers + 6 + cfg.webhook_senders +
-			       (cfg.channel_workers ? 2 : 0),
-		       &st) < 0)
+		       cfg.threads + cfg.workers + cfg.pms_workers + 7 + cfg.webhook_senders, &st) < 0)
 		goto out;
 	store_background_checkpoints(st);
 	routes = api_routes_build(!strcmp(cfg.role, "worker"), &nroutes);

@@ -81,11 +81,26 @@ struct ctx {
 	} idem;
 };
 
-/* The lanes of workers a write may run in (route.lane; at most
- * HTTP_LANES): those that call another service before they answer (a
- * PMS, the booking engine), and the calls of Meta's webhook, which come
- * in bursts and mostly wait for a shared transaction (--channel-workers). */
-enum route_lane { LANE_LOCAL, LANE_PMS, LANE_BOOKING, LANE_CHANNEL };
+/* For a handler whose answer waits for work another thread does (a
+ * shared transaction, store/group.h), so that no thread waits with it:
+ * called before the work is handed over, after which the handler returns
+ * without answering; c, its request and its response stay as they are
+ * until ctx_resume. Only on a route of LANE_LOOP (public, so never under
+ * an Idempotency-Key, whose rules need the answer before the handler
+ * returns). */
+void ctx_defer(struct ctx *c);
+/* Once, from any thread, when the work of a deferred c is done:
+ * then(c, rc) runs on c's event loop, answers as a handler would, and the
+ * request ends there (headers, metrics, access log). c is not to be
+ * touched after this call. */
+void ctx_resume(struct ctx *c, void (*then)(struct ctx *c, int rc), int rc);
+
+/* Where a write runs (route.lane): on a worker (LANE_LOCAL), on a lane
+ * of workers of its own (at most HTTP_LANES) when it calls another
+ * service before it answers (a PMS, the booking engine), or on the event
+ * loop, as reads do, when it never waits (LANE_LOOP: it defers its answer,
+ * ctx_defer; Meta's webhook, whose calls wait for a shared transaction). */
+enum route_lane { LANE_LOOP = -1, LANE_LOCAL, LANE_PMS, LANE_BOOKING };
 
 /* One area's routes, in match order (the first match wins, so literal
  * segments come before a {param} at the same place). Each area declares

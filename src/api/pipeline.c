@@ -653,7 +653,8 @@ static void start_ids(struct ctx *c)
 	}
 }
 
-_Static_assert(LANE_CHANNEL <= HTTP_LANES, "a lane the HTTP server does not have");
+_Static_assert(LANE_BOOKING <= HTTP_LANES, "a lane the HTTP server does not have");
+_Static_assert(LANE_LOOP == HTTP_LANE_LOOP, "the loop's lane is the HTTP server's");
 
 int pipeline_lane(void *arg, const struct request *req)
 {
@@ -668,16 +669,66 @@ int pipeline_lane(void *arg, const struct request *req)
 	return rc == 200 ? m.route->lane : 0;
 }
 
+/* A request's ctx with what the pipeline needs to end it, also when its
+ * handler deferred the answer (ctx_defer). */
+struct pctx {
+	struct ctx c;
+	struct rl_result rl;
+	void (*then)(struct ctx *c, int rc); /* ctx_resume's */
+	int rc;
+};
+
+/* Ends c's request: the answer's headers, metrics and access log. */
+static void end_request(struct pctx *p, const struct route *rt, int m)
+{
+	finish(&p->c, rt, m, &p->rl);
+	trace_set(NULL);
+	json_decref(p->c.body);
+	free(p);
+}
+
+/* Set by ctx_defer on the thread that runs the handler; pipeline_handle
+ * reads and clears it once the handler returns (it must not read c then:
+ * c may already be resumed's, on another thread). */
+static _Thread_local int deferred_here;
+
+void ctx_defer(struct ctx *c)
+{
+	deferred_here = 1;
+	http_defer(c->req);
+}
+
+/* http_resume's then, on the loop: the handler's continuation, then the
+ * rest of pipeline_handle. */
+static void resumed(void *arg)
+{
+	struct pctx *p = arg;
+
+	if (p->c.traced)
+		trace_set(&p->c.trace);
+	p->then(&p->c, p->rc);
+	end_request(p, p->c.match.route, 200);
+}
+
+void ctx_resume(struct ctx *c, void (*then)(struct ctx *c, int rc), int rc)
+{
+	struct pctx *p = (struct pctx *)c; /* c is p's first member */
+
+	p->then = then;
+	p->rc = rc;
+	http_resume(c->req, resumed, p);
+}
+
 void pipeline_handle(void *arg, struct request *req, struct response *res)
 {
 	struct service *a = arg;
-	struct ctx *c = calloc(1, sizeof *c);
+	struct pctx *p = calloc(1, sizeof *p);
+	struct ctx *c = &p->c;
 	struct buf allow;
-	struct rl_result rl;
 	int m, tok, lookup;
 	const struct route *rt;
 
-	if (!c) {
+	if (!p) {
 		res->status = 503;
 		return;
 	}
@@ -695,12 +746,14 @@ void pipeline_handle(void *arg, struct request *req, struct response *res)
 	     !strncmp(req->path, a->error_shape_prefix, strlen(a->error_shape_prefix))))
 		c->error_shape = a->error_shape;
 	authenticate(c, rt, &tok, &lookup);
-	if (take_rate_limit(c, rt, &rl) == 0 && check_request(c, m, &allow, lookup) == 0 &&
+	if (take_rate_limit(c, rt, &p->rl) == 0 && check_request(c, m, &allow, lookup) == 0 &&
 	    check_route(c, rt, tok) == 0)
 		run_handler(c);
-	finish(c, rt, m, &rl);
-	trace_set(NULL);
-	json_decref(c->body);
 	buf_free(&allow);
-	free(c);
+	if (deferred_here) {
+		deferred_here = 0;
+		trace_set(NULL); /* c and the request are resumed's now */
+	} else {
+		end_request(p, rt, m);
+	}
 }

@@ -55,7 +55,7 @@ static const struct opt opts[] = {
 	O("pms-workers", OPT_INT, pms_workers,
 	  "threads that run the writes calling the PMS, and as many for the booking engine (8)"),
 	O("channel-workers", OPT_INT, channel_workers,
-	  "threads that run the calls of Meta's WhatsApp webhook (32)"),
+	  "no longer used (Meta's webhook calls run on the event loops); accepted"),
 	O("max-connections", OPT_INT, max_connections, "concurrent connections (4096)"),
 	O("idle-timeout", OPT_INT, idle_timeout,
 	  "seconds before an idle or stalled connection is closed (30)"),
@@ -164,7 +164,7 @@ static void set_defaults(struct config *cfg)
 	cfg->max_connections = 4096;
 	cfg->workers = 8;
 	cfg->pms_workers = 8;
-	cfg->channel_workers = 32;
+	cfg->channel_workers = -1; /* not given */
 	cfg->webhook_senders = 2;
 	cfg->anon_per_minute = 600;
 	cfg->idle_timeout = 30;
@@ -267,9 +267,8 @@ static int finish(struct config *cfg)
 		fprintf(stderr, "revopsd: --pms-workers must be 0-256 (0: with the other writes)\n");
 		return -1;
 	}
-	if (cfg->channel_workers < 0 || cfg->channel_workers > 256) {
-		fprintf(stderr,
-			"revopsd: --channel-workers must be 0-256 (0: with the other writes)\n");
+	if (cfg->channel_workers != -1 && (cfg->channel_workers < 0 || cfg->channel_workers > 256)) {
+		fprintf(stderr, "revopsd: --channel-workers must be 0-256 (it has no effect)\n");
 		return -1;
 	}
 	if (strcmp(cfg->role, "all") && strcmp(cfg->role, "api") && strcmp(cfg->role, "worker")) {

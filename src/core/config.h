@@ -27,7 +27,7 @@ struct config {
 	int threads;         /* HTTP event loops; default = cores */
 	int workers;         /* threads that run writes; default 8 */
 	int pms_workers;     /* threads that run the writes that call a PMS; default 8 */
-	int channel_workers; /* threads that run Meta's webhook calls; default 32 */
+	int channel_workers; /* no longer used (-1: not given); accepted with a warning */
 	int max_connections;
 	int anon_per_minute; /* unauthenticated calls per client address */
 	int idle_timeout;    /* seconds before an idle or stalled connection is closed */

@@ -90,7 +90,8 @@ int whatsapp_open(const char *url, struct store *st, struct whatsapp **out)
 	size_t n;
 
 	*out = NULL;
-	if (!wa || store_group_new(st, WHATSAPP_GROUP_MAX, record_calls, wa, &wa->inbound) < 0) {
+	if (!wa || store_group_new(st, WHATSAPP_GROUP_MAX, record_calls, wa, "wa-record",
+				   &wa->inbound) < 0) {
 		free(wa);
 		return -1;
 	}
@@ -496,24 +497,29 @@ static int record_status(struct store_tx *tx, const struct channel *ch, const js
 }
 
 /* A webhook call checked, waiting for its transaction. */
-struct call {
+struct whatsapp_call {
 	json_t *values;      /* the body's change values */
 	struct channel *chs; /* one per value; secret NULL: no channel of ours */
 	size_t n;
 	uint64_t seen; /* store_changes(STORE_CH_PROPERTIES) as the call began */
+	void (*done)(void *arg, int rc);
+	void *done_arg;
 };
 
-static void call_free(struct call *c)
+void whatsapp_call_free(struct whatsapp_call *c)
 {
+	if (!c)
+		return;
 	for (size_t i = 0; c->chs && i < c->n; i++)
 		channel_free(&c->chs[i]);
 	free(c->chs);
 	json_decref(c->values);
+	free(c);
 }
 
 /* The inbound messages of calls[0..n), in order, into *out (owned). */
-static int inbound_all(struct call *const *calls, size_t n, int64_t now, struct inbound **out,
-		       size_t *count)
+static int inbound_all(struct whatsapp_call *const *calls, size_t n, int64_t now,
+		       struct inbound **out, size_t *count)
 {
 	const json_t *v, *m;
 	size_t i, j, k, cap = 0;
@@ -570,7 +576,7 @@ static int share_out(struct whatsapp *wa, struct store_tx *tx, uint64_t seen, st
  * and then their statuses. */
 static int record_calls(struct store_tx *tx, void *const *jobs, size_t n, void *arg)
 {
-	struct call *const *calls = (struct call *const *)jobs;
+	struct whatsapp_call *const *calls = (struct whatsapp_call *const *)jobs;
 	int64_t now = clock_now_ms();
 	struct inbound *in = NULL, **ptrs = NULL;
 	struct share *sh = NULL;
@@ -619,7 +625,7 @@ static int channel_copy(const struct channel *c, struct channel *out)
 
 /* The channel of phone number id pnid into c (secret opened, no token):
  * a kept copy, else read (a statement alone) and kept. seen: as the call
- * began (struct call). Returns 1, 0 (no such channel) or < 0. */
+ * began (struct whatsapp_call). Returns 1, 0 (no such channel) or < 0. */
 static int channel_get(struct whatsapp *wa, const unsigned char key[32], const char *pnid,
 		       uint64_t seen, struct channel *c)
 {
@@ -652,7 +658,7 @@ static int channel_get(struct whatsapp *wa, const unsigned char key[32], const c
 
 /* Finds the channels of c's values and checks signature against each one
  * known. Returns 0 with *result (and why), or < 0. */
-static int check_call(struct whatsapp *wa, const unsigned char key[32], struct call *c,
+static int check_call(struct whatsapp *wa, const unsigned char key[32], struct whatsapp_call *c,
 		      const char *raw, size_t len, const char *signature,
 		      enum whatsapp_result *result, char *why, size_t cap)
 {
@@ -676,30 +682,55 @@ static int check_call(struct whatsapp *wa, const unsigned char key[32], struct c
 	return 0;
 }
 
-int whatsapp_webhook(struct whatsapp *wa, const unsigned char key[32], const json_t *doc,
-		     const char *raw, size_t len, const char *signature,
-		     enum whatsapp_result *result, char *why, size_t cap)
+int whatsapp_check(struct whatsapp *wa, const unsigned char key[32], const json_t *doc,
+		   const char *raw, size_t len, const char *signature, struct whatsapp_call **call,
+		   enum whatsapp_result *result, char *why, size_t cap)
 {
-	struct call c = {values_of(doc, why, cap), NULL, 0, 0};
+	struct whatsapp_call *c = calloc(1, sizeof *c);
 	int rc = 0;
 
+	*call = NULL;
 	*result = WHATSAPP_BAD_BODY;
-	if (!c.values)
-		return 0;
+	if (!c)
+		return STORE_ERR;
+	if (!(c->values = values_of(doc, why, cap)))
+		goto out;
 	/* once a call, before any kept copy is looked at (on SQLite a read
 	 * of the database file's header) */
-	c.seen = store_changes(wa->st, STORE_CH_PROPERTIES);
-	c.n = json_array_size(c.values);
-	if (!(c.chs = calloc(c.n ? c.n : 1, sizeof *c.chs))) {
+	c->seen = store_changes(wa->st, STORE_CH_PROPERTIES);
+	c->n = json_array_size(c->values);
+	if (!(c->chs = calloc(c->n ? c->n : 1, sizeof *c->chs))) {
 		rc = STORE_ERR;
 		goto out;
 	}
-	rc = check_call(wa, key, &c, raw, len, signature, result, why, cap);
-	if (rc == 0 && *result == WHATSAPP_OK)
-		rc = store_group_run(wa->inbound, &c);
+	rc = check_call(wa, key, c, raw, len, signature, result, why, cap);
+	if (rc == 0 && *result == WHATSAPP_OK) {
+		*call = c;
+		c = NULL;
+	}
 out:
-	call_free(&c);
+	whatsapp_call_free(c);
 	return rc < 0 ? rc : 0;
+}
+
+/* store_group_done_fn: the call's outcome to its caller. */
+static void recorded(void *arg, int rc)
+{
+	struct whatsapp_call *c = arg;
+
+	c->done(c->done_arg, rc);
+	whatsapp_call_free(c);
+}
+
+int whatsapp_record(struct whatsapp *wa, struct whatsapp_call *call,
+		    void (*done)(void *arg, int rc), void *arg)
+{
+	call->done = done;
+	call->done_arg = arg;
+	if (store_group_submit(wa->inbound, call, recorded, call) == 0)
+		return 0;
+	whatsapp_call_free(call);
+	return -1;
 }
 
 /* ------------------------------------------------------------ outbound */

@@ -7,10 +7,10 @@
  * signs the webhook calls (sealed) and the verify token of the webhook's
  * subscription handshake (kept as its SHA-256 only).
  *
- * Inbound: whatsapp_webhook checks X-Hub-Signature-256 against the app
- * secret of every channel the body names, then records each message
- * (guests/threads.h; v1 whatsapp.received) and each delivery status
- * (delivered: v1 whatsapp.sent, once). Outbound: a queued template
+ * Inbound: whatsapp_check checks X-Hub-Signature-256 against the app
+ * secret of every channel the body names, then whatsapp_record records
+ * each message (guests/threads.h; v1 whatsapp.received) and each delivery
+ * status (delivered: v1 whatsapp.sent, once). Outbound: a queued template
  * message is sent by the worker (whatsapp_send_due) through the Cloud
  * API's messages call, transient failures retried on WHATSAPP_RETRY,
  * permanent ones recorded on the message. */
@@ -50,23 +50,36 @@ int whatsapp_channel_exists(struct store_tx *tx, const char *property_id) WUR;
  * channel, 0 when not, or < 0. */
 int whatsapp_verify_token(struct store_tx *tx, const char *token) WUR;
 
-/* What whatsapp_webhook did. */
+/* What whatsapp_check found. */
 enum whatsapp_result {
-	WHATSAPP_OK,       /* recorded (or nothing to record) */
+	WHATSAPP_OK,       /* to record (maybe nothing: statuses of messages not ours) */
 	WHATSAPP_BAD_BODY, /* not Meta's shape: why says where */
 	WHATSAPP_UNSIGNED, /* a signature missing or wrong, or no channel known to check it */
 };
 
-/* POST /channels/whatsapp/webhook: checks raw (len bytes, parsed as doc)
- * signed by signature ("sha256=<hex>", may be NULL) against the app
- * secret of each channel it names (a read), then records it in a write
- * transaction shared with the calls that arrive meanwhile (store/group.h:
- * the messages of all of them read and written together). Returns 0 with
- * *result (and why) once committed, or a negative store status. Nothing
- * is written unless *result is OK. */
-int whatsapp_webhook(struct whatsapp *wa, const unsigned char key[32], const json_t *doc,
-		     const char *raw, size_t len, const char *signature,
-		     enum whatsapp_result *result, char *why, size_t cap) WUR;
+/* A webhook call checked, to record (whatsapp_record). */
+struct whatsapp_call;
+
+/* POST /channels/whatsapp/webhook, first half: checks raw (len bytes,
+ * parsed as doc) signed by signature ("sha256=<hex>", may be NULL)
+ * against the app secret of each channel it names (kept in memory, or
+ * read). Returns 0 with *result (and why), or a negative store status;
+ * when *result is OK, *call (which owns what it needs of doc) is to be
+ * handed to whatsapp_record. Writes nothing. */
+int whatsapp_check(struct whatsapp *wa, const unsigned char key[32], const json_t *doc,
+		   const char *raw, size_t len, const char *signature, struct whatsapp_call **call,
+		   enum whatsapp_result *result, char *why, size_t cap) WUR;
+/* The second half: records call (its messages and statuses) in a write
+ * transaction shared with the calls handed in meanwhile (store/group.h:
+ * the messages of all of them read and written together), then calls
+ * done(arg, rc) on the recording thread: rc is STORE_OK once committed,
+ * else a negative store status, and nothing was written. Takes call
+ * (freed once done returned). Returns 0, or -1 (no memory: done is not
+ * called). */
+int whatsapp_record(struct whatsapp *wa, struct whatsapp_call *call,
+		    void (*done)(void *arg, int rc), void *arg) WUR;
+/* Frees a call not handed to whatsapp_record. NULL is ignored. */
+void whatsapp_call_free(struct whatsapp_call *call);
 
 /* The worker: sends the queued messages due now (at most 16, none started
  * after WHATSAPP_SEND_BUDGET_MS), each claimed first. Returns how many it

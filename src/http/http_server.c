@@ -30,6 +30,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
+#include <poll.h>
 #include <sys/epoll.h>
 #include <sys/eventfd.h>
 #include <sys/ioctl.h>
@@ -100,6 +101,11 @@ struct conn {
 	struct http_query query;
 	struct conn *prev, *next; /* the loop's list */
 	struct conn *qnext;       /* worker queue, then the loop's done list */
+	/* The handler answers later (http_defer); then(then_arg) runs on the
+	 * loop before the answer is written (http_resume). */
+	int deferred;
+	void (*then)(void *arg);
+	void *then_arg;
 };
 
 struct loop {
@@ -116,6 +122,7 @@ struct loop {
 	char date[40];
 	int64_t swept_ms;
 	int64_t accept_resume_ms; /* out of descriptors: accepting again at (0: accepting) */
+	atomic_int deferred;      /* its requests deferred and not yet handed back */
 };
 
 /* A pool of worker threads and the queue of writes they take, oldest
@@ -553,21 +560,77 @@ static void enqueue(struct lane *l, struct conn *c)
 	pthread_mutex_unlock(&l->lock);
 }
 
-/* Runs the handler: inline for reads and refusals, on a worker for writes
- * (of the lane of the service a write waits on, when it has workers). */
+/* Set by http_defer on the thread that runs the handler, which reads and
+ * clears it once the handler returns (ran_deferred). */
+static _Thread_local int deferred_here;
+
+/* 1 when the handler that just returned on this thread deferred its
+ * answer. */
+static int ran_deferred(void)
+{
+	int d = deferred_here;
+
+	deferred_here = 0;
+	return d;
+}
+
+void http_defer(struct request *req)
+{
+	struct conn *c = conn_of(req);
+
+	if (c->state != S_WORKER) { /* on the loop: park it as a worker would */
+		c->state = S_WORKER;
+		set_events(c, 0);
+	}
+	c->deferred = 1;
+	atomic_fetch_add(&c->lp->deferred, 1);
+	deferred_here = 1;
+}
+
+/* Puts c on its loop's done list (any thread); the loop answers it. The
+ * eventfd is written only when the list was empty: a loop that has not
+ * taken the list yet will see every connection on it. */
+static void hand_back(struct conn *c)
+{
+	struct loop *lp = c->lp;
+	uint64_t one = 1;
+	int was_empty;
+
+	pthread_mutex_lock(&lp->lock);
+	was_empty = lp->done == NULL;
+	c->qnext = lp->done;
+	lp->done = c;
+	pthread_mutex_unlock(&lp->lock);
+	if (was_empty)
+		(void)!write(lp->wake, &one, sizeof one);
+}
+
+void http_resume(struct request *req, void (*then)(void *arg), void *arg)
+{
+	struct conn *c = conn_of(req);
+
+	c->then = then;
+	c->then_arg = arg;
+	hand_back(c);
+}
+
+/* Runs the handler: inline for reads, refusals and writes of the loop's
+ * lane (HTTP_LANE_LOOP), on a worker for other writes (of the lane of the
+ * service a write waits on, when it has workers). */
 static void dispatch(struct conn *c)
 {
 	struct http_server *s = c->lp->s;
-	int l;
+	int l = 0;
 
 	response_init(&c->res);
-	if (s->lanes[0].n && !c->req.framing_status && is_write(c->req.method)) {
-		l = s->lane_of ? s->lane_of(s->arg, &c->req) : 0;
+	if (s->lanes[0].n && !c->req.framing_status && is_write(c->req.method) &&
+	    (l = s->lane_of ? s->lane_of(s->arg, &c->req) : 0) != HTTP_LANE_LOOP) {
 		enqueue(&s->lanes[l > 0 && l < LANES && s->lanes[l].n ? l : 0], c);
 		return;
 	}
 	s->fn(s->arg, &c->req, &c->res);
-	respond(c);
+	if (!ran_deferred())
+		respond(c);
 }
 
 /* Answers the current request with a refusal of the transport (the
@@ -909,6 +972,14 @@ static void take_done(struct loop *lp)
 	pthread_mutex_unlock(&lp->lock);
 	for (; c; c = next) {
 		next = c->qnext;
+		if (c->deferred) {
+			c->deferred = 0;
+			atomic_fetch_sub(&lp->deferred, 1);
+		}
+		if (c->then) {
+			c->then(c->then_arg);
+			c->then = NULL;
+		}
 		if (c->dead) {
 			conn_close(c);
 			continue;
@@ -1009,6 +1080,14 @@ static void *loop_main(void *arg)
 		bury(lp);
 	}
 	take_done(lp);
+	while (atomic_load(&lp->deferred) > 0) {
+		/* answers deferred before the stop are still owed; their
+		 * resumers run until the server is stopped */
+		struct pollfd p = {.fd = lp->wake, .events = POLLIN};
+
+		(void)poll(&p, 1, 100);
+		take_done(lp);
+	}
 	while (lp->conns)
 		conn_close(lp->conns);
 	bury(lp);
@@ -1022,8 +1101,6 @@ static void *worker_main(void *arg)
 	struct lane *l = arg;
 	struct http_server *s = l->s;
 	struct conn *c;
-	struct loop *lp;
-	uint64_t one = 1;
 
 	for (;;) {
 		pthread_mutex_lock(&l->lock);
@@ -1039,12 +1116,8 @@ static void *worker_main(void *arg)
 		if (!c)
 			return NULL;
 		s->fn(s->arg, &c->req, &c->res);
-		lp = c->lp;
-		pthread_mutex_lock(&lp->lock);
-		c->qnext = lp->done;
-		lp->done = c;
-		pthread_mutex_unlock(&lp->lock);
-		(void)!write(lp->wake, &one, sizeof one);
+		if (!ran_deferred())
+			hand_back(c);
 	}
 }
 

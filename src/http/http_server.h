@@ -11,7 +11,10 @@
 struct http_server;
 
 /* Lanes of workers besides the writes' own (lane 0). */
-#define HTTP_LANES 3
+#define HTTP_LANES 2
+/* lane_of's answer for a write that runs on the loop thread, as reads do:
+ * one whose handler never waits (it defers its answer, http_defer). */
+#define HTTP_LANE_LOOP (-1)
 
 struct http_server_opts {
 	const char *host; /* IPv4 or IPv6 literal, or "localhost" */
@@ -21,7 +24,7 @@ struct http_server_opts {
 	int idle_timeout_s; /* closes connections idle (or stalled) this long */
 	int workers;        /* threads that run writes (POST/PUT/PATCH/DELETE) while their
 				* connection is parked; 0 = run everything on the loop threads */
-	/* NULL, or the lane of a write: 0, or 1..HTTP_LANES for one that
+	/* NULL, or the lane of a write: HTTP_LANE_LOOP, 0, or 1..HTTP_LANES for one that
 	 * the application keeps apart (one that waits on another service: a
 	 * PMS, a booking engine; or calls from outside that come in bursts).
 	 * Lane i has lane_workers[i - 1] threads of its own (0: its writes
@@ -32,9 +35,22 @@ struct http_server_opts {
 	int lane_workers[HTTP_LANES];
 };
 
-/* Called once per complete request, on a loop thread (reads, and refusals
- * with req->framing_status set) or a worker thread (writes). Must fill res. */
+/* Called once per complete request, on a loop thread (reads, refusals
+ * with req->framing_status set, writes of HTTP_LANE_LOOP) or a worker
+ * thread (other writes). Fills res, or defers the answer (http_defer). */
 typedef void (*http_handler_fn)(void *arg, struct request *req, struct response *res);
+
+/* Called by a handler, on its thread, before it hands req to whatever
+ * answers it later: the handler then returns with res unfilled, the
+ * connection stays parked (not read; a hang-up closes it only after the
+ * answer) and the request counts as in flight until http_resume. */
+void http_defer(struct request *req);
+/* Once per deferred request, from any thread: hands req back to its
+ * loop, which calls then(arg) (NULL: nothing) on the loop thread, where
+ * then fills req's response, and writes the answer. After this call req
+ * and its response belong to the loop. http_server_stop waits for every
+ * deferred request to be resumed. */
+void http_resume(struct request *req, void (*then)(void *arg), void *arg);
 
 int http_server_start(const struct http_server_opts *o, http_handler_fn fn, void *arg,
 		      struct http_server **out) WUR;
@@ -61,7 +77,8 @@ int http_server_in_flight(struct http_server *s);
 /* Stops accepting, then waits up to drain_ms for requests in flight to
  * finish. Returns how many were still in flight at the deadline. */
 int http_server_drain(struct http_server *s, int64_t drain_ms);
-/* Closes every connection and stops the threads. */
+/* Closes every connection and stops the threads, once each deferred
+ * request was resumed and answered. */
 void http_server_stop(struct http_server *s);
 
 #endif

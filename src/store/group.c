@@ -4,21 +4,17 @@
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdlib.h>
+#include <string.h>
 #include <sys/syscall.h>
 #include <unistd.h>
 
 #include "store/store.h"
 
-/* A job handed in: queued, then run by a leader (maybe its own thread).
- * Its thread sleeps on state (a futex word), not on a condition under the
- * group's mutex: woken, it needs no lock to go on, so a transaction's end
- * does not send each of its threads to sleep again on the mutex the
- * leader holds. */
-enum { E_WAIT, E_DONE, E_LEAD };
+/* A job handed in, queued until the group's thread runs it. */
 struct entry {
 	void *job;
-	int rc;
-	atomic_int state; /* E_DONE: rc is its outcome; E_LEAD: lead the next */
+	store_group_done_fn done;
+	void *done_arg;
 	struct entry *next;
 };
 
@@ -27,47 +23,13 @@ struct store_group {
 	size_t max;
 	store_group_fn fn;
 	void *arg;
-	pthread_mutex_t mu;
+	pthread_t thread;
+	pthread_mutex_t mu;        /* guards what follows */
+	pthread_cond_t cond;       /* the thread waits on it for jobs */
 	struct entry *head, *tail; /* the queue, oldest first */
-	int leading;               /* a thread leads (or was told to) */
+	int idle;                  /* the thread waits (or is about to) */
+	int stopping;
 };
-
-static void sleep_while(atomic_int *word, int value)
-{
-	while (atomic_load_explicit(word, memory_order_acquire) == value)
-		(void)syscall(SYS_futex, word, FUTEX_WAIT_PRIVATE, value, NULL, NULL, 0);
-}
-
-/* Sets e's state and wakes its thread. Once the store is seen, e's thread
- * may return and its stack be reused: the wake then finds no sleeper
- * there, or wakes one that checks its own word again (harmless). */
-static void set_state(struct entry *e, int state)
-{
-	atomic_store_explicit(&e->state, state, memory_order_release);
-	(void)syscall(SYS_futex, &e->state, FUTEX_WAKE_PRIVATE, 1, NULL, NULL, 0);
-}
-
-int store_group_new(struct store *st, size_t max, store_group_fn fn, void *arg,
-		    struct store_group **out)
-{
-	struct store_group *g = calloc(1, sizeof *g);
-
-	*out = NULL;
-	if (!g)
-		return -1;
-	*g = (struct store_group){.st = st, .max = max ? max : 1, .fn = fn, .arg = arg};
-	pthread_mutex_init(&g->mu, NULL);
-	*out = g;
-	return 0;
-}
-
-void store_group_free(struct store_group *g)
-{
-	if (!g)
-		return;
-	pthread_mutex_destroy(&g->mu);
-	free(g);
-}
 
 /* One transaction of jobs[0..n). Returns its store status. */
 static int run_tx(struct store_group *g, void *const *jobs, size_t n)
@@ -81,7 +43,7 @@ static int run_tx(struct store_group *g, void *const *jobs, size_t n)
 }
 
 /* Runs batch (n entries) as one transaction, or each alone when that
- * fails, and sets each entry's rc. */
+ * fails, reports each outcome and frees the entries. */
 static void lead(struct store_group *g, struct entry **batch, size_t n)
 {
 	void *jobs[n];
@@ -90,60 +52,137 @@ static void lead(struct store_group *g, struct entry **batch, size_t n)
 	for (size_t i = 0; i < n; i++)
 		jobs[i] = batch[i]->job;
 	rc = run_tx(g, jobs, n);
-	for (size_t i = 0; i < n; i++)
-		batch[i]->rc = n == 1 || rc == STORE_OK ? rc : run_tx(g, &jobs[i], 1);
+	for (size_t i = 0; i < n; i++) {
+		batch[i]->done(batch[i]->done_arg,
+			       n == 1 || rc == STORE_OK ? rc : run_tx(g, &jobs[i], 1));
+		free(batch[i]);
+	}
 }
 
-/* The leader (it heads the queue): runs the queue's first max jobs,
- * wakes their threads, and hands the lead to the next queued one, if any.
- * Each thread sleeps on its own word, so a transaction's end wakes only
- * the threads it concerns. */
-static void take_lead(struct store_group *g)
+/* The group's thread: runs the queue's first max jobs at a time, until
+ * stopping and the queue is empty. */
+static void *group_main(void *arg)
 {
+	struct store_group *g = arg;
 	struct entry *batch[g->max];
 	size_t n;
 
-	pthread_mutex_lock(&g->mu);
-	for (n = 0; g->head && n < g->max; n++) {
-		batch[n] = g->head;
-		if (!(g->head = g->head->next))
-			g->tail = NULL;
+	for (;;) {
+		pthread_mutex_lock(&g->mu);
+		while (!g->head && !g->stopping) {
+			g->idle = 1;
+			pthread_cond_wait(&g->cond, &g->mu);
+		}
+		g->idle = 0;
+		for (n = 0; g->head && n < g->max; n++) {
+			batch[n] = g->head;
+			if (!(g->head = g->head->next))
+				g->tail = NULL;
+		}
+		pthread_mutex_unlock(&g->mu);
+		if (!n)
+			return NULL; /* stopping, and nothing queued */
+		lead(g, batch, n);
 	}
-	pthread_mutex_unlock(&g->mu);
-	lead(g, batch, n);
-	for (size_t i = 0; i < n; i++)
-		set_state(batch[i], E_DONE);
+}
+
+/* Wakes the group's thread when it waits; called with g->mu held, it
+ * returns whether to signal (after unlocking: the woken thread then does
+ * not sleep again at once on the mutex). */
+static int must_wake(struct store_group *g)
+{
+	int idle = g->idle;
+
+	g->idle = 0;
+	return idle;
+}
+
+int store_group_new(struct store *st, size_t max, store_group_fn fn, void *arg, const char *name,
+		    struct store_group **out)
+{
+	struct store_group *g = calloc(1, sizeof *g);
+
+	*out = NULL;
+	if (!g)
+		return -1;
+	*g = (struct store_group){.st = st, .max = max ? max : 1, .fn = fn, .arg = arg};
+	pthread_mutex_init(&g->mu, NULL);
+	pthread_cond_init(&g->cond, NULL);
+	if (pthread_create(&g->thread, NULL, group_main, g) != 0) {
+		pthread_cond_destroy(&g->cond);
+		pthread_mutex_destroy(&g->mu);
+		free(g);
+		return -1;
+	}
+	(void)pthread_setname_np(g->thread, name);
+	*out = g;
+	return 0;
+}
+
+void store_group_free(struct store_group *g)
+{
+	int wake;
+
+	if (!g)
+		return;
 	pthread_mutex_lock(&g->mu);
-	if (g->head)
-		set_state(g->head, E_LEAD);
-	else
-		g->leading = 0;
+	g->stopping = 1;
+	wake = must_wake(g);
 	pthread_mutex_unlock(&g->mu);
+	if (wake)
+		pthread_cond_signal(&g->cond);
+	pthread_join(g->thread, NULL);
+	pthread_cond_destroy(&g->cond);
+	pthread_mutex_destroy(&g->mu);
+	free(g);
+}
+
+int store_group_submit(struct store_group *g, void *job, store_group_done_fn done, void *done_arg)
+{
+	struct entry *e = malloc(sizeof *e);
+	int wake;
+
+	if (!e)
+		return -1;
+	*e = (struct entry){job, done, done_arg, NULL};
+	pthread_mutex_lock(&g->mu);
+	if (g->tail)
+		g->tail->next = e;
+	else
+		g->head = e;
+	g->tail = e;
+	wake = must_wake(g);
+	pthread_mutex_unlock(&g->mu);
+	if (wake)
+		pthread_cond_signal(&g->cond);
+	return 0;
+}
+
+/* store_group_run's wait: the outcome, and a futex word the group's
+ * thread sets once it is there. */
+struct waiter {
+	int rc;
+	atomic_int done;
+};
+
+static void wake_waiter(void *arg, int rc)
+{
+	struct waiter *w = arg;
+
+	w->rc = rc;
+	atomic_store_explicit(&w->done, 1, memory_order_release);
+	/* w may be gone once done is seen: the wake then finds no sleeper,
+	 * or wakes one that checks its own word again (harmless) */
+	(void)syscall(SYS_futex, &w->done, FUTEX_WAKE_PRIVATE, 1, NULL, NULL, 0);
 }
 
 int store_group_run(struct store_group *g, void *job)
 {
-	struct entry me = {.job = job};
-	int state;
+	struct waiter w = {0, 0};
 
-	pthread_mutex_lock(&g->mu);
-	if (g->tail)
-		g->tail->next = &me;
-	else
-		g->head = &me;
-	g->tail = &me;
-	if (!g->leading) {
-		g->leading = 1; /* nobody leads: the queue was empty */
-		atomic_store(&me.state, E_LEAD);
-	}
-	pthread_mutex_unlock(&g->mu);
-	while ((state = atomic_load_explicit(&me.state, memory_order_acquire)) != E_DONE) {
-		if (state == E_LEAD) {
-			atomic_store(&me.state, E_WAIT);
-			take_lead(g); /* me heads the queue: its batch holds me */
-		} else {
-			sleep_while(&me.state, E_WAIT);
-		}
-	}
-	return me.rc;
+	if (store_group_submit(g, job, wake_waiter, &w) < 0)
+		return STORE_ERR;
+	while (!atomic_load_explicit(&w.done, memory_order_acquire))
+		(void)syscall(SYS_futex, &w.done, FUTEX_WAIT_PRIVATE, 0, NULL, NULL, 0);
+	return w.rc;
 }

@@ -61,14 +61,33 @@ static void h_verify(struct ctx *c)
 	c->res->content_type = "text/plain; charset=utf-8";
 }
 
+/* ctx_resume's then: the answer once the call's transaction ended with
+ * store status rc. */
+static void answer_recorded(struct ctx *c, int rc)
+{
+	if (rc != STORE_OK)
+		respond_store_error(c, rc);
+	else
+		respond_raw_json(c, 200, json_object());
+}
+
+/* whatsapp_record's done, on the recording thread: hands c back. */
+static void recorded(void *arg, int rc)
+{
+	ctx_resume(arg, answer_recorded, rc);
+}
+
 /* POST: a notification, answered 200 once recorded (Meta retries
  * anything else), 401 when its signature does not verify (nothing is
- * recorded), 400 when it is not Meta's shape. */
+ * recorded), 400 when it is not Meta's shape. It runs on the event loop
+ * (LANE_LOOP): checked there, then recorded by the group's thread in a
+ * transaction shared with the calls beside it, with no thread waiting. */
 static void h_notify(struct ctx *c)
 {
 	const char *sig = http_header(c->req, "X-Hub-Signature-256");
 	const struct buf *b = &c->req->body;
 	enum whatsapp_result res;
+	struct whatsapp_call *call;
 	char why[200] = "";
 	json_t *doc = json_loadb(b->data ? b->data : "", b->len, JSON_REJECT_DUPLICATES, NULL);
 	int rc;
@@ -78,8 +97,8 @@ static void h_notify(struct ctx *c)
 		respond_error(c, ERR_REQUEST_MALFORMED, NULL, "the body is not a JSON object");
 		return;
 	}
-	rc = whatsapp_webhook(c->svc->whatsapp, c->svc->seal_key, doc, b->data ? b->data : "",
-			      b->len, sig, &res, why, sizeof why);
+	rc = whatsapp_check(c->svc->whatsapp, c->svc->seal_key, doc, b->data ? b->data : "", b->len,
+			    sig, &call, &res, why, sizeof why);
 	json_decref(doc);
 	if (rc != STORE_OK) {
 		respond_store_error(c, rc);
@@ -91,12 +110,15 @@ static void h_notify(struct ctx *c)
 		log_msg(LOG_WARN, "whatsapp", "webhook call refused from %s: %s", c->req->client,
 			why);
 		respond_error(c, ERR_UNAUTHENTICATED, NULL, "%s", why);
-	} else
-		respond_raw_json(c, 200, json_object());
+	} else {
+		ctx_defer(c);
+		if (whatsapp_record(c->svc->whatsapp, call, recorded, c) < 0)
+			recorded(c, STORE_ERR);
+	}
 }
 
 static const struct route routes[] = {
 	ROUTE_PUB("GET", "/channels/whatsapp/webhook", h_verify),
-	ROUTE_PUB_LANE("POST", "/channels/whatsapp/webhook", h_notify, LANE_CHANNEL),
+	ROUTE_PUB_LANE("POST", "/channels/whatsapp/webhook", h_notify, LANE_LOOP),
 };
 const struct route_table whatsapp_routes = ROUTE_TABLE(routes);

@@ -1269,7 +1269,7 @@ static void test_group(void **state)
 
 	make_table(f->st);
 	pthread_mutex_init(&gd.mu, NULL);
-	assert_int_equal(store_group_new(f->st, 32, group_insert, &gd, &g), 0);
+	assert_int_equal(store_group_new(f->st, 32, group_insert, &gd, "test-group", &g), 0);
 	for (int i = 0; i < GROUP_THREADS; i++) {
 		t[i] = (struct group_thread){.g = g, .id = i};
 		assert_int_equal(pthread_create(&th[i], NULL, group_submit, &t[i]), 0);
@@ -1286,6 +1286,53 @@ static void test_group(void **state)
 	assert_int_equal(count(f->st, "SELECT COUNT(DISTINCT a) FROM t"),
 			 GROUP_THREADS * (GROUP_JOBS - 1));
 	assert_int_equal(count(f->st, "SELECT COUNT(*) FROM t WHERE a < 0"), 0);
+}
+
+/* store_group_submit's outcomes, counted under a lock. */
+struct submitted {
+	pthread_mutex_t mu;
+	int ok, failed;
+};
+
+static void count_outcome(void *arg, int rc)
+{
+	struct submitted *s = arg;
+
+	pthread_mutex_lock(&s->mu);
+	if (rc == STORE_OK)
+		s->ok++;
+	else
+		s->failed++;
+	pthread_mutex_unlock(&s->mu);
+}
+
+/* One thread hands in jobs without waiting for any: they share
+ * transactions, each outcome is reported once (the bad job's as a
+ * failure), and freeing the group runs what is still queued. */
+static void test_group_submit(void **state)
+{
+	struct fixture *f = *state;
+	struct grouped gd = {.slow_first = 1};
+	struct submitted out = {.ok = 0};
+	int64_t keys[GROUP_JOBS];
+	struct store_group *g;
+
+	make_table(f->st);
+	pthread_mutex_init(&gd.mu, NULL);
+	pthread_mutex_init(&out.mu, NULL);
+	assert_int_equal(store_group_new(f->st, 8, group_insert, &gd, "test-group", &g), 0);
+	for (int j = 0; j < GROUP_JOBS; j++) {
+		keys[j] = j == 3 ? -1 : j;
+		assert_int_equal(store_group_submit(g, &keys[j], count_outcome, &out), 0);
+	}
+	store_group_free(g); /* while the first transaction still sleeps */
+	assert_int_equal(out.ok, GROUP_JOBS - 1);
+	assert_int_equal(out.failed, 1);
+	assert_true(gd.largest > 1);
+	assert_true(gd.largest <= 8);
+	assert_int_equal(count(f->st, "SELECT COUNT(*) FROM t"), GROUP_JOBS - 1);
+	pthread_mutex_destroy(&out.mu);
+	pthread_mutex_destroy(&gd.mu);
 }
 
 /* Inserts a delivery row on `surface` in state `state`; returns
@@ -1892,6 +1939,7 @@ int main(void)
 		BOTH(test_statement_cache_churn),
 		BOTH(test_two_writers),
 		BOTH(test_group),
+		BOTH(test_group_submit),
 		BOTH(test_notify),
 		BOTH(test_changes),
 		/* SQLite only */
@@ -1926,6 +1974,7 @@ int main(void)
 		BOTH(test_statement_cache_churn),
 		BOTH(test_two_writers),
 		BOTH(test_group),
+		BOTH(test_group_submit),
 		BOTH(test_notify),
 		BOTH(test_changes),
 		/* PostgreSQL only */
