@@ -11,7 +11,10 @@
  * connection stays on the loop that accepted it. Reads are answered on the
  * loop thread. Writes go to `workers` threads, since they may wait on the
  * database write lock or a PMS call; the connection is parked (not read)
- * meanwhile, and the worker hands it back through the loop's eventfd.
+ * meanwhile, and the worker hands it back through the loop's eventfd. A
+ * write that never waits (lane_of: HTTP_LANE_LOOP) runs on the loop; its
+ * handler may defer the answer (http_defer), the connection then parked
+ * the same way until another thread hands it back (http_resume).
  *
  * Per connection: one input buffer (the head, up to HTTP_HEAD_MAX, then
  * body bytes as they arrive), one output buffer, and the state of the
