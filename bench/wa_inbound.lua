@@ -7,7 +7,9 @@
 -- benchmark's static request does, not formatting). A thread that runs out of
 -- lines asks for /bench-ran-out-of-messages instead (a 404), so a reused
 -- message never passes for a new one. Every answer must be 200: done()
--- prints "bench-bad-status: N" (bench/guests.py fails on any).
+-- prints "bench-bad-status: N" (bench/guests.py fails on any). With
+-- BENCH_READY set, the last thread creates that file once its init is
+-- done.
 local dir = debug.getinfo(1, "S").source:match("^@(.*)/[^/]*$") or "."
 package.path = dir .. "/?.lua;" .. package.path
 local common = require "common" -- bench/common.lua
@@ -31,6 +33,14 @@ common.expect_status(200, {
           {["X-Hub-Signature-256"] = "sha256=" .. line:sub(1, tab - 1),
            ["Content-Type"] = "application/json"}, line:sub(tab + 1))
       end
+    end
+    -- wrk inits its threads one after the other, each starting to send
+    -- as soon as it is ready, and starts its clock after the last: the
+    -- last one's mark tells bench/guests.py that every thread sends.
+    local ready = os.getenv("BENCH_READY")
+    if ready and tid == nthreads then
+      local f = assert(io.open(ready, "w"))
+      f:close()
     end
   end,
 })
