@@ -31,8 +31,8 @@ struct store_group;
  * transaction then rolls back). */
 typedef int (*store_group_fn)(struct store_tx *tx, void *const *jobs, size_t n, void *arg);
 /* A job's outcome, on the group's thread: STORE_OK when its transaction
- * committed, else a negative store status. Must be quick (the next
- * transaction waits for it) and must not submit to the same group. */
+ * committed, else a negative store status. Must be quick: the next
+ * transaction waits for it. */
 typedef void (*store_group_done_fn)(void *done_arg, int rc);
 
 /* A group writing to st, at most max jobs a transaction, with its thread
