@@ -135,6 +135,17 @@ static void wait_held(void)
 	assert_true(atomic_load(&slot.held));
 }
 
+/* Sends method path on fd and checks that the answer's body is body. */
+static void expect_answer(int fd, const char *method, const char *path, const char *body)
+{
+	char out[1024], want[64];
+
+	send_request(fd, method, path);
+	assert_true(read_answer(fd, out, sizeof out));
+	snprintf(want, sizeof want, "\r\n\r\n%s", body);
+	assert_non_null(strstr(out, want));
+}
+
 static void resume_slot(void)
 {
 	atomic_store(&slot.held, 0);
@@ -153,17 +164,13 @@ static void test_deferred_on_the_loop(void **state)
 	(void)state;
 	send_request(a, "GET", "/defer");
 	wait_held();
-	send_request(b, "GET", "/other");
-	assert_true(read_answer(b, out, sizeof out));
-	assert_non_null(strstr(out, "\r\n\r\nnow"));
+	expect_answer(b, "GET", "/other", "now");
 	assert_false(readable(a)); /* still deferred: nothing written */
 	resume_slot();
 	assert_true(read_answer(a, out, sizeof out));
 	assert_non_null(strstr(out, "HTTP/1.1 200"));
 	assert_non_null(strstr(out, "\r\n\r\nresumed"));
-	send_request(a, "GET", "/next");
-	assert_true(read_answer(a, out, sizeof out));
-	assert_non_null(strstr(out, "\r\n\r\nnow"));
+	expect_answer(a, "GET", "/next", "now");
 	/* the request ends just after its answer is sent */
 	for (int i = 0; i < 5000 && http_server_in_flight(s); i++)
 		usleep(1000);
@@ -186,9 +193,7 @@ static void test_deferred_on_a_worker(void **state)
 	send_request(a, "POST", "/defer");
 	wait_held();
 	assert_int_equal(http_server_in_flight(s), 1);
-	send_request(b, "POST", "/other");
-	assert_true(read_answer(b, out, sizeof out));
-	assert_non_null(strstr(out, "\r\n\r\nnow"));
+	expect_answer(b, "POST", "/other", "now");
 	resume_slot();
 	assert_true(read_answer(a, out, sizeof out));
 	assert_non_null(strstr(out, "\r\n\r\nresumed"));
