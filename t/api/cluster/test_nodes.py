@@ -354,7 +354,7 @@ class MultiNodeTest(unittest.TestCase):
             r = harness.wait_until(lambda: (lambda r: r if "X-Service-Deprecated" in r.headers
                                             else None)(
                 srv.request("GET", path, token=self.seed.token, portfolio=self.seed.id)),
-                1.5, interval=0.05, what="X-Service-Deprecated on node %d" % srv.port)
+                5.0, interval=0.05, what="X-Service-Deprecated on node %d" % srv.port)
             self.assertEqual(r.headers.get("Deprecation"), "@1780272000", r)
 
     def test_8_saml_assertion_used_once_across_nodes(self):

@@ -334,7 +334,7 @@ class EscalationTest(Base):
 
     def test_a_restart_fires_a_pending_wait_once_after_it(self):
         g = E.g.properties[0]["id"]
-        r = self.one(msg(g, email="restart@example.com"), seed=E.g)
+        r = self.one(msg(g, email="restart@example.com", at=now_rfc3339()), seed=E.g)
         E.srv.stop()
         try:
             time.sleep(4.5)

@@ -124,7 +124,7 @@ class WebhookLoopTest(unittest.TestCase):
             t0 = time.monotonic()
             r = self.webhook(srv, "wamid.lane-%d" % i, "4860077700%d" % i, 10.0)
             self.assertEqual(r.status, 200, r)
-            self.assertLess(time.monotonic() - t0, 2.0, "the call waited behind the hung PMS")
+            self.assertLess(time.monotonic() - t0, 5.0, "the call waited behind the hung PMS")
         r = srv.request("GET", "/v2/guest-threads?guest=%2B48600777001", token=pf.token,
                         portfolio=pf.id)
         self.assertEqual(len(r.body["data"]), 1, r)

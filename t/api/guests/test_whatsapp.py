@@ -62,6 +62,10 @@ def setUpModule():
         srv = e.srv
         e.a = srv.seed_portfolio("enterprise", 2)
         e.props = [p["id"] for p in e.a.properties]
+        # no test here waits for an unanswered message to escalate: a week
+        # (about 1,000 s at this scale) keeps time out of the keyword test
+        srv.ctl("sla-tier", "set", "--portfolio", e.a.id, "--tier", "platinum",
+                "--guest-reply-minutes", "10080")
         for prop, pnid in zip(e.props, PNIDS):
             out = srv.ctl("whatsapp", "set", "--portfolio", e.a.id, "--property", prop,
                           "--phone-number-id", pnid, "--access-token", TOKEN,

@@ -47,7 +47,7 @@ class DeprecationTest(harness.ServerCase):
             r = pf.get(path)
             self.assertEqual(r.status, 200, r)
             return r if "X-Service-Deprecated" in r.headers else None
-        return harness.wait_until(flagged, 1.5, interval=0.05,
+        return harness.wait_until(flagged, 5.0, interval=0.05,
                                   what="X-Service-Deprecated on %s" % path)
 
     def test_deprecation_headers(self):

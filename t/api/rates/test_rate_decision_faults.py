@@ -170,7 +170,7 @@ class HungPmsTest(unittest.TestCase):
             self.assertEqual(r.status, 200, r)
             r = writes.post("webhook")
             self.assertEqual(r.status, 201, r)
-            self.assertLess(time.monotonic() - t0, 2.0, "writes waited behind the hung PMS")
+            self.assertLess(time.monotonic() - t0, 5.0, "writes waited behind the hung PMS")
         self.assertEqual(answers, [], "a decision answered while its PMS was stopped")
         sim.proc.send_signal(signal.SIGCONT)
         for t in threads:

@@ -54,7 +54,7 @@ class RecoveryTest(unittest.TestCase):
                 t1 = time.monotonic()
                 r = srv.request("GET", "/healthz", timeout=5)
                 self.assertEqual(r.status, 200, r)
-                self.assertLess(time.monotonic() - t1, 0.5)
+                self.assertLess(time.monotonic() - t1, 1.5)
                 n += 1
             self.assertGreater(n, 20)
             for t in threads:
