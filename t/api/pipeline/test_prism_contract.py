@@ -1378,6 +1378,12 @@ class PrismContract(unittest.TestCase):
 
     def test_e_webhooks(self):
         ent, grp = self.ent, self.grp
+        # a delivery of its own for the v1 retry's 202: the early one's
+        # window (26 s from the suite's start) may be over on a slow machine
+        r = self.srv.request("POST", "/v1/webhooks/%s/ping" % self.early_sub,
+                             token=self.ent_token)
+        self.assertEqual(r.status, 202, r)
+        retry_dlv = r.body["data"]["deliveries"][0]["id"]
         # v1: create (its own secret), ping
         r = self.call("POST", "/v1/webhooks", 201, token=self.ent_token,
                       body={"url": self.rx.url("/v1"), "events": ["rate.suggested"],
@@ -1447,10 +1453,11 @@ class PrismContract(unittest.TestCase):
         self.error(self.v2("GET", "/v2/webhooks/dead-letters?subscription_id=" + UNKNOWN["wh"],
                            404), "SVC-NOT-FOUND")
         # v1 retry (dead-lettered only) and v2 replay
-        r = self.call("POST", "/v1/webhooks/deliveries/%s/retry" % early_dlv, 202,
+        self.wait_delivery(retry_dlv, ("dead_lettered",))
+        r = self.call("POST", "/v1/webhooks/deliveries/%s/retry" % retry_dlv, 202,
                       token=self.ent_token)
         self.assertEqual(r.body["data"]["state"], "pending")
-        self.wait_delivery(early_dlv, ("dead_lettered",))
+        self.wait_delivery(retry_dlv, ("dead_lettered",))
         dlv1 = ping_v1["deliveries"][0]["id"]
         self.error(self.call("POST", "/v1/webhooks/deliveries/%s/retry" % dlv1, 409,
                              token=self.ent_token), "SVC-CONFLICT")

@@ -101,9 +101,11 @@ def epoch(ts):
     raise AssertionError("not an RFC 3339 datetime: %r" % (ts,))
 
 
-# How late an attempt may arrive: 150 ms (300 ms on a sanitizer build, two
+# How late an attempt may start: 250 ms (500 ms on a sanitizer build, two
 # to three times slower, on two cores shared with the parallel suite) plus 5 %.
-LATE_S = 0.30 if harness.asan_build() else 0.15
+LATE_S = 0.50 if harness.asan_build() else 0.25
+# And on its way to the receiver (a TLS handshake, the receiver's thread).
+TRANSIT_S = 0.25
 
 
 def tolerance(expected):
@@ -342,7 +344,7 @@ class DeliveryCase(unittest.TestCase):
         for k, off in enumerate(offsets, start=1):
             want = off / scale
             got = arrivals[k].at - t0
-            self.assertTrue(want - 0.01 <= got <= want + tolerance(want),
+            self.assertTrue(want - 0.01 <= got <= want + tolerance(want) + TRANSIT_S,
                             "%s: attempt %d at +%.3fs, expected +%.3fs (schedule %s)" % (
                                 what, k + 1, got, want,
                                 ["%.3f" % (a.at - t0) for a in arrivals]))
@@ -956,17 +958,20 @@ class ThroughputTest(DeliveryCase):
         self.assertEqual(evs, emitted, "%s: delivered events differ from the emitted ones" % path)
         ns = sorted(d.json()["data"]["n"] for d in got)
         self.assertEqual(len(set(ns)), n)
-        ts = sorted(d.at for d in got)
+        # the pace by the attempts' starts as the server logged them: the
+        # receiver's arrival times add its own jitter on a loaded machine
+        ts = sorted(epoch(self.wait_state(seed, i, "delivered")["attempts"][0]["at"])
+                    for i in ids)
         rate = (n - 1) / (ts[-1] - ts[0])
         # The cap is a ceiling: never more than 10% over it. The floor only
         # catches a pacing bug (a lane far below its cap); it is loose
-        # because a loaded, shared machine slows the receiver, not the cap.
+        # because a loaded, shared machine slows the sender, not the cap.
         self.assertTrue(0.7 * cap <= rate <= 1.1 * cap,
                         "%s: %.2f deliveries/s, cap %d/s (at most 10%% over, at least 70%%)" % (
                             path, rate, cap))
         # evenly spaced: no cap+1 consecutive arrivals inside (much) less than 1 s
         worst = min(ts[i + cap] - ts[i] for i in range(len(ts) - cap))
-        # (0.8, not 1.0: arrival times carry the receiver's own jitter)
+        # (0.8, not 1.0: a start is logged a little after the slot was taken)
         self.assertGreaterEqual(worst, 0.8, "%s: %d deliveries within %.3fs (cap %d/s)" % (
             path, cap + 1, worst, cap))
         return rate
