@@ -63,6 +63,15 @@ class ShutdownUnderLoadTest(unittest.TestCase):
             # a request whose head is still arriving when the signal comes
             raw = srv.raw(15.0)
             payload = json.dumps(body).encode()
+            # The drain lasts while decisions are in flight; it must outlast
+            # the 0.3 s before the head's end. The clients can run in step
+            # (a PMS answer takes 1 s), so the signal comes 0.2 s after an
+            # answer, when its client's next decision is at the PMS.
+            with lock:
+                seen = len(answers)
+            harness.wait_until(lambda: len(answers) > seen, 10.0, interval=0.005,
+                               what="a decision answered")
+            time.sleep(0.2)
             self.assertTrue(raw.send(("POST /v2/rate-decisions HTTP/1.1\r\nHost: x\r\n"
                                       "Authorization: Bearer %s\r\nX-Service-Portfolio: %s\r\n"
                                       "Content-Type: application/json\r\nContent-Length: %d\r\n"
