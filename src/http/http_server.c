@@ -56,6 +56,10 @@
  * it), for at most LINGER_TOTAL_MS and LINGER_MAX bytes, as nginx's
  * lingering close does. */
 #define LINGER_GAP_MS 2000
+/* While draining, a request head already arriving gets this long from the
+ * drain's start to arrive whole (and be answered 503); then its
+ * connection is closed. */
+#define DRAIN_HEAD_MS 2000
 #define LINGER_TOTAL_MS 30000
 #define LINGER_MAX (64 * 1024 * 1024)
 #define MAX_EVENTS 64
@@ -95,7 +99,7 @@ struct conn {
 	int64_t linger_end_ms; /* S_LINGER: the total time bound */
 	int keep_alive;
 	int pending; /* pipelined input waits: see conn_pump */
-	int counted; /* in s->in_flight */
+	int counted; /* in s->in_flight: owed an answer (owe) */
 	struct request req;
 	struct response res;
 	char *path; /* decoded path of the current request */
@@ -126,6 +130,8 @@ struct loop {
 	int64_t swept_ms;
 	int64_t accept_resume_ms; /* out of descriptors: accepting again at (0: accepting) */
 	atomic_int deferred;      /* its requests deferred and not yet handed back */
+	int drain_seen;           /* swept since draining (sweep_draining) */
+	int64_t drain_heads_ms;   /* while draining: when heads still arriving are closed */
 };
 
 /* A pool of worker threads and the queue of writes they take, oldest
@@ -152,11 +158,12 @@ struct http_server {
 	int idle_ms;
 	int max_conns;
 	atomic_int nconns;
-	atomic_int in_flight;
+	atomic_int in_flight; /* requests owed an answer, from their first byte */
 	/* Shutting down (http_server_quiesce): a request that starts now is
 	 * refused with 503, an answer closes its connection, an idle
 	 * connection is closed. */
 	atomic_int draining;
+	atomic_int drain_seen; /* loops that have swept since draining */
 	struct loop *loops;
 	int nloops;
 	struct lane lanes[LANES];
@@ -279,6 +286,16 @@ static void set_events(struct conn *c, uint32_t ev)
 		return;
 	c->events = ev;
 	(void)epoll_ctl(c->lp->ep, EPOLL_CTL_MOD, c->fd, &e);
+}
+
+/* Counts c's current request, from its first byte on, among those the
+ * drain waits for (once). */
+static void owe(struct conn *c)
+{
+	if (c->counted)
+		return;
+	atomic_fetch_add(&c->lp->s->in_flight, 1);
+	c->counted = 1;
 }
 
 /* Ends the current request's accounting and frees what it owned; the
@@ -640,10 +657,7 @@ static void dispatch(struct conn *c)
  * application writes the envelope); the connection closes after it. */
 static void refuse(struct conn *c, int status, const char *msg)
 {
-	if (!c->counted) {
-		atomic_fetch_add(&c->lp->s->in_flight, 1);
-		c->counted = 1;
-	}
+	owe(c);
 	if (!c->req.method) {
 		c->req.method = c->head.method ? c->head.method : "-";
 		c->req.path = "-";
@@ -690,8 +704,7 @@ static void start_request(struct conn *c, size_t end)
 	int st;
 
 	c->head_len = c->pos = end;
-	atomic_fetch_add(&s->in_flight, 1);
-	c->counted = 1;
+	owe(c);
 	st = http_parse_head(c->in, end, &c->head, &msg);
 	if (st)
 		c->head.method = NULL; /* maybe not a token: not for the log */
@@ -799,6 +812,8 @@ static void conn_advance(struct conn *c)
 			c->in_len -= skip;
 			c->scan = 0;
 		}
+		if (c->in_len)
+			owe(c); /* a head on its way is owed an answer */
 		if (!http_head_plausible(c->in, c->in_len)) {
 			refuse(c, 400, "not an HTTP/1.1 request");
 			return;
@@ -1001,14 +1016,41 @@ static int bytes_waiting(int fd)
 	return ioctl(fd, FIONREAD, &n) == 0 && n > 0;
 }
 
+/* While draining: closes each connection idle between requests, unless a
+ * request's first bytes already wait in its socket (sent before the
+ * drain, so owed its 503), and gives each head still arriving until
+ * DRAIN_HEAD_MS after the loop saw the drain. Each loop's first such sweep
+ * is counted after what it owes is (http_server_drain waits for all). */
+static void sweep_draining(struct loop *lp, int64_t now)
+{
+	struct conn *c, *next;
+
+	if (!lp->drain_seen)
+		lp->drain_heads_ms = now + DRAIN_HEAD_MS;
+	for (c = lp->conns; c; c = next) {
+		next = c->next;
+		if (c->state != S_HEAD)
+			continue;
+		if (c->in_len == 0 && !bytes_waiting(c->fd)) {
+			conn_close(c); /* idle between requests: no answer owed */
+			continue;
+		}
+		owe(c);
+		if (c->deadline_ms > lp->drain_heads_ms)
+			c->deadline_ms = lp->drain_heads_ms;
+	}
+	if (!lp->drain_seen) {
+		lp->drain_seen = 1;
+		atomic_fetch_add(&lp->s->drain_seen, 1);
+	}
+}
+
 /* Closes connections past their deadline, once a second. A request head
  * must arrive whole within the idle timeout of its first byte; a body or
  * an answer must average MIN_RATE bytes a second after the idle timeout's
  * grace (phase_progress); an idle keep-alive connection gets the idle
- * timeout. While draining, a connection idle between requests is closed
- * at once, unless a request's first bytes already wait in its socket:
- * that request was sent before the drain and is answered (503). Also
- * ends an out-of-descriptors episode that has gone quiet. */
+ * timeout. Runs sweep_draining while draining. Also ends an
+ * out-of-descriptors episode that has gone quiet. */
 static void sweep(struct loop *lp)
 {
 	int64_t now = clock_mono_ms();
@@ -1016,11 +1058,7 @@ static void sweep(struct loop *lp)
 
 	accept_episode_end(now);
 	if (atomic_load(&lp->s->draining))
-		for (c = lp->conns; c; c = next) {
-			next = c->next;
-			if (c->state == S_HEAD && c->in_len == 0 && !bytes_waiting(c->fd))
-				conn_close(c); /* idle between requests: no answer owed */
-		}
+		sweep_draining(lp, now);
 	if (now - lp->swept_ms < 1000)
 		return;
 	lp->swept_ms = now;
@@ -1338,7 +1376,8 @@ int http_server_drain(struct http_server *s, int64_t drain_ms)
 	int64_t deadline = clock_mono_ms() + drain_ms;
 
 	http_server_quiesce(s);
-	while (http_server_in_flight(s) > 0 && clock_mono_ms() < deadline)
+	while ((http_server_in_flight(s) > 0 || atomic_load(&s->drain_seen) < s->nloops) &&
+	       clock_mono_ms() < deadline)
 		nanosleep(&(struct timespec){0, 10 * 1000 * 1000}, NULL);
 	return http_server_in_flight(s);
 }

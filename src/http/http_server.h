@@ -70,12 +70,15 @@ int http_server_port(struct http_server *s);
  * flight go on (their answers close their connections), a request that
  * starts on an open connection from now on is refused with 503 (the
  * handler sees framing_status 503: the application writes the envelope),
- * idle connections are closed. */
+ * idle connections are closed. A request whose head is still arriving was
+ * sent before: it is in flight, and its head has 2 s to arrive whole (to
+ * be answered 503) before its connection is closed. */
 void http_server_quiesce(struct http_server *s);
-/* Requests received and not yet completed. */
+/* Requests received (from their first byte) and not yet completed. */
 int http_server_in_flight(struct http_server *s);
-/* Stops accepting, then waits up to drain_ms for requests in flight to
- * finish. Returns how many were still in flight at the deadline. */
+/* Stops accepting, then waits up to drain_ms for every loop to have seen
+ * the drain and for requests in flight to finish. Returns how many were
+ * still in flight at the deadline. */
 int http_server_drain(struct http_server *s, int64_t drain_ms);
 /* Closes every connection and stops the threads, once each deferred
  * request was resumed and answered. */

@@ -178,6 +178,8 @@ class ShutdownTest(unittest.TestCase):
         srv.stop()
 
     def test_sigterm_with_half_sent_request(self):
+        """A head that never completes holds the drain for its 2 s grace, not
+        for the drain's 10 s."""
         c = self.srv.raw(harness.STOP_DEADLINE)
         try:
             self.assertTrue(c.send(b"GET /healthz HTTP/1.1\r\nHo"))
@@ -190,6 +192,29 @@ class ShutdownTest(unittest.TestCase):
             self.assertLess(time.monotonic() - t0, 5.0)
         finally:
             c.close()
+
+    def test_head_arriving_at_the_signal_is_answered_503(self):
+        """A head whose first bytes came before the signal is a request in
+        flight: with nothing else in flight the drain still waits for it, and
+        it is answered 503, not dropped."""
+        c = self.srv.raw(harness.STOP_DEADLINE)
+        try:
+            self.assertTrue(c.send(b"GET /healthz HTTP/1.1\r\nHo"))
+            self.srv.signal(signal.SIGTERM)
+            harness.wait_until(
+                lambda: any(e.get("event") == "shutdown" for e in self.srv.log_events()),
+                5.0, interval=0.01, what="the shutdown log line")
+            time.sleep(0.3)  # the drain has nothing else to wait for
+            self.assertTrue(c.send(b"st: x\r\n\r\n"))
+            status, hdrs, body = c.read_response()
+            self.assertEqual(status, 503, body)
+            self.assertEqual(json.loads(body)["error"]["code"], "SVC-UNAVAILABLE")
+            self.assertEqual(hdrs.get("Connection", "").lower(), "close")
+            self.assertTrue(hdrs.get("Retry-After"))
+        finally:
+            c.close()
+        rc = self.srv.wait_exit(5.0)
+        self.assertEqual(rc, 0, self.srv.log_text())
 
     def test_sigterm_idle_server_exits_zero(self):
         t0 = time.monotonic()
