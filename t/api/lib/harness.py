@@ -183,7 +183,20 @@ def imf_fixdate(dt):
 
 
 def parse_rfc3339(s):
-    return datetime.datetime.strptime(s.replace("Z", "+0000"), "%Y-%m-%dT%H:%M:%S%z")
+    """An RFC 3339 instant as the server writes them (…Z or an offset, with
+    or without a fraction of a second) -> an aware datetime."""
+    t = s.replace("Z", "+0000")
+    for fmt in ("%Y-%m-%dT%H:%M:%S.%f%z", "%Y-%m-%dT%H:%M:%S%z"):
+        try:
+            return datetime.datetime.strptime(t, fmt)
+        except ValueError:
+            pass
+    raise AssertionError("not an RFC 3339 datetime: %r" % (s,))
+
+
+def epoch(s):
+    """An RFC 3339 instant (parse_rfc3339) -> unix seconds (float)."""
+    return parse_rfc3339(s).timestamp()
 
 
 # --------------------------------------------------------------------------

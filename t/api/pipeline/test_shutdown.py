@@ -4,7 +4,6 @@ flight finishes, what starts after the signal is refused with 503
 SVC-UNAVAILABLE, Connection: close and Retry-After, and the server exits 0
 well within the drain's 10 s."""
 
-import datetime
 import json
 import os
 import signal
@@ -20,12 +19,6 @@ import pmssim  # noqa: E402
 from harness import assert_success, ctl_user, rate_decision_body  # noqa: E402
 
 HEALTHZ = b"GET /healthz HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n"
-
-
-def log_ts(ts):
-    """A log line's ts (RFC 3339, milliseconds, UTC) as seconds since the epoch."""
-    return datetime.datetime.strptime(ts.replace("Z", "+0000"),
-                                      "%Y-%m-%dT%H:%M:%S.%f%z").timestamp()
 
 
 class ShutdownUnderLoadTest(unittest.TestCase):
@@ -96,7 +89,7 @@ class ShutdownUnderLoadTest(unittest.TestCase):
             self.assertTrue(accepted, "no decision went through before the signal")
             # nothing sent after the server took the signal (its "shutdown"
             # log line, 50 ms for the drain's flag after it) went through
-            [taken] = [log_ts(e["ts"]) for e in srv.log_events()
+            [taken] = [harness.epoch(e["ts"]) for e in srv.log_events()
                        if e.get("event") == "shutdown" and "draining" in e.get("msg", "")]
             self.assertGreaterEqual(taken, wall_sig - 0.01)
             late = [a for a in answers if a[1] == 201 and a[0] > taken + 0.05]

@@ -22,7 +22,6 @@ real source.
 
 import base64
 import collections
-import datetime
 import hashlib
 import hmac
 import json
@@ -88,17 +87,6 @@ def server_args(scale, private=True):
     if private:
         args = ["--allow-private-targets"] + args
     return args
-
-
-def epoch(ts):
-    """RFC 3339 (…Z, optional fraction) -> unix seconds (float)."""
-    s = ts.replace("Z", "+0000")
-    for fmt in ("%Y-%m-%dT%H:%M:%S.%f%z", "%Y-%m-%dT%H:%M:%S%z"):
-        try:
-            return datetime.datetime.strptime(s, fmt).timestamp()
-        except ValueError:
-            pass
-    raise AssertionError("not an RFC 3339 datetime: %r" % (ts,))
 
 
 # How late an attempt may start: 250 ms (500 ms on a sanitizer build, two
@@ -340,7 +328,7 @@ class DeliveryCase(unittest.TestCase):
         origin is the server's: measured from the first arrival instead, a
         first attempt slowed on its way (a TLS handshake on a loaded
         machine) made every later one look early."""
-        t0 = epoch(dlv["attempts"][0]["at"])
+        t0 = harness.epoch(dlv["attempts"][0]["at"])
         for k, off in enumerate(offsets, start=1):
             want = off / scale
             got = arrivals[k].at - t0
@@ -351,7 +339,7 @@ class DeliveryCase(unittest.TestCase):
 
     def check_attempt_times(self, dlv, offsets, scale):
         """The same schedule from the delivery object's attempt log."""
-        ats = [epoch(a["at"]) for a in dlv["attempts"]]
+        ats = [harness.epoch(a["at"]) for a in dlv["attempts"]]
         for k, off in enumerate(offsets, start=1):
             want = off / scale
             self.assertLessEqual(abs(ats[k] - ats[0] - want), tolerance(want),
@@ -449,7 +437,7 @@ class DeliveryFormatTest(DeliveryCase):
             self.assertEqual(x["attempt_count"], 1, x)
             a = x["attempts"][0]
             self.assertEqual((a["n"], a["http_status"], a["error"]), (1, 204, None), x)
-            self.assertLessEqual(abs(epoch(a["at"]) - d.at), 1.0, (a, d.at))
+            self.assertLessEqual(abs(harness.epoch(a["at"]) - d.at), 1.0, (a, d.at))
             self.assertIsNone(x["dead_lettered_at"], x)
         # state filter
         data, _ = assert_success(self, seed.get("/v2/webhooks/%s/deliveries?state=delivered" % sub))
@@ -779,7 +767,7 @@ class RetryScheduleTest(DeliveryCase):
         dlv2 = got[0].headers["x-service-delivery-id"]
         d = self.wait_state(seed, dlv2, "retry_scheduled", attempts=7, timeout=1.0)
         # due +24 h after the first attempt began, by the server's own times
-        self.assertLessEqual(abs(epoch(d["next_attempt_at"]) - epoch(d["attempts"][0]["at"]) -
+        self.assertLessEqual(abs(harness.epoch(d["next_attempt_at"]) - harness.epoch(d["attempts"][0]["at"]) -
                                  DAY / scale), 0.002, d)
         assert_error(self, self.replay(seed, dlv2), 409, "SVC-CONFLICT")
         self.assertEqual(self.rx.count("/r-v2"), 7, "the refused replay made an attempt")
@@ -897,7 +885,7 @@ class WindowTest(DeliveryCase):
         self.emit(seed, "invoice.corrected", surface="v1")
         v1 = self.rx.wait_for(10, "/w-v1")[0].headers["x-service-delivery-id"]
         d1 = self.wait_state(seed, v1, "dead_lettered", attempts=10)
-        end_v1 = epoch(d1["event_created_at"]) + RETRY_WINDOW_V1 / scale
+        end_v1 = harness.epoch(d1["event_created_at"]) + RETRY_WINDOW_V1 / scale
 
         # inside the windows
         self.assertLess(time.time(), end_v1 - 0.5,
@@ -907,8 +895,8 @@ class WindowTest(DeliveryCase):
         v2ok = self.rx.wait_for(1, "/w-v2ok")[0].headers["x-service-delivery-id"]
         dd = self.wait_state(seed, v2dead, "dead_lettered", attempts=8)
         do = self.wait_state(seed, v2ok, "delivered", attempts=1)
-        end_v2dead = epoch(dd["event_created_at"]) + REPLAY_WINDOW_V2 / scale
-        end_v2ok = epoch(do["event_created_at"]) + REPLAY_WINDOW_V2 / scale
+        end_v2dead = harness.epoch(dd["event_created_at"]) + REPLAY_WINDOW_V2 / scale
+        end_v2ok = harness.epoch(do["event_created_at"]) + REPLAY_WINDOW_V2 / scale
         self.rx.wait_for(11, "/w-v1")
         self.wait_state(seed, v1, "dead_lettered", attempts=11)
         assert_success(self, self.replay(seed, v2dead), 202)
@@ -960,7 +948,7 @@ class ThroughputTest(DeliveryCase):
         self.assertEqual(len(set(ns)), n)
         # the pace by the attempts' starts as the server logged them: the
         # receiver's arrival times add its own jitter on a loaded machine
-        ts = sorted(epoch(self.wait_state(seed, i, "delivered")["attempts"][0]["at"])
+        ts = sorted(harness.epoch(self.wait_state(seed, i, "delivered")["attempts"][0]["at"])
                     for i in ids)
         rate = (n - 1) / (ts[-1] - ts[0])
         # The cap is a ceiling: never more than 10% over it. The floor only
