@@ -57,6 +57,30 @@ int buf_putc(struct buf *b, char c)
 	return buf_append(b, &c, 1);
 }
 
+size_t buf_format_int(int64_t v, char out[BUF_INT_MAX])
+{
+	char tmp[BUF_INT_MAX];
+	uint64_t u = v < 0 ? -(uint64_t)v : (uint64_t)v;
+	size_t n = 0, len = 0;
+
+	do
+		tmp[n++] = (char)('0' + u % 10);
+	while ((u /= 10) != 0);
+	if (v < 0)
+		out[len++] = '-';
+	while (n)
+		out[len++] = tmp[--n];
+	out[len] = '\0';
+	return len;
+}
+
+int buf_put_int(struct buf *b, int64_t v)
+{
+	char d[BUF_INT_MAX];
+
+	return buf_append(b, d, buf_format_int(v, d));
+}
+
 int buf_printf(struct buf *b, const char *fmt, ...)
 {
 	va_list ap;

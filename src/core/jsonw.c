@@ -65,7 +65,7 @@ int jsonw_key(struct buf *b, const char *key, int first)
 
 int jsonw_int(struct buf *b, int64_t v)
 {
-	return buf_printf(b, "%lld", (long long)v);
+	return buf_put_int(b, v);
 }
 
 void jsonw_sanitize(char *s)

@@ -10,6 +10,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "core/buf.h"
 #include "core/clock.h"
 #include "core/embedded.h"
 #include "core/log.h"
@@ -353,23 +354,38 @@ int store_send(struct store_tx *tx, const char *sql, const struct store_val *par
 
 /* "head VALUES ($1, $2), ($3, $4)tail" for nrows rows of ncols, or NULL
  * (no memory). */
+/* Appends s (len bytes) at sql + n; returns the new length. The SQL
+ * texts below are sized beforehand: no check here. */
+static size_t put(char *sql, size_t n, const char *s, size_t len)
+{
+	memcpy(sql + n, s, len);
+	return n + len;
+}
+
+/* Appends "$p" (and a NUL after it) at sql + n; returns the new length. */
+static size_t put_param(char *sql, size_t n, int p)
+{
+	sql[n++] = '$';
+	return n + buf_format_int(p, sql + n);
+}
+
 static char *rows_sql(const char *head, const char *tail, int ncols, size_t nrows)
 {
-	size_t cap = strlen(head) + strlen(tail) + 16 + nrows * ((size_t)ncols * 7 + 4), n;
-	char *sql = malloc(cap);
+	size_t hl = strlen(head), tl = strlen(tail), n = 0;
+	char *sql = malloc(hl + tl + 16 + nrows * ((size_t)ncols * (BUF_INT_MAX + 3) + 4));
 	int p = 1;
 
 	if (!sql)
 		return NULL;
-	n = (size_t)snprintf(sql, cap, "%s VALUES ", head);
-	for (size_t r = 0; r < nrows; r++)
+	n = put(sql, n, head, hl);
+	n = put(sql, n, " VALUES ", 8);
+	for (size_t r = 0; r < nrows; r++) {
+		n = r ? put(sql, n, ", (", 3) : put(sql, n, "(", 1);
 		for (int c = 0; c < ncols; c++, p++)
-			n += (size_t)snprintf(sql + n, cap - n, "%s$%d%s",
-					      c   ? ""
-					      : r ? ", ("
-						  : "(",
-					      p, c + 1 < ncols ? ", " : ")");
-	snprintf(sql + n, cap - n, "%s", tail);
+			n = put_param(sql, c ? put(sql, n, ", ", 2) : n, p);
+		n = put(sql, n, ")", 1);
+	}
+	memcpy(sql + n, tail, tl + 1);
 	return sql;
 }
 
@@ -634,20 +650,21 @@ void store_sql_in(struct store_sql *q, const char *col, const char *const *vals,
 
 char *store_sql_values(const char *head, size_t n, int ncols, int first, const char *tail)
 {
-	size_t cap = strlen(head) + n * (size_t)(12 + 6 * ncols) + strlen(tail) + 1, len;
-	char *sql = malloc(cap);
+	size_t hl = strlen(head), tl = strlen(tail), len = 0;
+	char *sql = malloc(hl + n * (BUF_INT_MAX + 6 + (size_t)ncols * (BUF_INT_MAX + 3)) + tl + 1);
 	int p = first;
 
 	if (!sql)
 		return NULL;
-	len = (size_t)snprintf(sql, cap, "%s", head);
+	len = put(sql, len, head, hl);
 	for (size_t i = 0; i < n; i++) {
-		len += (size_t)snprintf(sql + len, cap - len, "%s(%zu", i ? ", " : "", i);
+		len = put(sql, len, i ? ", (" : "(", i ? 3 : 1);
+		len += buf_format_int((int64_t)i, sql + len);
 		for (int c = 0; c < ncols; c++)
-			len += (size_t)snprintf(sql + len, cap - len, ", $%d", p++);
-		len += (size_t)snprintf(sql + len, cap - len, ")");
+			len = put_param(sql, put(sql, len, ", ", 2), p++);
+		len = put(sql, len, ")", 1);
 	}
-	snprintf(sql + len, cap - len, "%s", tail);
+	memcpy(sql + len, tail, tl + 1);
 	return sql;
 }
 

@@ -88,7 +88,7 @@ int store_probe_write(struct store *st) WUR;
 int store_schema_version(struct store *st);
 
 /* The most $N placeholders one statement may have, on every backend. */
-#define STORE_MAX_PARAMS 128
+#define STORE_MAX_PARAMS 256
 
 /* store_begin's modes. STORE_READ_ONE is a read of exactly one statement,
  * which needs no transaction around it: PostgreSQL runs it alone (no

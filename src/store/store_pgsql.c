@@ -44,6 +44,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "core/buf.h"
 #include "core/clock.h"
 #include "core/log.h"
 
@@ -316,7 +317,7 @@ struct wire {
 	const char *values[MAX_PARAMS];
 	int lengths[MAX_PARAMS], formats[MAX_PARAMS];
 	Oid types[MAX_PARAMS];
-	char ints[MAX_PARAMS][24];
+	char ints[MAX_PARAMS][BUF_INT_MAX];
 };
 
 static void wire_fill(struct wire *w, const struct store_val *params, int nslots)
@@ -329,7 +330,7 @@ static void wire_fill(struct wire *w, const struct store_val *params, int nslots
 			      : params[i].kind == STORE_BLOB ? OID_BYTEA
 							     : 0;
 		if (params[i].kind == STORE_INT) {
-			snprintf(w->ints[i], sizeof w->ints[i], "%lld", (long long)params[i].i);
+			buf_format_int(params[i].i, w->ints[i]);
 			w->values[i] = w->ints[i];
 		}
 	}
@@ -368,8 +369,10 @@ static int lost(struct pg_tx *tx, const char *sql)
 static void note_sent(struct pg_tx *tx, const char *sql, struct pg_stmt *parse)
 {
 	struct pg_sent *s = &tx->sent[tx->queued++];
+	size_t n = strnlen(sql, sizeof s->what - 1);
 
-	snprintf(s->what, sizeof s->what, "%s", sql);
+	memcpy(s->what, sql, n);
+	s->what[n] = '\0';
 	s->parse = parse;
 	if (parse)
 		memcpy(s->name, parse->name, sizeof s->name);
@@ -407,6 +410,8 @@ static int bound_waits(struct pg_tx *tx)
 	return send_plain(tx, sql);
 }
 
+static int send_stmt(struct pg_tx *tx, const char *sql, const struct store_val *params, int nparams);
+
 /* Opens tx's pipeline segment if none is open, with the transaction's
  * BEGIN (and a writer's lock) when nothing was sent yet. Returns STORE_OK
  * or STORE_ERR. */
@@ -423,7 +428,7 @@ static int open_segment(struct pg_tx *tx)
 			return STORE_OK; /* an implicit transaction, ended by the sync */
 		rc = send_plain(tx, tx->write ? "BEGIN" : begin_read);
 		if (rc == STORE_OK && tx->write && !tx->own)
-			rc = send_plain(tx, write_lock);
+			rc = send_stmt(tx, write_lock, NULL, 0); /* prepared: not planned each time */
 	} else if (tx->write && !tx->bounded && clock_mono_ms() - tx->begun_ms > WAITED_MS) {
 		rc = bound_waits(tx);
 	}

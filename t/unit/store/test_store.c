@@ -343,6 +343,16 @@ static void test_sql_builders(void **state)
 		store_sql_eq(&q, "kind", "odd");
 	assert_true(q.overflow);
 	assert_int_equal(store_sql_page_end(tx, &q, NULL, 0, 10, &r), STORE_ERR);
+	/* a VALUES list of numbered rows: its exact text, then run */
+	{
+		char *sql = store_sql_values("SELECT k.column1, k.column2, k.column3 FROM (VALUES ",
+					     3, 2, 9, ") k ORDER BY 1");
+
+		assert_non_null(sql);
+		assert_string_equal(sql, "SELECT k.column1, k.column2, k.column3 FROM (VALUES "
+					 "(0, $9, $10), (1, $11, $12), (2, $13, $14)) k ORDER BY 1");
+		free(sql);
+	}
 	/* one resource of a portfolio */
 	assert_int_equal(store_get_owned(tx, "SELECT portfolio_id, kind FROM things WHERE id = $1",
 					 "t3", 0, "A", row_text, &v),
