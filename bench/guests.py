@@ -69,8 +69,10 @@ PNIDS = ["900000000000001", "900000000000002"]
 # offered concurrency; Meta delivers a number's calls concurrently and
 # asks for a median under 250 ms and fewer than 1 % over 1 s).
 CONNECTIONS = int(os.environ.get("CONNECTIONS", "64"))
-# PG_STATS=1: PostgreSQL runs pg_stat_statements; after the inbound phase
-# its costliest statements are printed (mean and total time per call).
+# PG_STATS=1: PostgreSQL runs pg_stat_statements (planning tracked too);
+# after the inbound phase its costliest statements are printed (mean and
+# total executor time per call, mean planning time per call), and both
+# summed per message.
 PG_STATS = os.environ.get("PG_STATS") == "1"
 PG_STATS_ORDER = os.environ.get("PG_STATS_ORDER", "total_exec_time")  # or calls
 # SRV_OPTS: more revopsd options for a trial ("--workers 16"); the figures
@@ -252,7 +254,9 @@ def print_pg_stats(node):
     """The statements that took the most server time (pg_stat_statements)."""
     for line in sql_rows(node, "SELECT round(total_exec_time::numeric, 0) || ' ms total, '"
                                " || round((1000 * total_exec_time / calls)::numeric, 1)"
-                               " || ' us/call, ' || calls || ' calls, ' || rows || ' rows: '"
+                               " || ' us/call (planning '"
+                               " || round((1000 * total_plan_time / calls)::numeric, 1)"
+                               " || '), ' || calls || ' calls, ' || rows || ' rows: '"
                                " || left(regexp_replace(query, '\\s+', ' ', 'g'), 160)"
                                " FROM pg_stat_statements ORDER BY " + PG_STATS_ORDER +
                                " DESC LIMIT 25"):
@@ -265,6 +269,10 @@ def print_pg_stats(node):
                            " / count(*))::numeric, 1) || ' us of executor time per message'"
                            " FROM guest_messages")
     log("pg: " + per)
+    [plan] = sql_rows(node, "SELECT round(((1000 * (SELECT sum(total_plan_time) FROM"
+                            " pg_stat_statements)) / count(*))::numeric, 1)"
+                            " || ' us of planning per message' FROM guest_messages")
+    log("pg: " + plan)
 
 
 def lag_phase(node):
@@ -312,7 +320,8 @@ def main():
                "spread_s": SPREAD, "cores": os.cpu_count()}
     pg = "postgres" in BACKENDS
     if pg:
-        extra = {"PG_OPTS": "-c shared_preload_libraries=pg_stat_statements " + os.environ.get("PG_OPTS", "")} if PG_STATS else {}
+        extra = {"PG_OPTS": "-c shared_preload_libraries=pg_stat_statements"
+                                " -c pg_stat_statements.track_planning=on " + os.environ.get("PG_OPTS", "")} if PG_STATS else {}
         subprocess.run([os.path.join(nodes.ROOT, "scripts", "pg-test-cluster.sh"), "up",
                         cluster], check=True, env=dict(os.environ, PG_DURABLE="1", **extra))
         os.environ["REVOPS_TEST_PG_FILE"] = cluster

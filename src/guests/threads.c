@@ -490,7 +490,7 @@ static int known_add(struct batch *b, const char *channel, const char *external_
 
 /* Messages one read carries, at most (4 values each); a read of fewer is
  * padded to a power of two, so a few prepared statements serve all. */
-#define READ_KEYS 16
+#define READ_KEYS 32
 
 /* The read is a row per message, correlated on its values (k.column2..5:
  * channel, external id, phone, e-mail) by equality on whole keys only,
