@@ -352,8 +352,6 @@ int store_send(struct store_tx *tx, const char *sql, const struct store_val *par
 	return rc != STORE_OK ? rc : send_now(tx, sql, params, nparams);
 }
 
-/* "head VALUES ($1, $2), ($3, $4)tail" for nrows rows of ncols, or NULL
- * (no memory). */
 /* Appends s (len bytes) at sql + n; returns the new length. The SQL
  * texts below are sized beforehand: no check here. */
 static size_t put(char *sql, size_t n, const char *s, size_t len)
@@ -369,6 +367,8 @@ static size_t put_param(char *sql, size_t n, int p)
 	return n + buf_format_int(p, sql + n);
 }
 
+/* "head VALUES ($1, $2), ($3, $4)tail" for nrows rows of ncols, or NULL
+ * (no memory). */
 static char *rows_sql(const char *head, const char *tail, int ncols, size_t nrows)
 {
 	size_t hl = strlen(head), tl = strlen(tail), n = 0;
