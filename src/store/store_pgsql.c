@@ -52,12 +52,13 @@
 #define STMT_PROBES 4
 #define MAX_PARAMS STORE_MAX_PARAMS
 /* Commands a transaction sends before it reads their results: a
- * statement whose STMT_SENDS commands (DEALLOCATE, BEGIN, the lock,
- * Parse, Execute) would not fit reads the segment first (make_room).
+ * statement whose STMT_SENDS commands (BEGIN; the lock's DEALLOCATE,
+ * Parse and Execute; its own three) would not fit reads the segment
+ * first (make_room).
  * Their answers are a few bytes each, so neither side's socket buffer
  * fills while the other waits. */
 #define QUEUE_MAX 64
-#define STMT_SENDS 5
+#define STMT_SENDS 7
 /* Advisory lock keys ("revops" and a number): the writers' turn and the
  * migration runner's. */
 #define WRITE_LOCK_KEY "7310593858020360193"
@@ -454,7 +455,7 @@ static int make_room(struct pg_tx *tx, int n)
 static int send_stmt(struct pg_tx *tx, const char *sql, const struct store_val *params, int nparams)
 {
 	uint64_t h = sql_hash(sql);
-	struct pg_stmt *cs = find_stmt(tx->c, sql, h);
+	struct pg_stmt *cs;
 	char dealloc[32] = "";
 	struct wire w;
 	int rc;
@@ -466,8 +467,11 @@ static int send_stmt(struct pg_tx *tx, const char *sql, const struct store_val *
 	}
 	if (tx->c->broken)
 		return STORE_ERR;
+	/* The segment first: its BEGIN may send the writers' lock through
+	 * here, which may claim (and deallocate) a slot of the cache. */
 	if ((rc = make_room(tx, STMT_SENDS)) != STORE_OK || (rc = open_segment(tx)) != STORE_OK)
 		return rc;
+	cs = find_stmt(tx->c, sql, h);
 	if (!cs && (rc = claim_slot(tx->c, sql, h, &cs, dealloc)) != STORE_OK)
 		goto fail;
 	if (cs->nslots > nparams) {
@@ -812,7 +816,8 @@ static int send_commit(struct pg_tx *tx)
 	PGresult *res = NULL;
 	int rc, fail_at;
 
-	if ((rc = make_room(tx, 1)) != STORE_OK || (rc = open_segment(tx)) != STORE_OK ||
+	/* room for the COMMIT and the lock_timeout open_segment may send */
+	if ((rc = make_room(tx, 2)) != STORE_OK || (rc = open_segment(tx)) != STORE_OK ||
 	    (rc = send_plain(tx, "COMMIT")) != STORE_OK)
 		return rc;
 	rc = sync_read(tx, &res, &fail_at);

@@ -1142,6 +1142,38 @@ static void test_statement_cache_churn(void **state)
 		free(sql[i]);
 }
 
+/* Write transactions whose first statements churn the statement cache
+ * (more texts than it holds): each one's insert runs, whichever slot the
+ * writers' lock, prepared again as it is evicted, takes on the way (it
+ * once could take the slot its caller had just found, and the insert ran
+ * the lock instead, reporting success). */
+static void test_write_lock_cache_churn(void **state)
+{
+	enum { NSQL = 300, ROUNDS = 3 };
+	struct fixture *f = *state;
+	struct store_tx *tx;
+	char sql[96];
+	int64_t n = -1;
+	int i, round;
+
+	assert_int_equal(store_begin(f->st, 1, &tx), STORE_OK);
+	assert_true(store_exec(tx, "CREATE TABLE churn (k BIGINT)", NULL, 0) >= 0);
+	assert_int_equal(store_commit(tx), STORE_OK);
+	/* each text twice in a row: the first may evict the lock, which the
+	 * second's transaction then prepares again */
+	for (round = 0; round < ROUNDS; round++)
+		for (i = 0; i < 2 * NSQL; i++) {
+			snprintf(sql, sizeof sql, "INSERT INTO churn (k) VALUES ($1 + %d)", i / 2);
+			assert_int_equal(store_begin(f->st, 1, &tx), STORE_OK);
+			assert_int_equal(store_exec(tx, sql, (struct store_val[]){sv_int(0)}, 1), 1);
+			assert_int_equal(store_commit(tx), STORE_OK);
+		}
+	assert_int_equal(store_begin(f->st, 0, &tx), STORE_OK);
+	assert_int_equal(store_query_int(tx, "SELECT COUNT(*) FROM churn", NULL, 0, &n), 1);
+	store_rollback(tx);
+	assert_int_equal(n, 2 * NSQL * ROUNDS);
+}
+
 #define WRITERS 2
 #define ROWS_EACH 500
 
@@ -1947,6 +1979,7 @@ int main(void)
 		BOTH(test_nested_same_sql),
 		BOTH(test_too_many_params),
 		BOTH(test_statement_cache_churn),
+		BOTH(test_write_lock_cache_churn),
 		BOTH(test_two_writers),
 		BOTH(test_group),
 		BOTH(test_group_submit),
@@ -1982,6 +2015,7 @@ int main(void)
 		BOTH(test_nested_same_sql),
 		BOTH(test_too_many_params),
 		BOTH(test_statement_cache_churn),
+		BOTH(test_write_lock_cache_churn),
 		BOTH(test_two_writers),
 		BOTH(test_group),
 		BOTH(test_group_submit),
