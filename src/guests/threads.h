@@ -86,7 +86,7 @@ void guest_rules_free(struct guest_rules *r);
 /* Records the n messages m of portfolio pf (under its rules) inside tx
  * as above, in order, each as if alone (a later one sees what an earlier
  * one did), into out[0..n); fn (or NULL) after each. What a batch needs
- * is read in one statement per 16 messages, and the threads it changed
+ * is read in one statement per 32 messages, and the threads it changed
  * are written once at its end. The caller holds the writers' turn
  * (STORE_WRITE, or store_turn): a message id already known gives
  * duplicate. Returns 0 or a negative store status. */

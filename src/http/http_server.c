@@ -57,8 +57,8 @@
  * lingering close does. */
 #define LINGER_GAP_MS 2000
 /* While draining, a request head already arriving gets this long from the
- * drain's start to arrive whole (and be answered 503); then its
- * connection is closed. */
+ * moment its loop saw the drain to arrive whole (and be answered 503);
+ * then its connection is closed (at the next once-a-second sweep). */
 #define DRAIN_HEAD_MS 2000
 #define LINGER_TOTAL_MS 30000
 #define LINGER_MAX (64 * 1024 * 1024)
@@ -1376,7 +1376,10 @@ int http_server_drain(struct http_server *s, int64_t drain_ms)
 	int64_t deadline = clock_mono_ms() + drain_ms;
 
 	http_server_quiesce(s);
-	while ((http_server_in_flight(s) > 0 || atomic_load(&s->drain_seen) < s->nloops) &&
+	/* drain_seen first: a loop counts what it owes before it counts
+	 * itself in drain_seen, so once every loop is seen, in_flight holds
+	 * all they owe */
+	while ((atomic_load(&s->drain_seen) < s->nloops || http_server_in_flight(s) > 0) &&
 	       clock_mono_ms() < deadline)
 		nanosleep(&(struct timespec){0, 10 * 1000 * 1000}, NULL);
 	return http_server_in_flight(s);

@@ -72,7 +72,7 @@ int http_server_port(struct http_server *s);
  * handler sees framing_status 503: the application writes the envelope),
  * idle connections are closed. A request whose head is still arriving was
  * sent before: it is in flight, and its head has 2 s to arrive whole (to
- * be answered 503) before its connection is closed. */
+ * be answered 503) before its connection is closed (within 3 s). */
 void http_server_quiesce(struct http_server *s);
 /* Requests received (from their first byte) and not yet completed. */
 int http_server_in_flight(struct http_server *s);

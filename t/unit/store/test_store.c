@@ -336,14 +336,22 @@ static void test_sql_builders(void **state)
 	assert_int_equal(store_sql_page_end(tx, &q, props, 0, 10, &r), STORE_OK);
 	assert_int_equal(store_next(r), 0);
 	store_rows_close(r);
-	/* more values than a statement holds: refused before it runs */
+	/* more values than a statement holds (the text still has room):
+	 * refused before it runs */
 	memset(&q, 0, sizeof q);
 	store_sql_page(&q, "SELECT id FROM things", "A", "");
-	for (i = 0; i < STORE_MAX_PARAMS; i++)
-		store_sql_eq(&q, "kind", "odd");
+	{
+		const char *kinds[STORE_MAX_PARAMS];
+
+		for (i = 0; i < STORE_MAX_PARAMS; i++)
+			kinds[i] = "odd";
+		store_sql_in(&q, "kind", kinds, STORE_MAX_PARAMS);
+	}
 	assert_true(q.overflow);
+	assert_int_equal(q.n, STORE_MAX_PARAMS); /* the values ran out, not the text */
+	assert_true(q.len + 16 < sizeof q.text);
 	assert_int_equal(store_sql_page_end(tx, &q, NULL, 0, 10, &r), STORE_ERR);
-	/* a VALUES list of numbered rows: its exact text, then run */
+	/* a VALUES list of numbered rows: its exact text */
 	{
 		char *sql = store_sql_values("SELECT k.column1, k.column2, k.column3 FROM (VALUES ",
 					     3, 2, 9, ") k ORDER BY 1");
