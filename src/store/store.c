@@ -352,41 +352,32 @@ int store_send(struct store_tx *tx, const char *sql, const struct store_val *par
 	return rc != STORE_OK ? rc : send_now(tx, sql, params, nparams);
 }
 
-/* Appends s (len bytes) at sql + n; returns the new length. The SQL
- * texts below are sized beforehand: no check here. */
-static size_t put(char *sql, size_t n, const char *s, size_t len)
+/* Appends "$p" to b. 0 or -1 (no memory). */
+static int put_param(struct buf *b, int p)
 {
-	memcpy(sql + n, s, len);
-	return n + len;
-}
-
-/* Appends "$p" (and a NUL after it) at sql + n; returns the new length. */
-static size_t put_param(char *sql, size_t n, int p)
-{
-	sql[n++] = '$';
-	return n + buf_format_int(p, sql + n);
+	return buf_putc(b, '$') == 0 && buf_put_int(b, p) == 0 ? 0 : -1;
 }
 
 /* "head VALUES ($1, $2), ($3, $4)tail" for nrows rows of ncols, or NULL
  * (no memory). */
 static char *rows_sql(const char *head, const char *tail, int ncols, size_t nrows)
 {
-	size_t hl = strlen(head), tl = strlen(tail), n = 0;
-	char *sql = malloc(hl + tl + 16 + nrows * ((size_t)ncols * (BUF_INT_MAX + 3) + 4));
-	int p = 1;
+	struct buf b;
+	int p = 1, ok;
 
-	if (!sql)
-		return NULL;
-	n = put(sql, n, head, hl);
-	n = put(sql, n, " VALUES ", 8);
-	for (size_t r = 0; r < nrows; r++) {
-		n = r ? put(sql, n, ", (", 3) : put(sql, n, "(", 1);
-		for (int c = 0; c < ncols; c++, p++)
-			n = put_param(sql, c ? put(sql, n, ", ", 2) : n, p);
-		n = put(sql, n, ")", 1);
+	buf_init(&b, 0);
+	ok = buf_puts(&b, head) == 0 && buf_puts(&b, " VALUES ") == 0;
+	for (size_t r = 0; ok && r < nrows; r++) {
+		ok = buf_puts(&b, r ? ", (" : "(") == 0;
+		for (int c = 0; ok && c < ncols; c++, p++)
+			ok = (!c || buf_puts(&b, ", ") == 0) && put_param(&b, p) == 0;
+		ok = ok && buf_putc(&b, ')') == 0;
 	}
-	memcpy(sql + n, tail, tl + 1);
-	return sql;
+	if (!ok || buf_puts(&b, tail) < 0) {
+		buf_free(&b);
+		return NULL;
+	}
+	return buf_steal(&b);
 }
 
 int store_send_rows(struct store_tx *tx, const char *head, const char *tail, int ncols,
@@ -650,22 +641,22 @@ void store_sql_in(struct store_sql *q, const char *col, const char *const *vals,
 
 char *store_sql_values(const char *head, size_t n, int ncols, int first, const char *tail)
 {
-	size_t hl = strlen(head), tl = strlen(tail), len = 0;
-	char *sql = malloc(hl + n * (BUF_INT_MAX + 6 + (size_t)ncols * (BUF_INT_MAX + 3)) + tl + 1);
-	int p = first;
+	struct buf b;
+	int p = first, ok;
 
-	if (!sql)
-		return NULL;
-	len = put(sql, len, head, hl);
-	for (size_t i = 0; i < n; i++) {
-		len = put(sql, len, i ? ", (" : "(", i ? 3 : 1);
-		len += buf_format_int((int64_t)i, sql + len);
-		for (int c = 0; c < ncols; c++)
-			len = put_param(sql, put(sql, len, ", ", 2), p++);
-		len = put(sql, len, ")", 1);
+	buf_init(&b, 0);
+	ok = buf_puts(&b, head) == 0;
+	for (size_t i = 0; ok && i < n; i++) {
+		ok = buf_puts(&b, i ? ", (" : "(") == 0 && buf_put_int(&b, (int64_t)i) == 0;
+		for (int c = 0; ok && c < ncols; c++)
+			ok = buf_puts(&b, ", ") == 0 && put_param(&b, p++) == 0;
+		ok = ok && buf_putc(&b, ')') == 0;
 	}
-	memcpy(sql + len, tail, tl + 1);
-	return sql;
+	if (!ok || buf_puts(&b, tail) < 0) {
+		buf_free(&b);
+		return NULL;
+	}
+	return buf_steal(&b);
 }
 
 void store_sql_eq(struct store_sql *q, const char *col, const char *value)
