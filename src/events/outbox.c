@@ -56,32 +56,41 @@ static void ready_free(struct ready *e)
 	e->props = e->body = NULL;
 }
 
-/* Checks and serialises an event (outbox_append's arguments). Returns 0
- * or STORE_ERR (bad arguments or no memory; nothing to free then). */
-static int ready_make(struct ready *e, const char *surface, const char *type,
-		      const char *portfolio_id, const json_t *property_ids, const json_t *data)
+/* Fills e for its insert, taking props and body (JSON texts, malloc'd,
+ * NULL when their making failed; freed here on failure). Returns 0 or
+ * STORE_ERR (bad arguments or no memory; nothing to free then). */
+static int ready_take(struct ready *e, const char *surface, const char *type,
+		      const char *portfolio_id, char *props, char *body)
 {
 	const struct trace_ctx *t = trace_current();
 
 	memset(e, 0, sizeof *e);
-	if ((strcmp(surface, "v1") && strcmp(surface, "v2")) || !json_is_array(property_ids) ||
-	    !json_is_object(data) || strlen(type) >= sizeof e->type ||
-	    strlen(portfolio_id) >= sizeof e->portfolio_id)
-		return STORE_ERR;
-	if (id_new("evt_", e->id, sizeof e->id) < 0)
-		return STORE_ERR;
-	memcpy(e->surface, surface, 3);
-	memcpy(e->type, type, strlen(type) + 1);
-	memcpy(e->portfolio_id, portfolio_id, strlen(portfolio_id) + 1);
-	e->props = json_dumps(property_ids, JSON_COMPACT);
-	e->body = json_dumps(data, JSONW_DUMP);
-	if (!e->props || !e->body) {
+	e->props = props;
+	e->body = body;
+	if ((strcmp(surface, "v1") && strcmp(surface, "v2")) || !props || !body ||
+	    strlen(type) >= sizeof e->type || strlen(portfolio_id) >= sizeof e->portfolio_id ||
+	    id_new("evt_", e->id, sizeof e->id) < 0) {
 		ready_free(e);
 		return STORE_ERR;
 	}
+	memcpy(e->surface, surface, 3);
+	memcpy(e->type, type, strlen(type) + 1);
+	memcpy(e->portfolio_id, portfolio_id, strlen(portfolio_id) + 1);
 	if ((e->has_tp = t != NULL))
 		trace_format(t, t->span_id, e->tp);
 	return 0;
+}
+
+/* Checks and serialises an event (outbox_append's arguments) into e. */
+static int ready_make(struct ready *e, const char *surface, const char *type,
+		      const char *portfolio_id, const json_t *property_ids, const json_t *data)
+{
+	if (!json_is_array(property_ids) || !json_is_object(data)) {
+		memset(e, 0, sizeof *e);
+		return STORE_ERR;
+	}
+	return ready_take(e, surface, type, portfolio_id, json_dumps(property_ids, JSON_COMPACT),
+			  json_dumps(data, JSONW_DUMP));
 }
 
 /* Inserts e inside tx, in the writers' turn: events commit in the order
@@ -118,6 +127,19 @@ int outbox_append(struct store_tx *tx, const char *surface, const char *type,
 	rc = ready_insert(tx, &e);
 	if (rc == 0 && id_out)
 		snprintf(id_out, id_cap, "%s", e.id);
+	ready_free(&e);
+	return rc;
+}
+
+int outbox_append_text(struct store_tx *tx, const char *surface, const char *type,
+		       const char *portfolio_id, const char *property_ids, const char *data)
+{
+	struct ready e;
+	int rc = ready_take(&e, surface, type, portfolio_id, strdup(property_ids), strdup(data));
+
+	if (rc < 0)
+		return rc;
+	rc = ready_insert(tx, &e);
 	ready_free(&e);
 	return rc;
 }
@@ -175,6 +197,26 @@ int outbox_first_after(struct store_tx *tx, int64_t after, int64_t *seq)
 {
 	return store_query_int(tx, "SELECT seq FROM events WHERE seq > $1 ORDER BY seq LIMIT 1",
 			       (struct store_val[]){sv_int(after)}, 1, seq);
+}
+
+int outbox_skip_after(struct store_tx *tx, int64_t after, int64_t limit, int64_t *last)
+{
+	struct store_rows *r;
+	int rc, n = 0;
+
+	*last = after;
+	rc = store_query(tx,
+			 "SELECT count(*), coalesce(max(seq), $1) FROM (SELECT seq FROM events"
+			 " WHERE seq > $1 ORDER BY seq LIMIT $2) w",
+			 (struct store_val[]){sv_int(after), sv_int(limit)}, 2, &r);
+	if (rc != STORE_OK)
+		return rc;
+	if ((rc = store_next(r)) == 1) {
+		n = (int)store_int(r, 0);
+		*last = store_int(r, 1);
+	}
+	store_rows_close(r);
+	return rc < 0 ? rc : n;
 }
 
 /* Passes each row of r (EVENT_COLS) to fn until the rows end or fn stops.

@@ -42,6 +42,13 @@ int outbox_append(struct store_tx *tx, const char *surface, const char *type,
 		  const char *portfolio_id, const json_t *property_ids, const json_t *data,
 		  char *id_out, size_t id_cap) WUR;
 
+/* As outbox_append, the array and the object given as their JSON texts
+ * (borrowed), which the caller wrote as JSONW_DUMP would (a hot path's
+ * core/jsonw writer: no jansson tree). Returns 0 or a negative store
+ * status. */
+int outbox_append_text(struct store_tx *tx, const char *surface, const char *type,
+		       const char *portfolio_id, const char *property_ids, const char *data) WUR;
+
 /* Events made ready now (ids, texts, the trace context) and appended
  * later, in order, in one writers' turn: for a STORE_WRITE_OWN writer
  * that does its other writes first, beside the other writers, and takes
@@ -67,6 +74,12 @@ int outbox_first_after(struct store_tx *tx, int64_t after, int64_t *seq) WUR;
  * included). */
 int outbox_each_after(struct store_tx *tx, int64_t after, int64_t limit, outbox_event_fn fn,
 		      void *arg) WUR;
+
+/* Inside tx: how many events follow seq after, at most limit, and the
+ * seq of the last of them in *last (after when none). Reads their numbers
+ * only (the primary key's index): for a fan-out that has no subscription
+ * to read them for. Returns the count or a negative store status. */
+int outbox_skip_after(struct store_tx *tx, int64_t after, int64_t limit, int64_t *last) WUR;
 
 /* Inside tx: passes event id to fn. Returns 1 (found, fn's status was
  * not negative), 0 (no such event) or a negative store status. */

@@ -1,6 +1,8 @@
 /* outbox_append writes inside the caller's transaction: a rollback leaves
- * no event, a commit leaves exactly one with every field as given; the
- * events of outbox_later arrive when appended, in order. */
+ * no event, a commit leaves exactly one with every field as given (its
+ * texts too, with outbox_append_text); the events of outbox_later arrive
+ * when appended, in order; outbox_skip_after passes over exactly the
+ * events outbox_each_after reads. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -159,6 +161,76 @@ static void later_appends_in_order(void **state)
 	json_decref(props);
 }
 
+static void append_text_keeps_texts(void **state)
+{
+	struct store_tx *tx;
+	struct store_rows *r;
+
+	(void)state;
+	assert_int_equal(store_begin(st, 1, &tx), STORE_OK);
+	assert_true(outbox_append_text(tx, "v3", "t", "pf_t", "[]", "{}") < 0);
+	assert_int_equal(outbox_append_text(tx, "v1", "whatsapp.received", "pf_t", "[\"prop_t\"]",
+					    "{\"text\":\"h\\u00e9\"}"),
+			 0);
+	assert_int_equal(store_commit(tx), STORE_OK);
+	assert_int_equal(store_begin(st, 0, &tx), STORE_OK);
+	assert_int_equal(store_query(tx,
+				     "SELECT id, surface, type, property_ids, data FROM events"
+				     " WHERE portfolio_id = 'pf_t'",
+				     NULL, 0, &r),
+			 STORE_OK);
+	assert_int_equal(store_next(r), 1);
+	assert_true(id_valid("evt_", store_text(r, 0)));
+	assert_string_equal(store_text(r, 1), "v1");
+	assert_string_equal(store_text(r, 2), "whatsapp.received");
+	assert_string_equal(store_text(r, 3), "[\"prop_t\"]");
+	assert_string_equal(store_text(r, 4), "{\"text\":\"h\\u00e9\"}");
+	assert_int_equal(store_next(r), 0);
+	store_rows_close(r);
+	store_rollback(tx);
+}
+
+/* outbox_each_after's fn: counts the events and keeps the last seq. */
+static int seen(const struct outbox_event *ev, void *arg)
+{
+	int64_t *s = arg;
+
+	s[0]++;
+	s[1] = ev->seq;
+	return 0;
+}
+
+static void skip_passes_what_each_reads(void **state)
+{
+	struct store_tx *tx;
+	json_t *props = json_pack("[s]", "prop_s"), *data = json_object();
+	int64_t first, last, s[2];
+
+	(void)state;
+	assert_int_equal(store_begin(st, 1, &tx), STORE_OK);
+	for (int i = 0; i < 5; i++)
+		assert_int_equal(outbox_append(tx, "v2", "t.s", "pf_s", props, data, NULL, 0), 0);
+	assert_int_equal(store_commit(tx), STORE_OK);
+	assert_int_equal(store_begin(st, 0, &tx), STORE_OK);
+	assert_int_equal(outbox_first_after(tx, 0, &first), 1);
+	for (int64_t limit = 1; limit <= 1000; limit *= 10) {
+		for (int64_t after = first - 1; after < first + 1000; after += 1 + after % 7) {
+			int n = outbox_skip_after(tx, after, limit, &last);
+
+			s[0] = 0;
+			s[1] = after;
+			assert_int_equal(outbox_each_after(tx, after, limit, seen, s), 0);
+			assert_int_equal(n, s[0]);
+			assert_int_equal(last, s[1]);
+		}
+	}
+	assert_int_equal(outbox_skip_after(tx, 1LL << 60, 10, &last), 0);
+	assert_int_equal(last, 1LL << 60);
+	store_rollback(tx);
+	json_decref(props);
+	json_decref(data);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -166,6 +238,8 @@ int main(void)
 		cmocka_unit_test(commit_keeps_event),
 		cmocka_unit_test(bad_input_refused),
 		cmocka_unit_test(later_appends_in_order),
+		cmocka_unit_test(append_text_keeps_texts),
+		cmocka_unit_test(skip_passes_what_each_reads),
 	};
 
 	return cmocka_run_group_tests(tests, setup, teardown);
