@@ -684,7 +684,10 @@ static int fan_out_batch(struct engine *d, struct engine_touched *touched)
 	if ((rc = subscriptions_load_enabled(tx, NULL, &subs, &nsubs)) < 0)
 		goto out;
 	b = (struct batch){tx, subs, nsubs, touched, d->cursor, 0, 0};
-	if ((rc = outbox_each_after(tx, d->cursor, FANOUT_BATCH, fan_out_one, &b)) < 0)
+	/* No subscription at all: the events are passed over unread. */
+	if (!nsubs && (rc = b.n = outbox_skip_after(tx, d->cursor, FANOUT_BATCH, &b.last)) < 0)
+		goto out;
+	if (nsubs && (rc = outbox_each_after(tx, d->cursor, FANOUT_BATCH, fan_out_one, &b)) < 0)
 		goto out;
 	rc = store_send(tx, "UPDATE webhook_dispatch SET last_event_seq = $1 WHERE id = 1",
 			(struct store_val[]){sv_int(b.last)}, 1);
