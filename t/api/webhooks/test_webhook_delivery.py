@@ -1032,6 +1032,28 @@ class ScimEventTest(DeliveryCase):
         self.assert_no_more("/scim", 1)
 
 
+class FirstSubscriptionTest(DeliveryCase):
+    """A server where no subscription exists yet: the fan-out passes over
+    the outbox reading only the events' numbers (at most every 100 ms, a
+    full batch at once); the first subscription then gets the event made
+    after it, none of the backlog before it, and without waiting behind
+    that backlog."""
+
+    def test_first_subscription_after_a_backlog(self):
+        seed = self.seed("group", 1)
+        # more than two of the fan-out's batches (500 events each)
+        self.emit(seed, "guest.thread.escalated", count=1200)
+        before = set(self.outbox(seed))
+        self.assertEqual(len(before), 1200)
+        self.subscribe(seed, "v2", "/first", ["guest.thread.escalated"])
+        self.emit(seed, "guest.thread.escalated")
+        got = self.rx.wait_for(1, "/first")
+        after = [e for e in ctl_events(self.srv, seed.id) if e["id"] not in before]
+        self.assertEqual(len(after), 1, after)
+        self.assertEqual(got[0].json()["id"], after[0]["id"])
+        self.assert_no_more("/first", 1, settle=0.5)
+
+
 class SsrfAtSubscriptionTest(unittest.TestCase):
     """Without --allow-private-targets the receiver cannot even be
     subscribed to; and a target that became forbidden after subscribing is
