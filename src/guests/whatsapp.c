@@ -725,13 +725,17 @@ out:
 	return rc < 0 ? rc : 0;
 }
 
-/* store_group_done_fn: the call's outcome to its caller. */
+/* store_group_done_fn: the call's outcome to its caller, once the call
+ * is freed (so the caller, once told, holds the only references left to
+ * the body's tree, and frees it on its own thread). */
 static void recorded(void *arg, int rc)
 {
 	struct whatsapp_call *c = arg;
+	void (*done)(void *arg, int rc) = c->done;
+	void *done_arg = c->done_arg;
 
-	c->done(c->done_arg, rc);
 	whatsapp_call_free(c);
+	done(done_arg, rc);
 }
 
 int whatsapp_record(struct whatsapp *wa, struct whatsapp_call *call,

@@ -74,8 +74,9 @@ int whatsapp_check(struct whatsapp *wa, const unsigned char key[32], const json_
  * the messages of all of them read and written together), then calls
  * done(arg, rc) on the recording thread: rc is STORE_OK once committed,
  * else a negative store status, and nothing was written. Takes call
- * (freed once done returned). Returns 0, or -1 (no memory: done is not
- * called). */
+ * (freed before done is called: the references it held to doc's parts
+ * are dropped by then, so whoever keeps doc frees the tree). Returns 0,
+ * or -1 (no memory: done is not called). */
 int whatsapp_record(struct whatsapp *wa, struct whatsapp_call *call,
 		    void (*done)(void *arg, int rc), void *arg) WUR;
 /* Frees a call not handed to whatsapp_record. NULL is ignored. */

@@ -177,8 +177,8 @@ struct engine {
 	int drain_ms;
 	struct lane **lanes; /* under mu (the array; see struct lane for fields) */
 	size_t nlanes, lanes_cap;
-	int64_t cursor;                     /* fan-out thread only */
-	int no_subs; /* fan-out thread only: its last batch found no subscription */
+	int64_t cursor; /* fan-out thread only */
+	int no_subs;    /* fan-out thread only: its last batch found no subscription */
 	_Atomic uint64_t delivered, failed; /* attempts recorded by this process */
 };
 

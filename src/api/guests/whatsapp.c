@@ -97,9 +97,12 @@ static void h_notify(struct ctx *c)
 		respond_error(c, ERR_REQUEST_MALFORMED, NULL, "the body is not a JSON object");
 		return;
 	}
+	/* The request keeps the tree until it ends, on this loop: the call
+	 * holds parts of it, and the group's thread then only drops its
+	 * references, so freeing the tree is not on the transaction's path. */
+	c->body = doc;
 	rc = whatsapp_check(c->svc->whatsapp, c->svc->seal_key, doc, b->data ? b->data : "", b->len,
 			    sig, &call, &res, why, sizeof why);
-	json_decref(doc);
 	if (rc != STORE_OK) {
 		respond_store_error(c, rc);
 		return;
