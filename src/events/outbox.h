@@ -43,9 +43,10 @@ int outbox_append(struct store_tx *tx, const char *surface, const char *type,
 		  char *id_out, size_t id_cap) WUR;
 
 /* As outbox_append, the array and the object given as their JSON texts
- * (borrowed), which the caller wrote as JSONW_DUMP would (a hot path's
- * core/jsonw writer: no jansson tree). Returns 0 or a negative store
- * status. */
+ * (borrowed), which the caller vouches for: compact JSON written with
+ * core/jsonw on a hot path, with no jansson tree (equal in value to what
+ * outbox_append stores; jsonw escapes some characters as \u00XX where
+ * jansson writes \n). Returns 0 or a negative store status. */
 int outbox_append_text(struct store_tx *tx, const char *surface, const char *type,
 		       const char *portfolio_id, const char *property_ids, const char *data) WUR;
 

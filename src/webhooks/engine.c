@@ -623,8 +623,6 @@ static int fan_out_one(const struct outbox_event *ev, void *arg)
 
 	b->last = ev->seq;
 	b->n++;
-	if (b->nsubs == 0)
-		return 0;
 	rc = fan_out_event(b->tx, ev, b->subs, b->nsubs, 0, NULL, b->touched);
 	if (rc < 0)
 		return rc;
@@ -636,10 +634,6 @@ static int fan_out_one(const struct outbox_event *ev, void *arg)
 	return 0;
 }
 
-/* One fan-out batch: the events after the cursor become deliveries and the
- * cursor moves, in one transaction. Returns how many events were read (0:
- * nothing new; FANOUT_BATCH: more may be waiting, also when the batch
- * stopped at FANOUT_MAX_DELIVERIES) or a negative store status. */
 /* 1 when a lane of t may be another node's to send: its bucket is not
  * held here, or t overflowed. Only then are the other nodes told (their
  * watch thread reads every lane again, a scan of every delivery due);
@@ -658,14 +652,20 @@ static int touched_elsewhere(const struct engine *d, const struct engine_touched
 	return 0;
 }
 
+/* One fan-out batch: the events after the cursor (at most FANOUT_BATCH)
+ * become deliveries and the cursor moves, in one transaction; with no
+ * subscription at all they are passed over unread (d->no_subs set).
+ * Returns how many events it took (0: nothing new; FANOUT_BATCH: more may
+ * be waiting, also when the batch stopped at FANOUT_MAX_DELIVERIES) or a
+ * negative store status. */
 static int fan_out_batch(struct engine *d, struct engine_touched *touched)
 {
 	struct store_tx *tx = NULL;
 	struct subscription *subs = NULL;
 	size_t nsubs = 0;
-	int64_t seq = 0;
+	int64_t seq = 0, last;
 	struct batch b;
-	int rc;
+	int rc, n;
 
 	/* A cheap read first, so an idle outbox never takes the write lock. */
 	if ((rc = store_begin(d->st, 0, &tx)) != STORE_OK)
@@ -688,15 +688,25 @@ static int fan_out_batch(struct engine *d, struct engine_touched *touched)
 				  " WHERE id = 1 RETURNING last_event_seq",
 				  NULL, 0, &d->cursor)) < 0)
 		goto out;
+	/* The batch's events first, then the subscriptions: each of those
+	 * events committed before the subscriptions are read, so a
+	 * subscription made before any of them is among those read (on
+	 * PostgreSQL every statement sees what committed before it began). */
+	if ((rc = n = outbox_skip_after(tx, d->cursor, FANOUT_BATCH, &last)) < 0)
+		goto out;
 	if ((rc = subscriptions_load_enabled(tx, NULL, &subs, &nsubs)) < 0)
 		goto out;
 	d->no_subs = nsubs == 0;
 	b = (struct batch){tx, subs, nsubs, touched, d->cursor, 0, 0};
-	/* No subscription at all: the events are passed over unread. */
-	if (!nsubs && (rc = b.n = outbox_skip_after(tx, d->cursor, FANOUT_BATCH, &b.last)) < 0)
+	/* With subscriptions, those n events read whole (events commit in the
+	 * order of their numbers: they are the first n after the cursor);
+	 * without any, passed over unread. */
+	if (nsubs && n > 0 && (rc = outbox_each_after(tx, d->cursor, n, fan_out_one, &b)) < 0)
 		goto out;
-	if (nsubs && (rc = outbox_each_after(tx, d->cursor, FANOUT_BATCH, fan_out_one, &b)) < 0)
-		goto out;
+	if (!nsubs) {
+		b.n = n;
+		b.last = last;
+	}
 	rc = store_send(tx, "UPDATE webhook_dispatch SET last_event_seq = $1 WHERE id = 1",
 			(struct store_val[]){sv_int(b.last)}, 1);
 	if (rc >= 0 && touched_elsewhere(d, touched))
@@ -793,18 +803,13 @@ static int recover_claims(struct store *st)
 	return 0;
 }
 
-/* Fan-out: a batch whenever the outbox has news (a notification, or its
- * own full batch; with no subscription, FANOUT_NOSUB_MS after a batch
- * that passed over some), else at the idle interval: FANOUT_IDLE_MS on a
- * database of its own (another process, revopsctl, notifies nobody),
- * a second where every writer notifies. On a shared database it also
- * takes over the claims of nodes that stopped, once a second. */
-/* Waits FANOUT_NOSUB_MS, or until the engine stops. */
+/* Waits FANOUT_NOSUB_MS, or until the engine stops (d->cond runs on
+ * CLOCK_MONOTONIC: engine_start). */
 static void pause_no_subs(struct engine *d)
 {
 	struct timespec ts;
 
-	clock_gettime(CLOCK_REALTIME, &ts);
+	clock_gettime(CLOCK_MONOTONIC, &ts);
 	ts.tv_nsec += FANOUT_NOSUB_MS * 1000000L;
 	ts.tv_sec += ts.tv_nsec / 1000000000L;
 	ts.tv_nsec %= 1000000000L;
@@ -814,6 +819,12 @@ static void pause_no_subs(struct engine *d)
 	pthread_mutex_unlock(&d->mu);
 }
 
+/* Fan-out: a batch whenever the outbox has news (a notification, or its
+ * own full batch; with no subscription, FANOUT_NOSUB_MS after a batch
+ * that passed over some), else at the idle interval: FANOUT_IDLE_MS on a
+ * database of its own (another process, revopsctl, notifies nobody),
+ * a second where every writer notifies. On a shared database it also
+ * takes over the claims of nodes that stopped, once a second. */
 static void *fanout_main(void *arg)
 {
 	struct engine *d = arg;
@@ -2061,6 +2072,7 @@ static int threads_start(struct engine *d)
 int engine_start(struct store *st, const struct engine_opts *o, struct engine **out)
 {
 	struct engine *d = calloc(1, sizeof *d);
+	pthread_condattr_t ca;
 
 	*out = NULL;
 	if (!d)
@@ -2073,7 +2085,10 @@ int engine_start(struct store *st, const struct engine_opts *o, struct engine **
 	memcpy(d->seal_key, o->seal_key, sizeof d->seal_key);
 	d->o.seal_key = d->seal_key;
 	pthread_mutex_init(&d->mu, NULL);
-	pthread_cond_init(&d->cond, NULL);
+	pthread_condattr_init(&ca);
+	pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+	pthread_cond_init(&d->cond, &ca);
+	pthread_condattr_destroy(&ca);
 	if (engine_load(d) < 0 || senders_init(d) < 0 || threads_start(d) < 0)
 		goto fail;
 	if (o->cluster &&

@@ -171,6 +171,25 @@ class InboundTest(Base):
         self.assertEqual((ev["data"]["from"], ev["data"]["thread_id"], ev["data"]["message_id"]),
                          ("+48600333444", t["id"], m["id"]))
 
+    def test_received_event_data_whole(self):
+        # the event's data as a receiver gets it, every field: a text
+        # with quotes, a backslash, a newline, a tab and non-ASCII, and a
+        # guest Meta sends no profile name for (null)
+        text = 'Pok\u00f3j "12"\\ prosz\u0119\n\tczy jest \u2713?'
+        ans = E.wa.inbound(PNIDS[0], "48600919293", text)
+        self.assertEqual(ans["statuses"], [200])
+        wait_until(lambda: self.events("whatsapp.received", lambda d: d["wamid"] == ans["wamid"]),
+                   10.0, what="whatsapp.received")
+        [ev] = self.events("whatsapp.received", lambda d: d["wamid"] == ans["wamid"])
+        [t] = self.threads("+48600919293")
+        full = self.thread(t["id"])
+        [m] = full["messages"]
+        self.assertEqual(m["text"], text)
+        self.assertEqual(ev["data"], {
+            "message_id": m["id"], "thread_id": t["id"], "guest_id": full["guest"]["id"],
+            "from": "+48600919293", "name": None, "text": text, "wamid": ans["wamid"],
+            "received_at": m["at"]})
+
     def until_announced(self, since, applied, again, what):
         """A revopsctl setting made at since: on SQLite applied() must
         hold at once; on PostgreSQL, where the announcement arrives a

@@ -1036,8 +1036,7 @@ class FirstSubscriptionTest(DeliveryCase):
     """A server where no subscription exists yet: the fan-out passes over
     the outbox reading only the events' numbers (at most every 100 ms, a
     full batch at once); the first subscription then gets the event made
-    after it, none of the backlog before it, and without waiting behind
-    that backlog."""
+    after it and none of the backlog before it."""
 
     def test_first_subscription_after_a_backlog(self):
         seed = self.seed("group", 1)

@@ -23,10 +23,10 @@ static struct store *st;
 
 static int setup(void **state)
 {
-	char url[128];
+	char url[512];
 
 	(void)state;
-	if (tmp_store_dir("outbox", dir, url, sizeof url) < 0)
+	if (tmp_store_url("outbox", dir, url, sizeof url) < 0)
 		return -1;
 	return store_open(url, 2, &st);
 }
