@@ -1334,6 +1334,8 @@ int http_server_start_fd(int fd, const struct http_server_opts *o, http_handler_
 	s->loops = calloc((size_t)s->nloops, sizeof *s->loops);
 	if (!s->loops)
 		goto fail;
+	for (i = 0; i < s->nloops; i++) /* none yet: stop leaves these alone */
+		s->loops[i].ep = s->loops[i].wake = -1;
 	for (i = 0; i < s->nloops; i++)
 		if (loop_init(&s->loops[i], s) < 0)
 			goto fail;
@@ -1361,7 +1363,7 @@ void http_server_quiesce(struct http_server *s)
 	if (fd < 0)
 		return;
 	for (i = 0; s->loops && i < s->nloops; i++)
-		if (s->loops[i].ep > 0)
+		if (s->loops[i].ep >= 0)
 			(void)epoll_ctl(s->loops[i].ep, EPOLL_CTL_DEL, fd, NULL);
 	close(fd);
 }
@@ -1405,11 +1407,12 @@ void http_server_stop(struct http_server *s)
 			(void)!write(lp->wake, &one, sizeof one);
 		if (lp->started)
 			pthread_join(lp->thread, NULL);
-		if (lp->ep > 0)
+		if (lp->ep >= 0)
 			close(lp->ep);
-		if (lp->wake > 0)
+		if (lp->wake >= 0)
 			close(lp->wake);
-		pthread_mutex_destroy(&lp->lock);
+		if (lp->s) /* loop_init made its lock */
+			pthread_mutex_destroy(&lp->lock);
 	}
 	free(s->loops);
 	free(s);

@@ -4,7 +4,8 @@
  * answers, on a connection that then serves its next request; the loop
  * serves other connections while an answer is deferred; a handler on a
  * worker defers the same way; http_server_stop waits for a deferred
- * answer owed. */
+ * answer owed; a start that fails part way (no descriptors left) leaves
+ * descriptor 0 alone. */
 #include <stdarg.h>
 #include <stddef.h>
 #include <setjmp.h>
@@ -12,6 +13,8 @@
 #include <cmocka.h>
 
 #include <arpa/inet.h>
+#include <errno.h>
+#include <fcntl.h>
 #include <netinet/in.h>
 #include <poll.h>
 #include <pthread.h>
@@ -19,6 +22,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
 #include <time.h>
 #include <unistd.h>
@@ -232,12 +236,52 @@ static void test_stop_waits_for_deferred(void **state)
 	close(a);
 }
 
+/* With too few descriptors for all its loops, http_server_start fails and
+ * stops the loops it made. The loops it never set up were once woken and
+ * closed as descriptor 0 (their zeroed fields); descriptor 0 is the write
+ * end of a pipe here, so a stray wake-up shows on the read end. */
+static void test_failed_start_leaves_fd0_alone(void **state)
+{
+	/* max_connections 1: the server raises the open-files limit to 129 at
+	 * most (FD_RESERVE), too few for 200 loops of two descriptors each */
+	struct http_server_opts o = {.host = "127.0.0.1",
+				     .threads = 200,
+				     .max_connections = 1,
+				     .idle_timeout_s = 30};
+	struct http_server *s = NULL;
+	struct rlimit old, low;
+	int p[2], saved0 = dup(0), lowest;
+	char b[8];
+
+	(void)state;
+	assert_true(saved0 >= 0);
+	assert_int_equal(pipe(p), 0);
+	assert_int_equal(dup2(p[1], 0), 0);
+	assert_int_equal(fcntl(p[0], F_SETFL, O_NONBLOCK), 0);
+	assert_true((lowest = dup(p[0])) >= 0);
+	close(lowest);
+	assert_int_equal(getrlimit(RLIMIT_NOFILE, &old), 0);
+	low = old;
+	low.rlim_cur = (rlim_t)lowest + 12;
+	assert_int_equal(setrlimit(RLIMIT_NOFILE, &low), 0);
+	assert_int_equal(http_server_start(&o, handler, NULL, &s), -1);
+	assert_int_equal(setrlimit(RLIMIT_NOFILE, &old), 0);
+	errno = 0;
+	assert_int_equal(read(p[0], b, sizeof b), -1);
+	assert_int_equal(errno, EAGAIN);
+	assert_int_equal(dup2(saved0, 0), 0);
+	close(saved0);
+	close(p[0]);
+	close(p[1]);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_deferred_on_the_loop),
 		cmocka_unit_test(test_deferred_on_a_worker),
 		cmocka_unit_test(test_stop_waits_for_deferred),
+		cmocka_unit_test(test_failed_start_leaves_fd0_alone),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
