@@ -358,19 +358,22 @@ static int put_param(struct buf *b, int p)
 	return buf_putc(b, '$') == 0 && buf_put_int(b, p) == 0 ? 0 : -1;
 }
 
-/* "head VALUES ($1, $2), ($3, $4)tail" for nrows rows of ncols, or NULL
- * (no memory). */
-static char *rows_sql(const char *head, const char *tail, int ncols, size_t nrows)
+/* head, then mid, then n rows "(i, $p, $p+1, ...)" of ncols placeholders
+ * each, numbered from first (i, the row's index, only when indexed), then
+ * tail, as one malloc'd string, or NULL (no memory). */
+static char *values_sql(const char *head, const char *mid, size_t n, int ncols, int first,
+			int indexed, const char *tail)
 {
 	struct buf b;
-	int p = 1, ok;
+	int p = first, ok;
 
 	buf_init(&b, 0);
-	ok = buf_puts(&b, head) == 0 && buf_puts(&b, " VALUES ") == 0;
-	for (size_t r = 0; ok && r < nrows; r++) {
-		ok = buf_puts(&b, r ? ", (" : "(") == 0;
-		for (int c = 0; ok && c < ncols; c++, p++)
-			ok = (!c || buf_puts(&b, ", ") == 0) && put_param(&b, p) == 0;
+	ok = buf_puts(&b, head) == 0 && buf_puts(&b, mid) == 0;
+	for (size_t r = 0; ok && r < n; r++) {
+		ok = buf_puts(&b, r ? ", (" : "(") == 0 &&
+		     (!indexed || buf_put_int(&b, (int64_t)r) == 0);
+		for (int c = 0; ok && c < ncols; c++)
+			ok = ((!c && !indexed) || buf_puts(&b, ", ") == 0) && put_param(&b, p++) == 0;
 		ok = ok && buf_putc(&b, ')') == 0;
 	}
 	if (!ok || buf_puts(&b, tail) < 0) {
@@ -378,6 +381,13 @@ static char *rows_sql(const char *head, const char *tail, int ncols, size_t nrow
 		return NULL;
 	}
 	return buf_steal(&b);
+}
+
+/* "head VALUES ($1, $2), ($3, $4)tail" for nrows rows of ncols, or NULL
+ * (no memory). */
+static char *rows_sql(const char *head, const char *tail, int ncols, size_t nrows)
+{
+	return values_sql(head, " VALUES ", nrows, ncols, 1, 0, tail);
 }
 
 int store_send_rows(struct store_tx *tx, const char *head, const char *tail, int ncols,
@@ -641,22 +651,7 @@ void store_sql_in(struct store_sql *q, const char *col, const char *const *vals,
 
 char *store_sql_values(const char *head, size_t n, int ncols, int first, const char *tail)
 {
-	struct buf b;
-	int p = first, ok;
-
-	buf_init(&b, 0);
-	ok = buf_puts(&b, head) == 0;
-	for (size_t i = 0; ok && i < n; i++) {
-		ok = buf_puts(&b, i ? ", (" : "(") == 0 && buf_put_int(&b, (int64_t)i) == 0;
-		for (int c = 0; ok && c < ncols; c++)
-			ok = buf_puts(&b, ", ") == 0 && put_param(&b, p++) == 0;
-		ok = ok && buf_putc(&b, ')') == 0;
-	}
-	if (!ok || buf_puts(&b, tail) < 0) {
-		buf_free(&b);
-		return NULL;
-	}
-	return buf_steal(&b);
+	return values_sql(head, "", n, ncols, first, 1, tail);
 }
 
 void store_sql_eq(struct store_sql *q, const char *col, const char *value)

@@ -177,8 +177,7 @@ struct engine {
 	int drain_ms;
 	struct lane **lanes; /* under mu (the array; see struct lane for fields) */
 	size_t nlanes, lanes_cap;
-	int64_t cursor; /* fan-out thread only */
-	int no_subs;    /* fan-out thread only: its last batch found no subscription */
+	int64_t cursor;                     /* fan-out thread only */
 	_Atomic uint64_t delivered, failed; /* attempts recorded by this process */
 };
 
@@ -654,11 +653,11 @@ static int touched_elsewhere(const struct engine *d, const struct engine_touched
 
 /* One fan-out batch: the events after the cursor (at most FANOUT_BATCH)
  * become deliveries and the cursor moves, in one transaction; with no
- * subscription at all they are passed over unread (d->no_subs set).
+ * subscription at all they are passed over unread (*no_subs set).
  * Returns how many events it took (0: nothing new; FANOUT_BATCH: more may
  * be waiting, also when the batch stopped at FANOUT_MAX_DELIVERIES) or a
  * negative store status. */
-static int fan_out_batch(struct engine *d, struct engine_touched *touched)
+static int fan_out_batch(struct engine *d, struct engine_touched *touched, int *no_subs)
 {
 	struct store_tx *tx = NULL;
 	struct subscription *subs = NULL;
@@ -696,7 +695,7 @@ static int fan_out_batch(struct engine *d, struct engine_touched *touched)
 		goto out;
 	if ((rc = subscriptions_load_enabled(tx, NULL, &subs, &nsubs)) < 0)
 		goto out;
-	d->no_subs = nsubs == 0;
+	*no_subs = nsubs == 0;
 	b = (struct batch){tx, subs, nsubs, touched, d->cursor, 0, 0};
 	/* With subscriptions, those n events read whole (events commit in the
 	 * order of their numbers: they are the first n after the cursor);
@@ -829,14 +828,14 @@ static void *fanout_main(void *arg)
 {
 	struct engine *d = arg;
 	struct engine_touched touched;
-	int shared = store_shared(d->st), n;
+	int shared = store_shared(d->st), n, no_subs = 0;
 	int64_t last_recover = clock_mono_ms();
 	uint64_t seen;
 
 	while (!d->stop) {
 		seen = store_notified(d->st, STORE_CH_OUTBOX);
 		memset(&touched, 0, sizeof touched);
-		n = fan_out_batch(d, &touched);
+		n = fan_out_batch(d, &touched, &no_subs);
 		if (n < 0)
 			log_msg(LOG_ERROR, "webhook", "fan-out failed (store status %d); retrying",
 				n);
@@ -849,7 +848,7 @@ static void *fanout_main(void *arg)
 		}
 		if (n == FANOUT_BATCH || d->stop)
 			continue;
-		if (n > 0 && d->no_subs) {
+		if (n > 0 && no_subs) {
 			pause_no_subs(d);
 			continue;
 		}
